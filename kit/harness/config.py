@@ -1,0 +1,74 @@
+"""Harness budgets and recovery settings (WeAgent Table 5; DESIGN.md "Paper defaults").
+
+``HarnessConfig()`` holds the paper's values. ``HarnessConfig.smoke()`` keeps every rule but shrinks
+the budgets so CPU smoke runs on tiny models finish in seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, Field
+
+
+class HarnessConfig(BaseModel):
+    """Episode budgets, recovery rules and tool limits.
+
+    Units: tokens for ``max_context_tokens``/``synthesis_reserve_tokens``/``max_response_tokens``,
+    seconds for ``wall_clock_s``/``tool_timeout_s``, characters for the persistence thresholds.
+    """
+
+    # Episode budgets (Table 5)
+    max_turns: int = 20  # regular turns; one no-tool synthesis turn may follow
+    max_calls: int = 32  # executed tool calls
+    max_context_tokens: int = 32_768
+    synthesis_reserve_tokens: int = 4_096  # tools disabled once remaining context <= this
+    wall_clock_s: float = 900.0
+    max_response_tokens: int = 4_096  # one response over this is discarded and regenerated once
+    overlong_regenerations: int = 1
+    # Recovery (Table 5)
+    loop_guard_repeats: int = 2  # consecutive identical invalid calls that trigger the loop guard
+    # Persistence (Table 5)
+    persist_threshold_chars: int = 16_384
+    persist_preview_chars: int = 1_500
+    # Tool limits (Table 4)
+    extract_max_chars: int = 5_000
+    image_search_refeed: int = 4
+    reverse_search_refeed: int = 5
+    reverse_search_max_vision_tokens: int = 512
+    extract_refeed: int = 5
+    code_refeed: int = 5
+    tool_timeout_s: float = 60.0
+    code_timeout_s: float = 30.0
+    code_memory_mb: int = 2048
+    code_cpu_s: int = 60
+    # Images
+    max_image_pixels: int = 64_000_000  # decompression-bomb guard for every registered image
+    # Ablations (WeAgent Table 2)
+    refeed_images: bool = True  # False: returned images are kept out of later model turns
+    # Prompts (Table 6)
+    timezone: str = "Asia/Shanghai"
+    timezone_label: str = "Beijing Time, UTC+8"
+    tools_enabled: list[str] = Field(
+        default_factory=lambda: [
+            "web_search",
+            "web_search_for_image",
+            "web_search_based_on_image",
+            "web_extract",
+            "execute_code",
+        ]
+    )
+
+    @classmethod
+    def smoke(cls, **overrides) -> "HarnessConfig":
+        """Smoke profile: same rules, small budgets for tiny CPU models (labelled smoke in outputs)."""
+        base = dict(max_turns=4, max_calls=8, max_context_tokens=16_384, synthesis_reserve_tokens=1_024,
+                    wall_clock_s=120.0, max_response_tokens=96, code_timeout_s=10.0)
+        base.update(overrides)
+        return cls(**base)
+
+    def config_hash(self) -> str:
+        """sha256 prefix (16 hex chars) of the canonical JSON of this config, for episode records."""
+        blob = json.dumps(self.model_dump(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]

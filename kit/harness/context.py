@@ -1,0 +1,95 @@
+"""Model-facing context: what the policy sees each turn, and how many tokens it costs.
+
+The episode record keeps every message; :class:`ContextBuilder` derives the model-facing list from it
+(the full-harness default re-feeds every registered image in every later turn, WeAgent §3.1; the
+"no image re-feed" ablation of Table 2 drops tool-returned images from later turns). Context
+strategies such as V-Fold plug in here by overriding :meth:`ContextBuilder.build`.
+
+:class:`TokenLedger` counts prompt tokens with the policy's own tokenizer and image processor,
+incrementally: each message is counted once, so a turn costs only its new messages.
+"""
+
+from __future__ import annotations
+
+import json
+
+from kit.harness.registry import EvidenceRegistry
+from kit.types import ContentPart, Message, TokenCounter
+
+# Qwen chat framing: "<|im_start|>{role}\n" ... "<|im_end|>\n" (3 + role + 2 tokens, rounded up)
+MESSAGE_OVERHEAD_TOKENS = 6
+IMAGE_FRAME_TOKENS = 2  # <|vision_start|> ... <|vision_end|>
+
+
+class ContextBuilder:
+    """Full harness context: every message, with its images, in every later turn.
+
+    ``refeed_images=False`` implements the re-feed ablation: images returned by tools stay registered
+    (tools can still use them by name) but are replaced by a text note in the model-facing context.
+    """
+
+    def __init__(self, refeed_images: bool = True):
+        self.refeed_images = refeed_images
+
+    def build(self, messages: list[Message], registry: EvidenceRegistry) -> list[Message]:
+        """Return the model-facing messages (the input list is not modified)."""
+        if self.refeed_images:
+            return list(messages)
+        out = []
+        for m in messages:
+            if m.role == "tool" and m.image_refs():
+                parts = [p for p in m.content if p.type == "text"]
+                parts.append(ContentPart(type="text", text="[images saved but not shown: " + ", ".join(m.image_refs()) + "]"))
+                m = m.model_copy(update={"content": parts})
+            out.append(m)
+        return out
+
+
+class TokenLedger:
+    """Incremental prompt-token count of a message list (units: tokens of the policy's tokenizer).
+
+    Message counts are cached by content, so appending a message costs one tokenizer call and
+    re-counting an unchanged prefix is a dictionary lookup per message. Image tokens come from
+    the registry's stored width/height through ``counter.count_image``.
+    """
+
+    def __init__(self, counter: TokenCounter, registry: EvidenceRegistry):
+        self.counter = counter
+        self.registry = registry
+        self._cache: dict[tuple, int] = {}
+        self._tools_key: str | None = None
+        self._tools_tokens = 0
+
+    def message_tokens(self, m: Message) -> int:
+        text = m.text()
+        key = (m.role, text, tuple(m.image_refs()), tuple((c.name, c.arguments) for c in m.tool_calls))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        n = MESSAGE_OVERHEAD_TOKENS
+        for c in m.tool_calls:
+            text += f'<tool_call>\n{{"name": "{c.name}", "arguments": {c.arguments}}}\n</tool_call>'
+        if m.role == "tool":
+            text = "<tool_response>\n" + text + "\n</tool_response>"
+        n += self.counter.count_text(text) if text else 0
+        for ref in m.image_refs():
+            try:
+                e = self.registry.resolve(ref)
+                n += self.counter.count_image(e.width, e.height) + IMAGE_FRAME_TOKENS
+            except Exception:
+                n += IMAGE_FRAME_TOKENS  # unresolvable refs are caught elsewhere; never crash counting
+        self._cache[key] = n
+        return n
+
+    def tools_tokens(self, tool_schemas: list[dict]) -> int:
+        """Tokens of the tool block a chat template renders for function calling (counted once)."""
+        key = json.dumps(tool_schemas, sort_keys=True)
+        if key != self._tools_key:
+            self._tools_key = key
+            self._tools_tokens = self.counter.count_text(
+                "\n".join(json.dumps(s, ensure_ascii=False) for s in tool_schemas)) + 60 if tool_schemas else 0
+        return self._tools_tokens
+
+    def prompt_tokens(self, messages: list[Message], tool_schemas: list[dict]) -> int:
+        """Total prompt tokens of ``messages`` plus the tool block and the generation prefix."""
+        return sum(self.message_tokens(m) for m in messages) + self.tools_tokens(tool_schemas) + 3

@@ -1,0 +1,98 @@
+"""Task and episode record: the one format every stage exchanges (DESIGN.md "Episode record").
+
+One :class:`EpisodeRecord` is one JSON line. Statuses: ``answered``, ``max_turns_synthesis``,
+``context_limit``, ``wall_clock``, ``error``. Context-limit and wall-clock episodes are never
+trainable (WeAgent Table 5, "Excluded trajectories").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from kit.types import Message
+
+Status = Literal["answered", "max_turns_synthesis", "context_limit", "wall_clock", "error"]
+
+
+class Task(BaseModel):
+    """A question for the agent.
+
+    ``input_images`` are paths (absolute or relative to the caller) of the user's images; they are
+    copied into the workspace as ``user_image_<n>.<ext>``. ``target_image`` is held out: never shown
+    to the agent (VisTarget, WeAgent §5).
+    """
+
+    id: str
+    question: str
+    input_images: list[str] = Field(default_factory=list)
+    answers: list[str] = Field(default_factory=list)  # reference answer first, then alternatives
+    target_image: str | None = None
+    source: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Event(BaseModel):
+    """One harness intervention or budget decision, recorded on the episode."""
+
+    type: str
+    turn: int
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class RegisteredImage(BaseModel):
+    """An image in the evidence registry (DESIGN.md "Evidence registry")."""
+
+    ref: str  # model-visible reference without brackets, e.g. "search_image_3"
+    filename: str  # stable relative file name in the workspace, e.g. "search_image_3.jpg"
+    kind: str  # user_image | search_image | page_image | code_image
+    tool: str | None = None
+    turn: int = 0
+    source_url: str | None = None
+    page_url: str | None = None
+    title: str | None = None
+    sha256: str
+    width: int
+    height: int
+    mime: str
+
+
+class Timings(BaseModel):
+    wall_s: float = 0.0
+    policy_s: float = 0.0
+    tool_s: float = 0.0
+    harness_s: float = 0.0
+    harness_turn_ms: list[float] = Field(default_factory=list)  # per regular turn, excluding policy and tool time
+
+
+class EpisodeRecord(BaseModel):
+    """A finished (or aborted) episode; always written, whatever happened."""
+
+    id: str
+    task: Task
+    config_hash: str
+    policy: str = ""
+    backend: str = ""
+    messages: list[Message] = Field(default_factory=list)
+    images: list[RegisteredImage] = Field(default_factory=list)
+    final_response: str | None = None
+    cited_images: list[str] = Field(default_factory=list)  # registered filenames cited with <IMG: ...>
+    uncited_refs: list[str] = Field(default_factory=list)  # <IMG: ...> citations naming no registered image
+    events: list[Event] = Field(default_factory=list)
+    status: Status = "error"
+    error: str | None = None
+    trainable: bool = False
+    turns: int = 0
+    tool_calls: int = 0
+    usage: dict[str, int] = Field(default_factory=dict)
+    timings: Timings = Field(default_factory=Timings)
+    workspace: str | None = None
+    labels: list[str] = Field(default_factory=list)  # e.g. ["smoke"] for tiny random models
+
+    def event_counts(self) -> dict[str, int]:
+        """Number of events per type."""
+        out: dict[str, int] = {}
+        for e in self.events:
+            out[e.type] = out.get(e.type, 0) + 1
+        return out

@@ -1,0 +1,351 @@
+"""The episode loop of WeAgent-Harness (WeAgent §3, Tables 4–6).
+
+:class:`Harness` runs one task as one episode: Table 6 prompts, one action per turn, argument repair,
+structured error observations, duplicate suppression, the loop guard, regeneration of an overlong
+response, persistence of large results, and the turn / call / context / wall-clock budgets with the
+final no-tool synthesis turn. Every intervention is an :class:`~kit.harness.episode.Event`; the
+:class:`~kit.harness.episode.EpisodeRecord` is returned whatever happens (policy failure, corrupt
+input image, wall clock) — nothing a model or a backend does escapes as an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from kit.harness.config import HarnessConfig
+from kit.harness.context import ContextBuilder, TokenLedger
+from kit.harness.episode import EpisodeRecord, Event, Task
+from kit.harness.errors import ToolError
+from kit.harness.parsing import RawCall, cited_images, parse_turn
+from kit.harness.prompts import NO_ACTION_MESSAGE, SYNTHESIS_PROMPT, system_prompt, user_prompt
+from kit.harness.recovery import (DUPLICATE_MESSAGE, LOOP_GUARD_MESSAGE, DuplicateSuppressor, LoopGuard,
+                                  repair_call)
+from kit.harness.registry import EvidenceRegistry
+from kit.harness.summarize import ExtractiveSummarizer
+from kit.harness.tools import ToolContext, execute, tool_specs
+from kit.types import AssistantTurn, ContentPart, Message, Policy, PolicyError, SamplingParams, SearchBackend
+
+TERMINAL_OK = {"answered", "max_turns_synthesis"}
+
+
+class _EpisodeEnd(Exception):
+    def __init__(self, status: str, reason: str = ""):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _text(s: str) -> list[ContentPart]:
+    return [ContentPart(type="text", text=s)]
+
+
+def _default_sandbox_factory(workspace: Path, config: HarnessConfig) -> Callable[[], Any]:
+    def make():
+        from kit.harness.code_exec import CodeSandbox
+
+        return CodeSandbox(workspace, timeout_s=config.code_timeout_s, memory_mb=config.code_memory_mb,
+                           cpu_s=config.code_cpu_s)
+
+    return make
+
+
+class Harness:
+    """Runs episodes of one policy against one search backend.
+
+    Args:
+        policy: any :class:`kit.types.Policy`; its ``token_counter`` counts the context budget and its
+            optional ``max_context_tokens`` caps it further.
+        backend: any :class:`kit.types.SearchBackend` (wrap it in :class:`kit.web.cache.CachedBackend`).
+        config: budgets and rules (Table 5 defaults).
+        sampling: sampling parameters; ``seed`` (if set) is varied per turn and attempt.
+        summarizer: goal-conditioned summarizer for ``web_extract`` (default: extractive BM25).
+        context_builder: model-facing context strategy (default: full re-feed, or the Table 2
+            no-re-feed ablation when ``config.refeed_images`` is False).
+        labels: strings stored on every record (e.g. ``"smoke"`` for tiny random models).
+    """
+
+    def __init__(self, policy: Policy, backend: SearchBackend, config: HarnessConfig | None = None, *,
+                 sampling: SamplingParams | None = None, summarizer=None, context_builder: ContextBuilder | None = None,
+                 sandbox_factory: Callable[[Path, HarnessConfig], Callable[[], Any]] | None = None,
+                 labels: list[str] | tuple[str, ...] = ()):
+        self.policy = policy
+        self.backend = backend
+        self.config = config or HarnessConfig()
+        self.sampling = sampling or SamplingParams()
+        self.summarizer = summarizer or ExtractiveSummarizer()
+        self.context_builder = context_builder or ContextBuilder(refeed_images=self.config.refeed_images)
+        self.sandbox_factory = sandbox_factory or _default_sandbox_factory
+        self.labels = list(labels)
+        self.specs = tool_specs(self.config.tools_enabled)
+        self.schemas = [s.schema() for s in self.specs.values()]
+
+    # ------------------------------------------------------------------------------------------ public
+    async def run(self, task: Task, workspace: str | Path, episode_id: str | None = None) -> EpisodeRecord:
+        """Run ``task`` in ``workspace`` (created if needed) and return its record.
+
+        The record's ``status`` is one of answered / max_turns_synthesis / context_limit / wall_clock /
+        error; ``trainable`` is False for context-limit, wall-clock and error episodes and for a
+        synthesis turn without a complete ``<response>`` (Table 5).
+        """
+        t0 = time.monotonic()
+        ws = Path(workspace)
+        ws.mkdir(parents=True, exist_ok=True)
+        rec = EpisodeRecord(id=episode_id or f"{task.id}-{uuid.uuid4().hex[:8]}", task=task,
+                            config_hash=self.config.config_hash(), policy=getattr(self.policy, "name", ""),
+                            backend=getattr(self.backend, "name", ""), workspace=str(ws), labels=self.labels)
+        registry = EvidenceRegistry(ws, max_pixels=self.config.max_image_pixels)
+        ctx = ToolContext(registry=registry, backend=self.backend, config=self.config, summarizer=self.summarizer,
+                          sandbox_factory=self.sandbox_factory(ws, self.config), events=rec.events)
+        st = _State(rec, registry, ctx, t0)
+        st.guard = LoopGuard(self.config.loop_guard_repeats)
+        try:
+            await asyncio.wait_for(self._episode(st), timeout=self.config.wall_clock_s)
+        except asyncio.TimeoutError:
+            self._end(st, "wall_clock", f"wall-clock budget of {self.config.wall_clock_s:.0f} s exhausted")
+        except _EpisodeEnd as e:
+            self._end(st, e.status, e.reason)
+        except Exception as e:  # last line of defence: the record is still written
+            self._end(st, "error", f"{type(e).__name__}: {e}")
+        finally:
+            if ctx.sandbox is not None:
+                try:
+                    await ctx.sandbox.close()
+                except Exception as e:  # closing must not lose the record either
+                    rec.events.append(Event(type="sandbox_close_error", turn=st.turn, detail={"error": str(e)}))
+            rec.images = list(registry.images)
+            rec.turns, rec.tool_calls = st.turn, st.calls
+            rec.timings.wall_s = round(time.monotonic() - t0, 4)
+            rec.timings.policy_s = round(st.policy_s, 4)
+            rec.timings.tool_s = round(st.tool_s, 4)
+            rec.timings.harness_s = round(max(0.0, rec.timings.wall_s - st.policy_s - st.tool_s), 4)
+            rec.usage = dict(st.usage)
+            rec.trainable = rec.status in TERMINAL_OK and rec.final_response is not None and st.response_complete
+        return rec
+
+    # ------------------------------------------------------------------------------------------ internals
+    def _end(self, st: "_State", status: str, reason: str) -> None:
+        st.rec.status = status
+        st.rec.error = reason or None
+        st.rec.events.append(Event(type=status if status != "error" else "episode_error", turn=st.turn,
+                                   detail={"reason": reason}))
+
+    async def _episode(self, st: "_State") -> None:
+        cfg, rec = self.config, st.rec
+        user_files = []
+        for p in rec.task.input_images:
+            entry = st.registry.register_file(Path(p), "user_image", source_url=str(p))  # ImageError -> error status
+            user_files.append(entry.filename)
+        rec.messages.append(Message(role="system", content=_text(system_prompt(self.schemas, tz=cfg.timezone,
+                                                                                  tz_label=cfg.timezone_label))))
+        rec.messages.append(Message(role="user", content=[ContentPart(type="image", image=f) for f in user_files]
+                                    + _text(user_prompt(rec.task.question, user_files))))
+        st.ledger = TokenLedger(self.policy.token_counter, st.registry)
+        model_ctx = getattr(self.policy, "max_context_tokens", None) or math.inf
+        st.max_ctx = int(min(cfg.max_context_tokens, model_ctx))
+        synthesis_reason = None
+        while synthesis_reason is None:
+            if st.turn >= cfg.max_turns:
+                synthesis_reason = ("max_turns", f"You have used all {cfg.max_turns} regular turns.")
+                break
+            if st.calls >= cfg.max_calls:
+                synthesis_reason = ("max_calls", f"You have used all {cfg.max_calls} tool calls.")
+                break
+            ctx_msgs, prompt_tokens = self._context(st, self.schemas)
+            if st.max_ctx - prompt_tokens <= cfg.synthesis_reserve_tokens:
+                synthesis_reason = ("context", "The context budget is almost used up.")
+                break
+            st.turn += 1
+            mark = (time.perf_counter(), st.policy_s, st.tool_s)
+            turn = await self._generate(st, ctx_msgs, self.schemas, prompt_tokens)
+            done = await self._act(st, turn)
+            spent = time.perf_counter() - mark[0] - (st.policy_s - mark[1]) - (st.tool_s - mark[2])
+            rec.timings.harness_turn_ms.append(round(1000 * (spent + st.harness_overheads[-1]), 3))
+            if done:
+                return
+        await self._synthesis(st, *synthesis_reason)
+
+    def _context(self, st: "_State", schemas: list[dict]) -> tuple[list[Message], int]:
+        t = time.perf_counter()
+        ctx_msgs = self.context_builder.build(st.rec.messages, st.registry)
+        n = st.ledger.prompt_tokens(ctx_msgs, schemas)
+        st.usage["max_prompt_tokens"] = max(st.usage.get("max_prompt_tokens", 0), n)
+        st.harness_overheads.append(time.perf_counter() - t)
+        if n > st.max_ctx:
+            raise _EpisodeEnd("context_limit", f"prompt of {n} tokens exceeds the {st.max_ctx}-token context")
+        return ctx_msgs, n
+
+    async def _generate(self, st: "_State", ctx_msgs: list[Message], schemas: list[dict],
+                        prompt_tokens: int) -> AssistantTurn:
+        """One policy call; an overlong response is discarded and regenerated once (Table 5)."""
+        cfg = self.config
+        max_tokens = max(1, min(cfg.max_response_tokens, st.max_ctx - prompt_tokens))
+        for attempt in range(cfg.overlong_regenerations + 1):
+            seed = None if self.sampling.seed is None else self.sampling.seed + 7919 * st.turn + attempt
+            sampling = self.sampling.model_copy(update={"max_tokens": max_tokens, "seed": seed})
+            t = time.monotonic()
+            try:
+                turn = await self.policy.generate(ctx_msgs, schemas, sampling, str(st.registry.workspace))
+            except PolicyError as e:
+                if getattr(e, "context_overflow", False):
+                    raise _EpisodeEnd("context_limit", f"the model rejected the prompt as too long: {e}") from e
+                raise _EpisodeEnd("error", f"policy failed: {e}") from e
+            finally:
+                st.policy_s += time.monotonic() - t
+            st.usage["prompt_tokens"] = st.usage.get("prompt_tokens", 0) + turn.usage.prompt_tokens
+            st.usage["completion_tokens"] = st.usage.get("completion_tokens", 0) + turn.usage.completion_tokens
+            overlong = turn.finish_reason == "length" or turn.usage.completion_tokens > cfg.max_response_tokens
+            if not overlong:
+                return turn
+            detail = {"completion_tokens": turn.usage.completion_tokens, "chars": len(turn.text),
+                      "preview": turn.text[:200], "attempt": attempt + 1}
+            if attempt < cfg.overlong_regenerations:
+                st.rec.events.append(Event(type="overlong_regenerated", turn=st.turn, detail=detail))
+                continue
+            if prompt_tokens + turn.usage.completion_tokens > st.max_ctx:
+                raise _EpisodeEnd("context_limit", "response crossed the context limit")
+            st.rec.events.append(Event(type="overlong_kept", turn=st.turn, detail=detail))
+        return turn
+
+    def _assistant_message(self, st: "_State", turn: AssistantTurn) -> Message:
+        m = Message(role="assistant", content=_text(turn.text), tool_calls=list(turn.tool_calls), turn=st.turn)
+        st.rec.messages.append(m)
+        return m
+
+    def _finish(self, st: "_State", response: str, complete: bool, status: str) -> None:
+        rec = st.rec
+        rec.final_response, rec.status = response, status
+        st.response_complete = complete
+        for name in cited_images(response):
+            try:
+                rec.cited_images.append(st.registry.resolve(name).filename)
+            except ToolError:
+                rec.uncited_refs.append(name)
+                rec.events.append(Event(type="unknown_citation", turn=st.turn, detail={"ref": name}))
+
+    async def _act(self, st: "_State", turn: AssistantTurn) -> bool:
+        """Apply the turn's single action. Returns True when the episode is answered."""
+        rec = st.rec
+        self._assistant_message(st, turn)
+        parsed = parse_turn(turn.text, turn.tool_calls)
+        if parsed.calls_after_response:
+            rec.events.append(Event(type="tool_call_after_response", turn=st.turn,
+                                    detail={"not_executed": [c.name or c.raw[:80] for c in parsed.calls_after_response]}))
+        first_call = parsed.calls[0] if parsed.calls else None
+        if parsed.response is not None and first_call is None:
+            if not parsed.response_complete:
+                rec.events.append(Event(type="response_unclosed", turn=st.turn))
+            self._finish(st, parsed.response, parsed.response_complete, "answered")
+            return True
+        if first_call is None:
+            rec.events.append(Event(type="no_action", turn=st.turn, detail={"preview": turn.text[:200]}))
+            fire = st.guard.invalid("<no action>", "")
+            text = NO_ACTION_MESSAGE + ("\n\n" + LOOP_GUARD_MESSAGE.format(n=self.config.loop_guard_repeats) if fire else "")
+            if fire:
+                rec.events.append(Event(type="loop_guard", turn=st.turn, detail={"call": "<no action>"}))
+            rec.messages.append(Message(role="user", content=_text(text), intervention=True, turn=st.turn))
+            return False
+        ignored = parsed.calls[1:] + ([] if parsed.response is None else ["<response>"])
+        if ignored:
+            rec.events.append(Event(type="extra_actions_ignored", turn=st.turn,
+                                    detail={"ignored": [c if isinstance(c, str) else (c.name or c.raw[:80]) for c in ignored]}))
+        await self._call(st, first_call)
+        return False
+
+    def _observation_message(self, st: "_State", call: RawCall, tool: str, text: str, images: list[str] = (),
+                             intervention: bool = False) -> None:
+        parts = _text(text) + [ContentPart(type="image", image=f) for f in images]
+        st.rec.messages.append(Message(role="tool", content=parts, tool_call_id=call.id, name=tool,
+                                       intervention=intervention, turn=st.turn))
+
+    async def _call(self, st: "_State", call: RawCall) -> None:
+        rec, cfg = st.rec, self.config
+        try:
+            if call.error:
+                raise ToolError(call.error, call.message)
+            fixed = repair_call(call.name, call.arguments or {}, self.specs)
+        except ToolError as e:
+            fire = st.guard.invalid(call.name, call.raw if call.arguments is None else json.dumps(call.arguments, sort_keys=True))
+            rec.events.append(Event(type="invalid_call", turn=st.turn,
+                                    detail={"code": e.code, "message": e.message, "tool": call.name}))
+            body = json.dumps(e.observation(), ensure_ascii=False)
+            if fire:
+                rec.events.append(Event(type="loop_guard", turn=st.turn, detail={"tool": call.name}))
+                body = LOOP_GUARD_MESSAGE.format(n=cfg.loop_guard_repeats) + "\n" + body
+            self._observation_message(st, call, call.name or "invalid", body, intervention=True)
+            return
+        st.guard.valid()
+        repairs = call.repairs + fixed.repairs
+        if repairs:
+            rec.events.append(Event(type="argument_repair", turn=st.turn, detail={"tool": fixed.name, "repairs": repairs}))
+        if st.dups.is_duplicate(fixed.name, fixed.arguments):
+            rec.events.append(Event(type="duplicate_suppressed", turn=st.turn, detail={"tool": fixed.name}))
+            self._observation_message(st, call, fixed.name, DUPLICATE_MESSAGE.format(tool=fixed.name), intervention=True)
+            return
+        st.ctx.turn = st.turn
+        st.calls += 1
+        st.dups.executed(fixed.name, fixed.arguments)
+        t = time.monotonic()
+        try:
+            obs = await execute(self.specs[fixed.name], fixed.arguments, st.ctx, cfg.tool_timeout_s)
+        except ToolError as e:
+            rec.events.append(Event(type="tool_error", turn=st.turn,
+                                    detail={"tool": fixed.name, "code": e.code, "message": e.message}))
+            self._observation_message(st, call, fixed.name, json.dumps(e.observation(), ensure_ascii=False))
+            return
+        finally:
+            st.tool_s += time.monotonic() - t
+        text = obs.text
+        if fixed.name != "web_extract" and len(text) > cfg.persist_threshold_chars:
+            rel = f"tool_results/turn{st.turn:02d}_{fixed.name}.txt"
+            path = st.registry.workspace / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            rec.events.append(Event(type="result_persisted", turn=st.turn,
+                                    detail={"tool": fixed.name, "chars": len(text), "file": rel}))
+            text = (text[: cfg.persist_preview_chars]
+                    + f"\n\n[Result truncated: {len(text)} characters in total. The full result is saved as {rel}; "
+                      "read it with execute_code if you need more.]")
+        self._observation_message(st, call, fixed.name, text, obs.images)
+
+    async def _synthesis(self, st: "_State", reason_code: str, reason: str) -> None:
+        """The final no-tool evidence-synthesis turn (Table 5 "Max-turn finalization" / "Early final
+        synthesis"); kept as an answer only with a complete ``<response>``."""
+        rec = st.rec
+        rec.events.append(Event(type="synthesis_requested", turn=st.turn, detail={"reason": reason_code}))
+        rec.messages.append(Message(role="user", content=_text(SYNTHESIS_PROMPT.format(reason=reason)),
+                                    intervention=True, turn=st.turn))
+        ctx_msgs, prompt_tokens = self._context(st, [])
+        st.turn += 1
+        turn = await self._generate(st, ctx_msgs, [], prompt_tokens)
+        self._assistant_message(st, turn)
+        parsed = parse_turn(turn.text, turn.tool_calls)
+        if parsed.calls or parsed.calls_after_response:
+            rec.events.append(Event(type="tool_call_in_synthesis", turn=st.turn,
+                                    detail={"not_executed": len(parsed.calls) + len(parsed.calls_after_response)}))
+        rec.status = "max_turns_synthesis"
+        if parsed.response is not None and parsed.response_complete:
+            self._finish(st, parsed.response, True, "max_turns_synthesis")
+        else:
+            rec.events.append(Event(type="synthesis_incomplete", turn=st.turn, detail={"preview": turn.text[:200]}))
+
+
+class _State:
+    def __init__(self, rec: EpisodeRecord, registry: EvidenceRegistry, ctx: ToolContext, t0: float):
+        self.rec, self.registry, self.ctx, self.t0 = rec, registry, ctx, t0
+        self.turn = 0
+        self.calls = 0
+        self.policy_s = 0.0
+        self.tool_s = 0.0
+        self.usage: dict[str, int] = {}
+        self.ledger: TokenLedger | None = None
+        self.max_ctx = 0
+        self.guard = LoopGuard()
+        self.dups = DuplicateSuppressor()
+        self.response_complete = False
+        self.harness_overheads: list[float] = []

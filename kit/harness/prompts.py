@@ -1,0 +1,65 @@
+"""System and user prompts of WeAgent Table 6 (RL rollouts and evaluation).
+
+CURRENT_TIME is instantiated at hour granularity in a configurable time zone (paper: Beijing Time,
+UTC+8); TOOL_LIST is the JSON list of the enabled tools' function schemas.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+SYSTEM_PROMPT = (
+    "You are a helpful, knowledgeable assistant with strong multimodal understanding. Use the available tools to "
+    "solve the user’s task. Be targeted and efficient.\n\n"
+    "Current date and time ({tz_label}): {current_time}\n\n"
+    "Available tools and function schemas:\n{tool_list}\n\n"
+    "Rules.\n"
+    "1. Always use relative file paths in tool arguments. Do not hardcode absolute paths.\n"
+    "2. Each turn: start with a short <think>...</think> in the SAME language as the user’s prompt, then output "
+    "EXACTLY ONE of the following: (i) a single tool call via the function-calling protocol—do NOT write <tool_call> "
+    "JSON inside the text content, and call at most one tool per turn; or (ii) a final answer wrapped in "
+    "<response>...</response>. Never emit a tool call, either textual or structured, after <response>.\n"
+    "3. Uploaded images are shown to you directly AND are available as files (user_image_1.png, user_image_2.png, …); "
+    "images returned by tools (e.g., search thumbnails labeled [Image N]) are likewise already visible. Do NOT call "
+    "execute_code just to open or display an image you can already see—only run code on an image to crop or zoom a "
+    "small region or to measure or compute something you cannot judge by eye. Pass relative paths to tools.\n"
+    "4. If a tool call fails or returns nothing useful, switch tactics by using different arguments or a different "
+    "tool. Retry the same kind of action at most twice, then answer with the best available evidence.\n"
+    "5. Prefer a final reply that mixes text with supporting images when image evidence exists. Inside "
+    "<response>...</response>, if a claim is backed by a saved image, embed that image inline with <IMG: filename> "
+    "(e.g., <IMG: search_*.jpg>). Place each image next to the claim it supports. Cite only the images that actually "
+    "corroborate the answer—do not dump every saved image."
+)
+
+SYNTHESIS_PROMPT = (
+    "{reason} Tools are now disabled. Using only the evidence above, write your final answer now: a short "
+    "<think>...</think> followed by <response>...</response>. Cite supporting saved images with <IMG: filename>."
+)
+NO_ACTION_MESSAGE = (
+    "Format error: your message contained neither a tool call nor a final answer. Output exactly one tool call "
+    "or a final answer wrapped in <response>...</response>."
+)
+
+
+def current_time(tz: str = "Asia/Shanghai", now: datetime | None = None) -> str:
+    """Current time at hour granularity, e.g. ``2026-11-30 14:00`` (Table 6 CURRENT_TIME)."""
+    t = (now or datetime.now(ZoneInfo(tz))).astimezone(ZoneInfo(tz))
+    return t.strftime("%Y-%m-%d %H:00")
+
+
+def system_prompt(tool_schemas: list[dict], *, tz: str = "Asia/Shanghai", tz_label: str = "Beijing Time, UTC+8",
+                  now: datetime | None = None) -> str:
+    """Table 6 system prompt with CURRENT_TIME and TOOL_LIST filled in."""
+    tool_list = json.dumps([s["function"] for s in tool_schemas], ensure_ascii=False, indent=1)
+    return SYSTEM_PROMPT.format(tz_label=tz_label, current_time=current_time(tz, now), tool_list=tool_list)
+
+
+def user_prompt(question: str, image_filenames: list[str]) -> str:
+    """Table 6 user prompt: the task, then the registered relative paths of the input images."""
+    if not image_filenames:
+        return question
+    lines = [question, "", "Registered image paths:"]
+    lines += [f"- {f.rsplit('.', 1)[0]}: {f}" for f in image_filenames]
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""Recovery rules of WeAgent-Harness (§3.2, Table 5), each a small, separately tested unit.
+
+* :func:`repair_call` — argument repair: only unambiguous tool-name and parameter aliases,
+  scalar-to-list conversion and ignored extra fields; never infers a missing value. Anything unclear
+  raises :class:`ToolError`, which becomes a structured error observation.
+* :class:`DuplicateSuppressor` — a call with the same tool and canonical arguments as the immediately
+  preceding executed call is not executed.
+* :class:`LoopGuard` — after ``repeats`` consecutive identical invalid calls, a loop-guard observation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from kit.harness.errors import ToolError
+
+
+@dataclass
+class Repaired:
+    """A call after repair: canonical tool name, validated arguments (defaults filled), repairs."""
+
+    name: str
+    arguments: dict[str, Any]
+    repairs: list[str] = field(default_factory=list)
+
+
+def _norm_name(s: str) -> str:
+    s = unicodedata.normalize("NFKC", s).strip().lower()
+    s = re.sub(r"^(functions?|tools?)[\.:]", "", s)  # "functions.web_search" (OpenAI-style prefixes)
+    return re.sub(r"[\s\-\.]+", "_", s)
+
+
+def resolve_tool_name(name: str, specs: dict[str, Any]) -> tuple[str, list[str]]:
+    """Map a model-written tool name to a registered tool.
+
+    Exact names win; then case/separator normalization; then each tool's declared aliases. A name that
+    matches no tool, or aliases of two tools, raises ``ToolError("unknown_tool")``.
+    """
+    if name in specs:
+        return name, []
+    n = _norm_name(name)
+    hits = {t for t, spec in specs.items() if n == _norm_name(t) or n in {_norm_name(a) for a in spec.aliases}}
+    if len(hits) == 1:
+        (t,) = hits
+        return t, [f"tool_name:{name}->{t}"]
+    if len(hits) > 1:
+        raise ToolError("unknown_tool", f"tool name {name!r} is ambiguous between {sorted(hits)}", available=sorted(specs))
+    raise ToolError("unknown_tool", f"unknown tool {name!r}", available=sorted(specs))
+
+
+def _type_error_message(err) -> str:
+    path = ".".join(str(p) for p in err.absolute_path) or "arguments"
+    return f"{path}: {err.message}"
+
+
+def repair_call(name: str, arguments: dict[str, Any], specs: dict[str, Any]) -> Repaired:
+    """Repair and validate one decoded call against the tool's JSON schema (Table 4 limits).
+
+    Raises:
+        ToolError: ``unknown_tool``, ``ambiguous_arguments`` (an alias and its parameter both given),
+            ``missing_argument`` (a required value absent), ``bad_arguments`` (wrong type or out of the
+            Table 4 range).
+    """
+    tool, repairs = resolve_tool_name(name, specs)
+    spec = specs[tool]
+    props: dict[str, Any] = spec.parameters["properties"]
+    args: dict[str, Any] = {}
+    alias_to_param = {}
+    for param, aliases in spec.param_aliases.items():
+        for a in aliases:
+            alias_to_param[_norm_name(a)] = param
+    for key, value in arguments.items():
+        if key in props:
+            target = key
+        else:
+            target = alias_to_param.get(_norm_name(str(key))) or next((p for p in props if _norm_name(p) == _norm_name(str(key))), None)
+            if target is None:
+                repairs.append(f"ignored_field:{key}")
+                continue
+            repairs.append(f"param_alias:{key}->{target}")
+        if target in args:
+            raise ToolError("ambiguous_arguments", f"{target!r} was given more than once (as {key!r} too); give it once",
+                            tool=tool)
+        args[target] = value
+    # scalar -> list where the schema only takes lists
+    for param, schema in props.items():
+        if param in args and schema.get("type") == "array" and isinstance(args[param], (str, int, float)) and not isinstance(args[param], bool):
+            args[param] = [args[param]]
+            repairs.append(f"scalar_to_list:{param}")
+    missing = [p for p in spec.parameters.get("required", []) if p not in args]
+    if missing:
+        raise ToolError("missing_argument", f"{tool} needs {', '.join(repr(m) for m in missing)}", tool=tool,
+                        schema=spec.parameters)
+    errors = sorted(Draft202012Validator(spec.parameters).iter_errors(args), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ToolError("bad_arguments", "; ".join(_type_error_message(e) for e in errors[:3]), tool=tool,
+                        schema=spec.parameters)
+    for param, schema in props.items():
+        if param not in args and "default" in schema:
+            args[param] = schema["default"]
+    return Repaired(tool, args, repairs)
+
+
+def canonical_arguments(args: dict[str, Any]) -> str:
+    """Canonical JSON of arguments: sorted keys, scalar queries/images as one-element lists,
+    whitespace-normalized strings. Two calls are duplicates iff tool and canonical form match."""
+
+    def norm(v):
+        if isinstance(v, str):
+            return " ".join(v.split())
+        if isinstance(v, list):
+            return [norm(x) for x in v]
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        return v
+
+    out = {}
+    for k, v in args.items():
+        v = norm(v)
+        if k in ("query", "image", "urls") and not isinstance(v, list):
+            v = [v]
+        out[k] = v
+    return json.dumps(out, sort_keys=True, ensure_ascii=False)
+
+
+class DuplicateSuppressor:
+    """Table 5 "Duplicate suppression": compares with the immediately preceding executed call only."""
+
+    def __init__(self) -> None:
+        self._last: tuple[str, str] | None = None
+
+    def is_duplicate(self, tool: str, args: dict[str, Any]) -> bool:
+        return self._last == (tool, canonical_arguments(args))
+
+    def executed(self, tool: str, args: dict[str, Any]) -> None:
+        self._last = (tool, canonical_arguments(args))
+
+
+class LoopGuard:
+    """Table 5 "Repeated format errors": fires on the ``repeats``-th consecutive identical invalid call.
+
+    An invalid call's identity is its raw name plus whitespace-normalized raw arguments; any valid
+    call (or a different invalid one) resets the streak.
+    """
+
+    def __init__(self, repeats: int = 2) -> None:
+        self.repeats = repeats
+        self._key: str | None = None
+        self._count = 0
+
+    def invalid(self, name: str, raw_arguments: str) -> bool:
+        """Record an invalid call; return True when the loop guard must fire."""
+        key = name.strip() + "\x00" + " ".join((raw_arguments or "").split())
+        if key == self._key:
+            self._count += 1
+        else:
+            self._key, self._count = key, 1
+        return self._count >= self.repeats
+
+    def valid(self) -> None:
+        self._key, self._count = None, 0
+
+
+LOOP_GUARD_MESSAGE = (
+    "Loop guard: you have sent the same invalid tool call {n} times in a row. Do not repeat it. "
+    "Change the call (check the tool name and the argument schema) or answer now with the evidence you "
+    "have, inside <response>...</response>."
+)
+DUPLICATE_MESSAGE = (
+    "Duplicate call not executed: it repeats the immediately preceding call to {tool} with the same "
+    "arguments, whose result is above. Use different arguments or a different tool, or answer."
+)

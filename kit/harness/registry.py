@@ -1,0 +1,191 @@
+"""Evidence registry: persistent multimodal state of an episode (WeAgent §3.1, DESIGN.md).
+
+Every image that enters an episode (user input, search thumbnail, page image, code output) is
+validated, saved in the episode workspace under a stable relative file name (``search_image_3.jpg``),
+bound to a model-visible reference (``<search_image_3>``) and kept with its provenance. Tools accept
+only registered relative names; anything else is an :class:`ImageError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import re
+import warnings
+from pathlib import Path, PurePosixPath
+
+from PIL import Image
+
+from kit.harness.episode import RegisteredImage
+from kit.harness.errors import ImageError
+
+KINDS = ("user_image", "search_image", "page_image", "code_image")
+_KEEP_FORMATS = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg")}
+_REF_RE = re.compile(r"^(?:<)?\s*(?:IMG:\s*)?([A-Za-z0-9_\-\.]+?)\s*(?:>)?$")
+RASTER_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"}
+
+
+def decode_image(data: bytes, *, max_pixels: int) -> Image.Image:
+    """Decode and fully load image bytes, refusing bombs and damaged files.
+
+    Raises:
+        ImageError: not an image, truncated/corrupt, or more than ``max_pixels`` pixels
+            (decompression-bomb guard, checked from the header before decoding).
+    """
+    if not data:
+        raise ImageError("bad_image", "empty image data")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            im = Image.open(io.BytesIO(data))
+            w, h = im.size
+            if w <= 0 or h <= 0 or w * h > max_pixels:
+                raise ImageError("image_too_large", f"image of {w}x{h} pixels exceeds the {max_pixels}-pixel limit")
+            im.load()
+    except ImageError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise ImageError("image_too_large", f"decompression bomb refused: {e}") from e
+    except Exception as e:  # PIL raises many types for bad data (OSError, SyntaxError, ValueError...)
+        raise ImageError("bad_image", f"cannot decode image: {type(e).__name__}: {e}") from e
+    return im
+
+
+def shrink_to_tokens(im: Image.Image, max_tokens: int, patch: int = 28) -> Image.Image:
+    """Downscale ``im`` so that (w/patch)*(h/patch) <= ``max_tokens`` vision tokens (Table 4, reverse
+    search thumbnails at <= 512 tokens). Returns ``im`` unchanged when already small enough."""
+    w, h = im.size
+    budget = max_tokens * patch * patch
+    if w * h <= budget:
+        return im
+    scale = math.sqrt(budget / (w * h))
+    return im.resize((max(1, int(w * scale)), max(1, int(h * scale))), Image.Resampling.LANCZOS)
+
+
+class EvidenceRegistry:
+    """Images of one episode, stored under ``workspace`` with stable names and provenance.
+
+    Thread-unsafe by design: one registry per episode, used from that episode's task only.
+    """
+
+    def __init__(self, workspace: Path, *, max_pixels: int = 64_000_000):
+        self.workspace = Path(workspace)
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.max_pixels = max_pixels
+        self.images: list[RegisteredImage] = []
+        self._by_name: dict[str, RegisteredImage] = {}
+        self._counters = {k: 0 for k in KINDS}
+
+    # ------------------------------------------------------------------ registration
+    def register_bytes(
+        self,
+        data: bytes,
+        kind: str,
+        *,
+        tool: str | None = None,
+        turn: int = 0,
+        source_url: str | None = None,
+        page_url: str | None = None,
+        title: str | None = None,
+        max_vision_tokens: int | None = None,
+    ) -> RegisteredImage:
+        """Validate ``data``, save it as ``<kind>_<n>.<ext>`` and return its registry entry.
+
+        PNG and JPEG bytes are stored as given (their sha256 is the content's); other formats (WebP,
+        GIF, BMP, TIFF) are converted to PNG. ``max_vision_tokens`` downscales before saving.
+
+        Raises:
+            ImageError: corrupt, truncated or oversized image, or unknown ``kind``.
+        """
+        if kind not in KINDS:
+            raise ImageError("bad_image_kind", f"unknown image kind {kind!r}; expected one of {KINDS}")
+        im = decode_image(data, max_pixels=self.max_pixels)
+        fmt = im.format or ""
+        if max_vision_tokens is not None:
+            small = shrink_to_tokens(im, max_vision_tokens)
+            if small is not im:
+                im, fmt, data = small, "", b""
+        if fmt in _KEEP_FORMATS and data:
+            ext, mime = _KEEP_FORMATS[fmt]
+            out = data
+        else:
+            ext, mime = "png", "image/png"
+            buf = io.BytesIO()
+            frame = im if im.mode in ("RGB", "RGBA", "L", "LA", "P") else im.convert("RGBA")
+            frame.save(buf, format="PNG")
+            out = buf.getvalue()
+        self._counters[kind] += 1
+        ref = f"{kind}_{self._counters[kind]}"
+        filename = f"{ref}.{ext}"
+        (self.workspace / filename).write_bytes(out)
+        entry = RegisteredImage(
+            ref=ref, filename=filename, kind=kind, tool=tool, turn=turn, source_url=source_url,
+            page_url=page_url, title=title, sha256=hashlib.sha256(out).hexdigest(),
+            width=im.size[0], height=im.size[1], mime=mime,
+        )
+        self.images.append(entry)
+        self._by_name[filename] = entry
+        self._by_name[ref] = entry
+        return entry
+
+    def register_file(self, path: Path, kind: str, **provenance) -> RegisteredImage:
+        """Register an image file from disk (read, validated and copied under its stable name).
+
+        Raises:
+            ImageError: unreadable file or invalid image.
+        """
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise ImageError("bad_image", f"cannot read image {path}: {e}") from e
+        return self.register_bytes(data, kind, **provenance)
+
+    # ------------------------------------------------------------------ resolution
+    def resolve(self, name: str) -> RegisteredImage:
+        """Resolve a model-written reference to a registered image.
+
+        Accepts ``search_image_3.jpg``, ``search_image_3``, ``<search_image_3>``, ``./search_image_3.jpg``
+        and ``<IMG: search_image_3.jpg>``.
+
+        Raises:
+            ImageError: absolute path, ``..``, or a name that is not registered in this episode.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise ImageError("bad_image_ref", "image reference must be a non-empty string")
+        raw = name.strip()
+        if raw.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", raw) or raw.startswith("~"):
+            raise ImageError("bad_image_ref", f"absolute paths are not allowed: {raw!r}; pass a registered relative filename",
+                             registered=self.filenames()[:20])
+        parts = PurePosixPath(raw.replace("\\", "/")).parts
+        if ".." in parts:
+            raise ImageError("bad_image_ref", f"'..' is not allowed in image paths: {raw!r}", registered=self.filenames()[:20])
+        cleaned = "/".join(p for p in parts if p != ".")
+        m = _REF_RE.match(cleaned)
+        key = m.group(1) if m else cleaned
+        entry = self._by_name.get(key)
+        if entry is None:
+            raise ImageError("bad_image_ref", f"{raw!r} is not a registered image of this episode",
+                             registered=self.filenames()[:20])
+        return entry
+
+    def path(self, name: str) -> Path:
+        """Absolute path of a registered image (see :meth:`resolve`)."""
+        return self.workspace / self.resolve(name).filename
+
+    def read(self, name: str) -> bytes:
+        """Bytes of a registered image (see :meth:`resolve`)."""
+        return self.path(name).read_bytes()
+
+    def filenames(self) -> list[str]:
+        return [e.filename for e in self.images]
+
+    def __contains__(self, name: str) -> bool:
+        try:
+            self.resolve(name)
+            return True
+        except ImageError:
+            return False
+
+    def __len__(self) -> int:
+        return len(self.images)

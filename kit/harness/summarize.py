@@ -1,0 +1,106 @@
+"""Goal-conditioned page summaries for ``web_extract`` (WeAgent Table 4: "summarized by a LLM to at
+most 5,000 characters").
+
+:class:`LLMSummarizer` uses a configured OpenAI-compatible endpoint; :class:`ExtractiveSummarizer` is
+the offline default: it ranks the page's blocks against the goal with BM25 (``bm25s``) and keeps the
+best blocks in page order until the character budget is used.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+import bm25s
+
+_BLOCK_SPLIT = re.compile(r"\n\s*\n")
+
+
+class Summarizer(Protocol):
+    async def summarize(self, markdown: str, *, goal: str | None, max_chars: int, title: str = "") -> tuple[str, str]:
+        """Return ``(summary, method)``; ``summary`` has at most ``max_chars`` characters."""
+        ...
+
+
+def _clip(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    marker = " […]"
+    return text[: max_chars - len(marker)].rstrip() + marker
+
+
+class ExtractiveSummarizer:
+    """Offline goal-conditioned extract: BM25 over page blocks (paragraphs, list runs, table rows).
+
+    Without a goal, the page's leading blocks are kept. Output length <= ``max_chars`` characters.
+    """
+
+    async def summarize(self, markdown: str, *, goal: str | None, max_chars: int, title: str = "") -> tuple[str, str]:
+        return self.summarize_sync(markdown, goal=goal, max_chars=max_chars), "extractive_bm25" if goal else "leading"
+
+    def summarize_sync(self, markdown: str, *, goal: str | None, max_chars: int) -> str:
+        blocks = [b.strip() for b in _BLOCK_SPLIT.split(markdown or "") if b.strip()]
+        if not blocks:
+            return "(the page has no text)"
+        if sum(len(b) + 2 for b in blocks) <= max_chars:
+            return "\n\n".join(blocks)
+        order = list(range(len(blocks)))
+        if goal and goal.strip():
+            corpus = bm25s.tokenize(blocks, stopwords="en", show_progress=False)
+            q = bm25s.tokenize([goal], stopwords="en", show_progress=False)
+            if q.ids and q.ids[0] and corpus.vocab:
+                # map query tokens into the corpus vocabulary (tokenize() gives each call its own ids)
+                inv = {i: t for t, i in q.vocab.items()}
+                terms = [inv[i] for i in q.ids[0] if inv.get(i) in corpus.vocab]
+                if terms:
+                    retriever = bm25s.BM25()
+                    retriever.index(corpus, show_progress=False)
+                    scores = retriever.get_scores(terms)
+                    # best blocks first; ties keep page order; block 0 (the lead) gets a small prior
+                    order = sorted(order, key=lambda i: (-(scores[i] + (0.5 if i == 0 else 0.0)), i))
+        chosen, used = [], 0
+        for i in order:
+            cost = len(blocks[i]) + 2
+            if used + cost > max_chars:
+                if not chosen:
+                    chosen.append(i)
+                    break
+                continue
+            chosen.append(i)
+            used += cost
+        return _clip("\n\n".join(blocks[i] for i in sorted(chosen)), max_chars)
+
+
+SUMMARY_PROMPT = (
+    "You extract evidence from a web page for a research agent. Goal: {goal}\n\n"
+    "Write a Markdown summary of at most {max_chars} characters that keeps every fact, number, date, name "
+    "and image reference on the page that bears on the goal, quoting exact wording where it matters. "
+    "If the page has nothing relevant, say so in one line.\n\nPage title: {title}\n\nPage:\n{page}"
+)
+
+
+class LLMSummarizer:
+    """Summaries from a chat model (any :class:`kit.types.Policy`, e.g. ``OpenAIChatPolicy``).
+
+    Falls back to :class:`ExtractiveSummarizer` when the endpoint fails, and says so in ``method``.
+    The page given to the model is clipped to ``max_input_chars`` characters.
+    """
+
+    def __init__(self, policy, *, max_input_chars: int = 60_000, max_tokens: int = 2048):
+        self.policy = policy
+        self.max_input_chars = max_input_chars
+        self.max_tokens = max_tokens
+        self.fallback = ExtractiveSummarizer()
+
+    async def summarize(self, markdown: str, *, goal: str | None, max_chars: int, title: str = "") -> tuple[str, str]:
+        from kit.types import ContentPart, Message, PolicyError, SamplingParams
+
+        prompt = SUMMARY_PROMPT.format(goal=goal or "summarize the page's main facts", max_chars=max_chars,
+                                       title=title, page=markdown[: self.max_input_chars])
+        try:
+            turn = await self.policy.generate([Message(role="user", content=[ContentPart(type="text", text=prompt)])], [],
+                                              SamplingParams(temperature=0.0, max_tokens=self.max_tokens))
+        except PolicyError as e:
+            text, _ = await self.fallback.summarize(markdown, goal=goal, max_chars=max_chars)
+            return text, f"extractive_fallback ({e})"
+        return _clip(turn.text.strip(), max_chars), f"llm:{getattr(self.policy, 'name', 'endpoint')}"

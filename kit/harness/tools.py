@@ -1,0 +1,383 @@
+"""The five native tools of WeAgent-Harness (WeAgent Table 4, Appendix B).
+
+One :class:`ToolSpec` per tool is the single source of truth for its JSON schema (limits of Table 4),
+its aliases for argument repair, and its executor. Executors return an :class:`Observation` (text plus
+registered image file names to re-feed) or raise :class:`ToolError`; the loop never sees anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+from urllib.parse import urlparse
+
+from kit.harness.config import HarnessConfig
+from kit.harness.errors import ImageError, ToolError
+from kit.harness.episode import Event
+from kit.harness.registry import RASTER_SUFFIXES, EvidenceRegistry
+from kit.types import BackendError, ImageHit, SearchBackend
+
+
+@dataclass
+class Observation:
+    """A tool's result: ``text`` for the model, ``images`` (registered filenames) re-fed with it, and
+    ``data`` (structured details kept in the episode record, not shown to the model)."""
+
+    text: str
+    images: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ToolContext:
+    """What an executor may use: the episode's registry, backend, summarizer, code sandbox, budgets."""
+
+    registry: EvidenceRegistry
+    backend: SearchBackend
+    config: HarnessConfig
+    turn: int = 0
+    summarizer: Any = None  # kit.harness.summarize.Summarizer
+    sandbox_factory: Callable[[], Any] | None = None  # -> kit.harness.code_exec.CodeSandbox
+    sandbox: Any = None
+    events: list[Event] = field(default_factory=list)
+
+    def event(self, type_: str, **detail) -> None:
+        self.events.append(Event(type=type_, turn=self.turn, detail=detail))
+
+
+Executor = Callable[[dict[str, Any], ToolContext], Awaitable[Observation]]
+
+
+@dataclass
+class ToolSpec:
+    """Definition of one tool: schema (OpenAI function ``parameters``), aliases and executor."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    executor: Executor
+    aliases: tuple[str, ...] = ()
+    param_aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def schema(self) -> dict[str, Any]:
+        """OpenAI-style function schema, as rendered into TOOL_LIST and sent for function calling."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+
+def _strings(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _domain(url: str) -> str:
+    try:
+        return urlparse(url).netloc or url.split("/")[2]
+    except Exception:
+        return ""
+
+
+async def _backend(call: Awaitable, what: str):
+    try:
+        return await call
+    except BackendError as e:
+        raise ToolError("backend_error", f"{what} failed: {e}", retryable=e.retryable) from e
+
+
+def _register_hits(ctx: ToolContext, hits: list[ImageHit], kind: str, tool: str, limit: int,
+                   max_vision_tokens: int | None = None) -> tuple[list[tuple[ImageHit, str | None, str | None]], list[str]]:
+    """Register image hits; returns [(hit, filename or None, error or None)] and the re-feed list."""
+    out, refeed = [], []
+    for hit in hits:
+        if hit.content is None:
+            out.append((hit, None, "image could not be downloaded"))
+            continue
+        try:
+            entry = ctx.registry.register_bytes(hit.content, kind, tool=tool, turn=ctx.turn, source_url=hit.image_url,
+                                                page_url=hit.page_url or None, title=hit.title or None,
+                                                max_vision_tokens=max_vision_tokens)
+        except ImageError as e:
+            ctx.event("image_rejected", tool=tool, url=hit.image_url, reason=e.message)
+            out.append((hit, None, e.message))
+            continue
+        out.append((hit, entry.filename, None))
+        if len(refeed) < limit:
+            refeed.append(entry.filename)
+    return out, refeed
+
+
+# ---------------------------------------------------------------------------------------------- web_search
+async def web_search(args: dict[str, Any], ctx: ToolContext) -> Observation:
+    """Table 4 web_search: titles, URLs, snippets and publication times for each query."""
+    queries, num = _strings(args["query"]), args["num"]
+    blocks, failures, data = [], 0, []
+    for q in queries:
+        try:
+            hits = await _backend(ctx.backend.search(q, num), f"search {q!r}")
+        except ToolError as e:
+            failures += 1
+            blocks.append(f"## Query: {q}\nError: {e.message}")
+            continue
+        lines = [f"## Query: {q}"]
+        if not hits:
+            lines.append("No results.")
+        for i, h in enumerate(hits[:num], 1):
+            lines.append(f"{i}. {h.title}\n   URL: {h.url}" + (f"\n   Published: {h.date}" if h.date else "")
+                         + (f"\n   Snippet: {h.snippet}" if h.snippet else ""))
+        blocks.append("\n".join(lines))
+        data.append({"query": q, "results": [h.model_dump() for h in hits[:num]]})
+    if failures == len(queries):
+        raise ToolError("backend_error", "all searches failed: " + " | ".join(b.split("Error: ", 1)[-1] for b in blocks))
+    return Observation("\n\n".join(blocks), data={"searches": data})
+
+
+# ---------------------------------------------------------------------------------------------- image search
+async def web_search_for_image(args: dict[str, Any], ctx: ToolContext) -> Observation:
+    """Table 4 web_search_for_image: thumbnails localized and registered; up to four re-fed."""
+    queries, num = _strings(args["query"]), args["num"]
+    blocks, refeed, n_img, failures = [], [], 0, 0
+    for q in queries:
+        try:
+            hits = await _backend(ctx.backend.image_search(q, num), f"image search {q!r}")
+        except ToolError as e:
+            failures += 1
+            blocks.append(f"## Query: {q}\nError: {e.message}")
+            continue
+        registered, fed = _register_hits(ctx, hits[:num], "search_image", "web_search_for_image",
+                                         ctx.config.image_search_refeed - len(refeed))
+        refeed += fed
+        lines = [f"## Query: {q}"] + (["No images found."] if not hits else [])
+        for hit, fname, err in registered:
+            n_img += 1
+            label = f"[Image {n_img}] {fname}" if fname else f"[Image {n_img}] (not saved: {err})"
+            lines.append(f"{label} — {hit.title or '(untitled)'} ({hit.domain or _domain(hit.page_url or hit.image_url)})"
+                         + (f"\n   Page: {hit.page_url}" if hit.page_url else "")
+                         + (f"\n   Caption: {hit.caption}" if hit.caption else ""))
+        blocks.append("\n".join(lines))
+    if failures == len(queries):
+        raise ToolError("backend_error", "all image searches failed: " + " | ".join(b.split("Error: ", 1)[-1] for b in blocks))
+    if refeed:
+        blocks.append("Images shown to you now: " + ", ".join(refeed))
+    return Observation("\n\n".join(blocks), images=refeed)
+
+
+# ---------------------------------------------------------------------------------------------- reverse search
+async def web_search_based_on_image(args: dict[str, Any], ctx: ToolContext) -> Observation:
+    """Table 4 reverse image search: related pages, optional knowledge-graph match, thumbnails (<=5
+    re-fed at <= 512 vision tokens each). Only registered relative filenames are accepted."""
+    names, num = _strings(args["image"]), args["num"]
+    entries = [ctx.registry.resolve(n) for n in names]  # raises ImageError (a ToolError) on bad refs
+    blocks, refeed, failures = [], [], 0
+    for entry in entries:
+        data = (ctx.registry.workspace / entry.filename).read_bytes()
+        try:
+            res = await _backend(ctx.backend.reverse_image_search(data, num), f"reverse search of {entry.filename}")
+        except ToolError as e:
+            failures += 1
+            blocks.append(f"## Image: {entry.filename}\nError: {e.message}")
+            continue
+        lines = [f"## Image: {entry.filename}"]
+        if res.knowledge_graph:
+            kg = res.knowledge_graph
+            lines.append(f"Knowledge graph match: {kg.title}" + (f" — {kg.description}" if kg.description else "")
+                         + (f" ({kg.url})" if kg.url else ""))
+        if not res.pages:
+            lines.append("No matching pages.")
+        for i, p in enumerate(res.pages[:num], 1):
+            lines.append(f"{i}. {p.title}\n   URL: {p.url}" + (f"\n   Snippet: {p.snippet}" if p.snippet else ""))
+        registered, fed = _register_hits(ctx, res.thumbnails[:num], "search_image", "web_search_based_on_image",
+                                         ctx.config.reverse_search_refeed - len(refeed),
+                                         ctx.config.reverse_search_max_vision_tokens)
+        refeed += fed
+        for hit, fname, err in registered:
+            if fname:
+                lines.append(f"Thumbnail {fname} — {hit.title or ''} {hit.page_url or ''}".rstrip())
+        blocks.append("\n".join(lines))
+    if failures == len(entries):
+        raise ToolError("backend_error", " | ".join(b.split("Error: ", 1)[-1] for b in blocks))
+    if refeed:
+        blocks.append("Images shown to you now: " + ", ".join(refeed))
+    return Observation("\n\n".join(blocks), images=refeed)
+
+
+# ---------------------------------------------------------------------------------------------- web_extract
+async def web_extract(args: dict[str, Any], ctx: ToolContext) -> Observation:
+    """Table 4 web_extract: goal-conditioned Markdown summary (<= 5,000 characters) per URL, and up
+    to five page images re-fed."""
+    urls, goal = args["urls"], args.get("goal")
+    blocks, refeed, failures, data = [], [], 0, []
+    for url in urls:
+        try:
+            page = await _backend(ctx.backend.fetch(url), f"fetching {url}")
+        except ToolError as e:
+            failures += 1
+            blocks.append(f"## {url}\nError: {e.message}")
+            continue
+        summary, how = await ctx.summarizer.summarize(page.markdown, goal=goal, max_chars=ctx.config.extract_max_chars,
+                                                      title=page.title)
+        lines = [f"## {page.title or url}\nURL: {page.url}", summary]
+        budget = ctx.config.extract_refeed - len(refeed)
+        usable = [im for im in page.images if im.content is not None]
+        if budget > 0 and usable:
+            registered, fed = _register_hits(ctx, usable[:budget], "page_image", "web_extract", budget)
+            refeed += fed
+            saved = [f"{f} — {h.caption or h.title or h.image_url}" for h, f, _ in registered if f]
+            if saved:
+                lines.append("Page images saved: " + "; ".join(saved))
+        if len(page.images) > len(usable[:max(budget, 0)]):
+            lines.append(f"({len(page.images)} images on the page in total)")
+        blocks.append("\n\n".join(lines))
+        data.append({"url": url, "summary_method": how, "page_chars": len(page.markdown)})
+    if failures == len(urls):
+        raise ToolError("backend_error", " | ".join(b.split("Error: ", 1)[-1] for b in blocks))
+    return Observation("\n\n".join(blocks), images=refeed, data={"pages": data})
+
+
+# ---------------------------------------------------------------------------------------------- execute_code
+async def execute_code(args: dict[str, Any], ctx: ToolContext) -> Observation:
+    """Table 4 execute_code: persistent per-episode Python; stdout/stderr returned, new raster images
+    registered and the first five re-fed."""
+    if ctx.sandbox is None:
+        if ctx.sandbox_factory is None:
+            raise ToolError("tool_unavailable", "execute_code is not available in this harness configuration")
+        ctx.sandbox = ctx.sandbox_factory()
+    res = await ctx.sandbox.run(args["code"])
+    parts = []
+    if res.stdout:
+        parts.append("stdout:\n" + res.stdout)
+    if res.stderr:
+        parts.append("stderr:\n" + res.stderr)
+    if not res.ok:
+        parts.append(f"status: failed ({res.error})" + (" — the interpreter was restarted; earlier variables are lost"
+                                                         if res.restarted else ""))
+    refeed, saved = [], []
+    for rel in res.new_files:
+        p = Path(rel)
+        if p.suffix.lower() not in RASTER_SUFFIXES or rel in ctx.registry:
+            continue
+        try:
+            entry = ctx.registry.register_file(ctx.registry.workspace / rel, "code_image", tool="execute_code",
+                                               turn=ctx.turn, source_url=rel)
+        except ImageError as e:
+            parts.append(f"image {rel} not registered: {e.message}")
+            ctx.event("image_rejected", tool="execute_code", file=rel, reason=e.message)
+            continue
+        saved.append(f"{rel} -> {entry.filename}")
+        if len(refeed) < ctx.config.code_refeed:
+            refeed.append(entry.filename)
+    if saved:
+        parts.append("New images registered: " + "; ".join(saved))
+    if not parts:
+        parts.append("(no output)")
+    return Observation("\n".join(parts), images=refeed,
+                       data={"ok": res.ok, "error": res.error, "duration_s": round(res.duration_s, 3)})
+
+
+# ---------------------------------------------------------------------------------------------- specs
+_NUM = lambda lo, hi, d: {"type": "integer", "minimum": lo, "maximum": hi, "default": d,  # noqa: E731
+                          "description": f"number of results per query ({lo}-{hi}, default {d})"}
+
+
+def _str_or_list(max_items: int, what: str) -> dict[str, Any]:
+    return {"anyOf": [{"type": "string", "minLength": 1},
+                      {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1,
+                       "maxItems": max_items}],
+            "description": f"{what} (a string or a list of up to {max_items})"}
+
+
+TOOL_SPECS: dict[str, ToolSpec] = {
+    s.name: s
+    for s in [
+        ToolSpec(
+            "web_search",
+            "General web search. Returns titles, URLs, snippets and publication times; the query language "
+            "selects the search locale automatically.",
+            {"type": "object", "properties": {"query": _str_or_list(5, "search query"), "num": _NUM(1, 5, 3)},
+             "required": ["query"]},
+            web_search,
+            aliases=("search", "websearch", "google_search", "bing_search", "search_web", "text_search"),
+            param_aliases={"query": ("q", "queries", "search_query", "search_queries", "keywords"),
+                           "num": ("n", "k", "top_k", "num_results", "count", "max_results")},
+        ),
+        ToolSpec(
+            "web_search_for_image",
+            "Text-to-image search. Localizes thumbnails, returns their titles, domains and relative file "
+            "names, and shows you up to four of the images directly.",
+            {"type": "object", "properties": {"query": _str_or_list(3, "image search query"), "num": _NUM(1, 10, 5)},
+             "required": ["query"]},
+            web_search_for_image,
+            aliases=("image_search", "search_image", "search_images", "text_to_image_search", "web_image_search",
+                     "web_search_image", "web_search_for_images"),
+            param_aliases={"query": ("q", "queries", "search_query", "keywords"),
+                           "num": ("n", "k", "top_k", "num_results", "count", "max_results")},
+        ),
+        ToolSpec(
+            "web_search_based_on_image",
+            "Reverse image search. Takes the relative file name of an image registered in this episode "
+            "(or a list of up to 5) and returns related pages, an optional knowledge-graph match and "
+            "thumbnails (up to five shown to you).",
+            {"type": "object", "properties": {"image": _str_or_list(5, "registered relative image file name"),
+                                              "num": _NUM(1, 8, 5)},
+             "required": ["image"]},
+            web_search_based_on_image,
+            aliases=("reverse_image_search", "image_reverse_search", "search_by_image", "lens_search",
+                     "web_search_based_image", "web_search_by_image", "reverse_search"),
+            param_aliases={"image": ("images", "image_path", "image_paths", "image_file", "filename", "file", "img",
+                                     "path", "image_name"),
+                           "num": ("n", "k", "top_k", "num_results", "count", "max_results")},
+        ),
+        ToolSpec(
+            "web_extract",
+            "Fetches HTML or PDF pages and returns a goal-conditioned Markdown summary per URL (at most "
+            "5,000 characters each); up to five page images are saved and shown to you.",
+            {"type": "object", "properties": {
+                "urls": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 5,
+                         "description": "up to 5 URLs"},
+                "goal": {"type": "string", "description": "what to look for on the pages (optional)"}},
+             "required": ["urls"]},
+            web_extract,
+            aliases=("extract", "fetch", "browse", "open_url", "visit", "read_url", "web_fetch", "fetch_url",
+                     "web_browse", "visit_page"),
+            param_aliases={"urls": ("url", "links", "link", "uris", "uri", "pages"),
+                           "goal": ("purpose", "objective", "instruction")},
+        ),
+        ToolSpec(
+            "execute_code",
+            "Runs Python in a persistent sandbox for this episode (variables persist). Returns "
+            "stdout/stderr; newly saved raster images are registered and the first five shown to you.",
+            {"type": "object", "properties": {"code": {"type": "string", "minLength": 1, "description": "Python source"}},
+             "required": ["code"]},
+            execute_code,
+            aliases=("python", "code", "run_python", "code_interpreter", "execute_python", "run_code", "python_exec",
+                     "exec_code"),
+            param_aliases={"code": ("source", "python", "script", "program", "source_code", "python_code")},
+        ),
+    ]
+}
+
+
+def tool_specs(enabled: list[str] | None = None) -> dict[str, ToolSpec]:
+    """The specs of the enabled tools, in Table 4 order.
+
+    Raises:
+        ValueError: an enabled name is not one of the five tools.
+    """
+    if enabled is None:
+        return dict(TOOL_SPECS)
+    unknown = [n for n in enabled if n not in TOOL_SPECS]
+    if unknown:
+        raise ValueError(f"unknown tools {unknown}; available: {list(TOOL_SPECS)}")
+    return {n: TOOL_SPECS[n] for n in TOOL_SPECS if n in enabled}
+
+
+async def execute(spec: ToolSpec, args: dict[str, Any], ctx: ToolContext, timeout_s: float) -> Observation:
+    """Run ``spec``'s executor with a timeout; every failure becomes :class:`ToolError`."""
+    try:
+        return await asyncio.wait_for(spec.executor(args, ctx), timeout=timeout_s)
+    except ToolError:
+        raise
+    except asyncio.TimeoutError as e:
+        raise ToolError("timeout", f"{spec.name} did not finish within {timeout_s:.0f} s") from e
+    except Exception as e:  # the loop must survive any executor bug; the message keeps the cause
+        raise ToolError("tool_failure", f"{spec.name} failed: {type(e).__name__}: {e}") from e

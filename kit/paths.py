@@ -1,0 +1,47 @@
+"""Where the kit finds data and keeps caches (DESIGN.md "Data location").
+
+Resolution order for shared data: an explicit path, then ``$MMSEARCH_KIT_DATA``, then ``../shared/data``
+beside the checkout. Callers that need a file and get ``None`` must say so clearly (tests skip with a
+reason; notebooks raise with instructions).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def shared_data_dir(explicit: str | os.PathLike | None = None) -> Path | None:
+    """Return the real-data folder (ZIM archives, benchmark samples, trajectories) or ``None``.
+
+    Raises:
+        FileNotFoundError: ``explicit`` was given but does not exist.
+    """
+    if explicit is not None:
+        p = Path(explicit).expanduser()
+        if not p.is_dir():
+            raise FileNotFoundError(f"data folder {p} does not exist")
+        return p
+    env = os.environ.get("MMSEARCH_KIT_DATA")
+    if env:
+        p = Path(env).expanduser()
+        return p if p.is_dir() else None
+    p = PROJECT_ROOT.parent / "shared" / "data"
+    return p if p.is_dir() else None
+
+
+def zim_paths(data_dir: Path | None = None) -> list[Path]:
+    """All ``*.zim`` archives under ``<data>/zim`` (sorted), or ``[]`` when no data folder exists."""
+    d = data_dir or shared_data_dir()
+    if d is None or not (d / "zim").is_dir():
+        return []
+    return sorted((d / "zim").glob("*.zim"))
+
+
+def cache_dir() -> Path:
+    """Kit cache folder (search indexes, tokenizer files, tiny checkpoints); created on demand."""
+    p = Path(os.environ.get("MMSEARCH_KIT_CACHE", "~/.cache/mmsearch-kit")).expanduser()
+    p.mkdir(parents=True, exist_ok=True)
+    return p

@@ -1,0 +1,183 @@
+"""Exact-match tool-response cache over normalized requests (WeAgent §3.2 "Cache-backed search").
+
+:class:`ToolCache` is a SQLite table ``key -> response JSON`` with provenance (backend, operation,
+normalized request, time). Modes:
+
+* ``readwrite`` — write-back: successful responses are stored (WAL journal, safe for several writer
+  processes);
+* ``readonly`` — a stable snapshot shared by many workers: hits are served, misses go to the live
+  backend and are not written;
+* ``off`` — no caching.
+
+:class:`CachedBackend` wraps any :class:`~kit.types.SearchBackend`; a hit returns through the same
+types as a live call. Keys include the backend name, the operation, the normalized arguments and,
+for reverse image search, the sha256 of the image content. Failures are never cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+import threading
+import time
+import unicodedata
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import TypeAdapter
+
+from kit.types import ImageHit, Page, ReverseImageResult, SearchBackend, SearchHit
+
+CacheMode = Literal["readwrite", "readonly", "off"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+  key TEXT PRIMARY KEY,
+  backend TEXT NOT NULL,
+  op TEXT NOT NULL,
+  request TEXT NOT NULL,
+  response TEXT NOT NULL,
+  created REAL NOT NULL
+);
+"""
+
+
+def normalize_query(q: str) -> str:
+    """Cache normalization of a search query: NFKC, case-folded, whitespace collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", q).casefold().split())
+
+
+def cache_key(backend: str, op: str, request: dict[str, Any]) -> str:
+    """sha256 hex of the canonical JSON of (backend, op, normalized request)."""
+    blob = json.dumps([backend, op, request], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ToolCache:
+    """Persistent exact-match cache.
+
+    Args:
+        path: SQLite file (created in ``readwrite`` mode). ``None`` with mode ``off``.
+        mode: ``readwrite`` | ``readonly`` | ``off``.
+
+    Raises:
+        FileNotFoundError: ``readonly`` on a missing file.
+        ValueError: unknown mode, or no path for a caching mode.
+    """
+
+    def __init__(self, path: str | Path | None, mode: CacheMode = "readwrite"):
+        if mode not in ("readwrite", "readonly", "off"):
+            raise ValueError(f"unknown cache mode {mode!r}")
+        self.mode = mode
+        self.path = Path(path) if path is not None else None
+        self.stats = {"hits": 0, "misses": 0, "writes": 0}
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        if mode == "off":
+            return
+        if self.path is None:
+            raise ValueError(f"cache mode {mode!r} needs a path")
+        if mode == "readonly":
+            if not self.path.exists():
+                raise FileNotFoundError(f"cache snapshot {self.path} does not exist")
+            # immutable: a snapshot never changes, so SQLite may skip locking entirely
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_SCHEMA)
+
+    def get(self, key: str) -> str | None:
+        """The cached response JSON for ``key``, or ``None`` (counted as hit / miss)."""
+        if self._db is None:
+            return None
+        with self._lock:
+            row = self._db.execute("SELECT response FROM entries WHERE key=?", (key,)).fetchone()
+        self.stats["hits" if row else "misses"] += 1
+        return row[0] if row else None
+
+    def put(self, key: str, backend: str, op: str, request: dict[str, Any], response_json: str) -> None:
+        """Store a successful response (no-op unless ``readwrite``); a newer response replaces an older one."""
+        if self._db is None or self.mode != "readwrite":
+            return
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO entries VALUES (?,?,?,?,?,?)",
+                             (key, backend, op, json.dumps(request, ensure_ascii=False), response_json, time.time()))
+        self.stats["writes"] += 1
+
+    def __len__(self) -> int:
+        if self._db is None:
+            return 0
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+
+    def hit_rate(self) -> float:
+        n = self.stats["hits"] + self.stats["misses"]
+        return self.stats["hits"] / n if n else 0.0
+
+    def snapshot(self, dest: str | Path) -> Path:
+        """Write a consistent copy of the cache (SQLite backup API) for read-only sharing or publishing.
+
+        Raises:
+            ValueError: the cache is off.
+        """
+        if self._db is None:
+            raise ValueError("cache is off: nothing to snapshot")
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_suffix(dest.suffix + ".tmp")
+        out = sqlite3.connect(tmp)
+        with self._lock:
+            self._db.backup(out)
+        out.close()
+        shutil.move(tmp, dest)
+        return dest
+
+    def close(self) -> None:
+        if self._db is not None:
+            with self._lock:
+                self._db.close()
+            self._db = None
+
+
+_HITS = TypeAdapter(list[SearchHit])
+_IMAGES = TypeAdapter(list[ImageHit])
+_REVERSE = TypeAdapter(ReverseImageResult)
+_PAGE = TypeAdapter(Page)
+
+
+class CachedBackend:
+    """A :class:`SearchBackend` served through a :class:`ToolCache` (same types on hit and miss)."""
+
+    def __init__(self, backend: SearchBackend, cache: ToolCache):
+        self.backend = backend
+        self.cache = cache
+        self.name = backend.name
+
+    async def _cached(self, op: str, request: dict[str, Any], call, adapter):
+        key = cache_key(self.name, op, request)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return adapter.validate_json(hit)
+        result = await call()  # BackendError propagates: failures are never cached
+        self.cache.put(key, self.name, op, request, adapter.dump_json(result).decode())
+        return result
+
+    async def search(self, query: str, num: int) -> list[SearchHit]:
+        return await self._cached("search", {"query": normalize_query(query), "num": num},
+                                  lambda: self.backend.search(query, num), _HITS)
+
+    async def image_search(self, query: str, num: int) -> list[ImageHit]:
+        return await self._cached("image_search", {"query": normalize_query(query), "num": num},
+                                  lambda: self.backend.image_search(query, num), _IMAGES)
+
+    async def reverse_image_search(self, image: bytes, num: int) -> ReverseImageResult:
+        return await self._cached("reverse_image_search", {"image_sha256": hashlib.sha256(image).hexdigest(), "num": num},
+                                  lambda: self.backend.reverse_image_search(image, num), _REVERSE)
+
+    async def fetch(self, url: str) -> Page:
+        return await self._cached("fetch", {"url": url.strip()}, lambda: self.backend.fetch(url), _PAGE)

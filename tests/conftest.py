@@ -1,0 +1,77 @@
+"""Shared fixtures. Tests needing the real data skip with a reason when it is absent."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from kit.paths import shared_data_dir
+from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, ReverseImageResult, SearchHit
+
+
+def png_bytes(color=(200, 30, 30), size=(64, 48)) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class MemoryBackend:
+    """A format-true in-memory search backend for harness unit tests: fixed pages and images.
+
+    It stands in for the real backends only where a test isolates the loop from search; the real
+    local web (kit.web.zim) has its own tests on the ZIM archives.
+    """
+
+    name = "memory"
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self.pages = {
+            "https://example.org/eiffel": Page(url="https://example.org/eiffel", title="Eiffel Tower",
+                                               markdown="The Eiffel Tower is in Paris.\n\nIt was completed in 1889.",
+                                               images=[ImageHit(image_url="https://example.org/e.png", content=png_bytes((10, 10, 200)),
+                                                                caption="The tower at night")]),
+        }
+
+    async def search(self, query, num):
+        self.calls.append(("search", query, num))
+        if "fail" in query:
+            raise BackendError("upstream 503", retryable=True)
+        return [SearchHit(title=f"Result {i} for {query}", url=f"https://example.org/{i}", snippet="snippet", date="2024-01-0%d" % (i + 1))
+                for i in range(num)]
+
+    async def image_search(self, query, num):
+        self.calls.append(("image_search", query, num))
+        hits = [ImageHit(title=f"img {i}", image_url=f"https://img.example.org/{i}.png", page_url=f"https://example.org/p{i}",
+                         domain="example.org", content=png_bytes((i * 40 % 255, 100, 50))) for i in range(num)]
+        if "corrupt" in query:
+            hits[0].content = b"\x89PNG\r\n\x1a\n garbage"
+        return hits
+
+    async def reverse_image_search(self, image, num):
+        self.calls.append(("reverse_image_search", len(image), num))
+        return ReverseImageResult(pages=[SearchHit(title="Eiffel Tower", url="https://example.org/eiffel")],
+                                  knowledge_graph=KnowledgeGraph(title="Eiffel Tower", description="tower in Paris"),
+                                  thumbnails=[ImageHit(image_url="https://img.example.org/big.png", content=png_bytes(size=(2000, 1500)))])
+
+    async def fetch(self, url):
+        self.calls.append(("fetch", url))
+        if url not in self.pages:
+            raise BackendError(f"not found: {url}")
+        return self.pages[url]
+
+
+@pytest.fixture
+def memory_backend():
+    return MemoryBackend()
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    d = shared_data_dir()
+    if d is None:
+        pytest.skip("real data not found: set MMSEARCH_KIT_DATA or place ../shared/data beside the checkout")
+    return d
