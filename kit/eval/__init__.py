@@ -1,0 +1,1 @@
+"""Evaluation: benchmark loaders into the kit's Task schema and judges."""

@@ -1,0 +1,150 @@
+"""Concurrent, resumable batch runs of the harness (DESIGN.md "Run"; issue: episodes and runs).
+
+:func:`run_batch` runs many tasks with asyncio under a concurrency limit and appends each finished
+episode as one JSON line to ``<out>/episodes.jsonl`` (flushed and fsynced one line at a time). A run
+that was killed continues where it stopped: finished episode ids are read back and skipped, a torn
+last line is cut off (its episode is rerun), and unfinished workspaces are recreated, so nothing is
+redone or duplicated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Iterable
+
+from tqdm.auto import tqdm
+
+from kit.harness.episode import EpisodeRecord, Task
+from kit.harness.loop import Harness
+
+EPISODES = "episodes.jsonl"
+
+
+def episode_id(task: Task, sample: int = 0) -> str:
+    """Stable episode id: the task id, plus ``#<sample>`` for repeated samples of one task."""
+    return task.id if sample == 0 else f"{task.id}#{sample}"
+
+
+def read_episodes(path: str | Path, *, repair: bool = False) -> list[EpisodeRecord]:
+    """Read an episodes file. A torn last line (killed writer) is ignored, and cut off when
+    ``repair`` is True.
+
+    Raises:
+        ValueError: a line other than the last is not a valid episode record.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    segments = data.split(b"\n")
+    tail = segments.pop()  # bytes after the last newline: empty unless the last write was torn
+    out: list[EpisodeRecord] = []
+    pos = good_end = 0
+    for i, seg in enumerate(segments):
+        pos += len(seg) + 1
+        if seg.strip():
+            try:
+                out.append(EpisodeRecord.model_validate_json(seg))
+            except ValueError as e:
+                if i < len(segments) - 1 or tail.strip():
+                    raise ValueError(f"{path}: line {i + 1} is not a valid episode record: {e}") from e
+                break  # a damaged final line is treated like a torn one
+        good_end = pos
+    if repair and good_end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good_end)
+    return out
+
+
+class EpisodeWriter:
+    """Appends records as JSON lines, one fsync per record, from many concurrent episodes."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = asyncio.Lock()
+
+    async def write(self, rec: EpisodeRecord) -> None:
+        line = rec.model_dump_json() + "\n"
+        async with self._lock:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+
+
+async def run_batch(harness: Harness | Callable[[Task, int], Harness], tasks: Iterable[Task], out_dir: str | Path, *,
+                    samples: int = 1, concurrency: int = 8, progress: bool = True,
+                    on_episode: Callable[[EpisodeRecord], None] | None = None) -> list[EpisodeRecord]:
+    """Run ``samples`` episodes per task, ``concurrency`` at a time; resume a previous run in ``out_dir``.
+
+    Args:
+        harness: one :class:`Harness` shared by all episodes, or a factory ``(task, sample) -> Harness``
+            (e.g. a different seed per sample).
+        out_dir: run folder: ``episodes.jsonl`` and ``workspaces/<episode id>/``.
+        on_episode: called with each newly finished record (e.g. to write its transcript).
+
+    Returns:
+        All records of the run, previously finished ones included, in task/sample order.
+
+    Raises:
+        ValueError: two tasks share an id (their episodes would collide).
+    """
+    out = Path(out_dir)
+    tasks = list(tasks)
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"duplicate task ids: {dup[:5]}")
+    done = {r.id: r for r in read_episodes(out / EPISODES, repair=True)}
+    writer = EpisodeWriter(out / EPISODES)
+    todo = [(t, s) for t in tasks for s in range(samples) if episode_id(t, s) not in done]
+    sem = asyncio.Semaphore(max(1, concurrency))
+    bar = tqdm(total=len(todo), desc="episodes", disable=not progress)
+
+    async def one(task: Task, sample: int) -> EpisodeRecord:
+        async with sem:
+            eid = episode_id(task, sample)
+            ws = out / "workspaces" / eid.replace("/", "_").replace("#", "_s")
+            if ws.exists():  # an unfinished episode from a killed run: start it clean
+                shutil.rmtree(ws)
+            h = harness(task, sample) if callable(harness) and not isinstance(harness, Harness) else harness
+            rec = await h.run(task, ws, episode_id=eid)
+            await writer.write(rec)
+            if on_episode is not None:
+                on_episode(rec)
+            bar.update(1)
+            return rec
+
+    new = await asyncio.gather(*(one(t, s) for t, s in todo))
+    bar.close()
+    done.update({r.id: r for r in new})
+    return [done[episode_id(t, s)] for t in tasks for s in range(samples) if episode_id(t, s) in done]
+
+
+def summarize_records(records: list[EpisodeRecord]) -> dict:
+    """Status counts, tool-use counts, mean turns and intervention counts of a set of episodes."""
+    from collections import Counter
+
+    status, tools, events = Counter(), Counter(), Counter()
+    for r in records:
+        status[r.status] += 1
+        events.update(r.event_counts())
+        for m in r.messages:
+            if m.role == "tool" and m.name:
+                tools[m.name] += 1
+    n = len(records) or 1
+    return {"episodes": len(records), "status": dict(status), "tool_observations": dict(tools),
+            "mean_turns": sum(r.turns for r in records) / n, "mean_tool_calls": sum(r.tool_calls for r in records) / n,
+            "events": dict(events), "trainable": sum(r.trainable for r in records)}
+
+
+def dump_json(obj, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, default=str), encoding="utf-8")
+    return path

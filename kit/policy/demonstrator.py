@@ -1,0 +1,92 @@
+"""A rule-based demonstrator that drives all five tools like a careful agent would (not a model).
+
+It reads the observations in the context and follows a fixed plan: reverse image search on the user's
+image (or a web search without one), a web search on the question's content words (plus a
+knowledge-graph hint), ``web_extract`` on the best page with the question as goal, an image search for
+the page's subject, then a final ``<response>`` that cites a found image. Its outputs show the harness
+working on real inputs without a model; they are labelled ``scripted-demonstrator`` and are never
+reported as model results. The data pipeline reuses it as its offline trajectory sampler.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from kit.policy.scripted import CharTokenCounter
+from kit.types import AssistantTurn, Message, SamplingParams, Usage
+
+_STOP = set("""a an the of in on at to for from by with and or is are was were be been what which who whom whose when
+where why how this that these those it its as do does did shown image picture photo in the following please tell me
+name can you find than then same day which one""".split())
+
+
+def content_words(text: str, k: int = 8) -> str:
+    """The first ``k`` non-stopword words of ``text`` (a search query built from a question)."""
+    words = re.findall(r"[\w'’-]+", text)
+    return " ".join([w for w in words if w.lower() not in _STOP][:k]) or text[:80]
+
+
+def _call(name: str, args: dict[str, Any], think: str) -> str:
+    return f"<think>{think}</think>\n<tool_call>\n" + json.dumps({"name": name, "arguments": args}, ensure_ascii=False) + "\n</tool_call>"
+
+
+class DemonstratorPolicy:
+    """Deterministic tool-using demonstrator (see module docstring). Implements :class:`kit.types.Policy`."""
+
+    name = "scripted-demonstrator"
+
+    def __init__(self, token_counter=None, max_context_tokens: int | None = None):
+        self.token_counter = token_counter or CharTokenCounter()
+        self.max_context_tokens = max_context_tokens
+
+    async def generate(self, messages: list[Message], tools: list[dict], sampling: SamplingParams,
+                       workspace: str | None = None) -> AssistantTurn:
+        text = self.next_text(messages, tools)
+        return AssistantTurn(text=text, usage=Usage(completion_tokens=self.token_counter.count_text(text)))
+
+    def next_text(self, messages: list[Message], tools: list[dict]) -> str:
+        user = next(m for m in messages if m.role == "user")
+        question = user.text().split("\n\nRegistered image paths:")[0]
+        user_images = user.image_refs()
+        observations = [m.text() for m in messages if m.role == "tool"]
+        step = sum(1 for m in messages if m.role == "assistant")
+        allowed = {t["function"]["name"] for t in tools}
+        kg = next((m.group(1) for o in observations for m in [re.search(r"Knowledge graph match: ([^\n—(]+)", o)] if m), None)
+        urls = [u for o in observations for u in re.findall(r"URL: (\S+)", o)]
+        images = [f for o in observations for f in re.findall(r"\b((?:search|page|code)_image_\d+\.\w+)", o)]
+        plan = []
+        if user_images:
+            plan.append(("web_search_based_on_image", {"image": user_images[0], "num": 5},
+                         "First find out what the image shows with a reverse image search."))
+        plan.append(("web_search", {"query": (kg.strip() + " " if kg else "") + content_words(question), "num": 5},
+                     "Search the web for the question's key terms."))
+        if urls:
+            plan.append(("web_extract", {"urls": [urls[0]], "goal": question}, "Read the most relevant page."))
+        plan.append(("web_search_for_image", {"query": (kg or content_words(question, 5)).strip(), "num": 4},
+                     "Look for an image that shows the answer's subject."))
+        if tools and step < len(plan) and plan[step][0] in allowed:
+            name, args, think = plan[step]
+            return _call(name, args, think)
+        return self._answer(question, kg, observations, images)
+
+    @staticmethod
+    def _answer(question: str, kg: str | None, observations: list[str], images: list[str]) -> str:
+        title = kg.strip() if kg else None
+        if title is None:
+            for o in observations:
+                m = re.search(r"^\s*1\. (.+)$", o, re.M)
+                if m:
+                    title = m.group(1).strip()
+                    break
+        fact = ""
+        for o in observations:
+            if o.startswith("## ") and "URL: " in o:
+                body = o.split("\n", 2)[-1].strip()
+                fact = re.split(r"(?<=[.!?])\s", body, maxsplit=1)[0][:300]
+                break
+        cite = f" <IMG: {images[0]}>" if images else ""
+        answer = title or "I could not find enough evidence"
+        return (f"<think>Combine the evidence gathered so far to answer: {question[:120]}</think>\n"
+                f"<response>{answer}.{(' ' + fact) if fact else ''}{cite}</response>")
