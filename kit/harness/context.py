@@ -48,8 +48,8 @@ class ContextBuilder:
 class TokenLedger:
     """Incremental prompt-token count of a message list (units: tokens of the policy's tokenizer).
 
-    Message counts are cached by content, so appending a message costs one tokenizer call and
-    re-counting an unchanged prefix is a dictionary lookup per message. Image tokens come from
+    Message counts are cached by identity and by content, so appending a message costs one tokenizer
+    call and re-counting an unchanged prefix is a dictionary lookup per message. Image tokens come from
     the registry's stored width/height through ``counter.count_image``.
     """
 
@@ -57,14 +57,19 @@ class TokenLedger:
         self.counter = counter
         self.registry = registry
         self._cache: dict[tuple, int] = {}
-        self._tools_key: str | None = None
+        self._by_id: dict[int, tuple[Message, int]] = {}
+        self._tools_key: tuple | None = None
         self._tools_tokens = 0
 
     def message_tokens(self, m: Message) -> int:
+        hit = self._by_id.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1]
         text = m.text()
         key = (m.role, text, tuple(m.image_refs()), tuple((c.name, c.arguments) for c in m.tool_calls))
         hit = self._cache.get(key)
         if hit is not None:
+            self._by_id[id(m)] = (m, hit)
             return hit
         n = MESSAGE_OVERHEAD_TOKENS
         for c in m.tool_calls:
@@ -79,11 +84,12 @@ class TokenLedger:
             except Exception:
                 n += IMAGE_FRAME_TOKENS  # unresolvable refs are caught elsewhere; never crash counting
         self._cache[key] = n
+        self._by_id[id(m)] = (m, n)  # holding m keeps its id from being reused
         return n
 
     def tools_tokens(self, tool_schemas: list[dict]) -> int:
         """Tokens of the tool block a chat template renders for function calling (counted once)."""
-        key = json.dumps(tool_schemas, sort_keys=True)
+        key = tuple(id(s) for s in tool_schemas)  # the harness passes the same schema objects every turn
         if key != self._tools_key:
             self._tools_key = key
             self._tools_tokens = self.counter.count_text(

@@ -6,6 +6,7 @@ UTC+8); TOOL_LIST is the JSON list of the enabled tools' function schemas.
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -49,10 +50,15 @@ def current_time(tz: str = "Asia/Shanghai", now: datetime | None = None) -> str:
     return t.strftime("%Y-%m-%d %H:00")
 
 
+@functools.lru_cache(maxsize=64)
+def _tool_list(schemas_json: str) -> str:
+    return json.dumps([s["function"] for s in json.loads(schemas_json)], ensure_ascii=False, indent=1)
+
+
 def system_prompt(tool_schemas: list[dict], *, tz: str = "Asia/Shanghai", tz_label: str = "Beijing Time, UTC+8",
                   now: datetime | None = None) -> str:
     """Table 6 system prompt with CURRENT_TIME and TOOL_LIST filled in."""
-    tool_list = json.dumps([s["function"] for s in tool_schemas], ensure_ascii=False, indent=1)
+    tool_list = _tool_list(json.dumps(tool_schemas, sort_keys=True))
     return SYSTEM_PROMPT.format(tz_label=tz_label, current_time=current_time(tz, now), tool_list=tool_list)
 
 
