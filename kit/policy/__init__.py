@@ -1,0 +1,1 @@
+"""Policies: OpenAI-compatible chat API, in-process transformers, scripted (DESIGN.md "Policy")."""
