@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, Iterable
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness

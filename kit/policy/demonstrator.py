@@ -51,6 +51,7 @@ class DemonstratorPolicy:
         question = user.text().split("\n\nRegistered image paths:")[0]
         user_images = user.image_refs()
         observations = [m.text() for m in messages if m.role == "tool"]
+        extracts = [m.text() for m in messages if m.role == "tool" and m.name == "web_extract"]
         step = sum(1 for m in messages if m.role == "assistant")
         allowed = {t["function"]["name"] for t in tools}
         kg = next((m.group(1) for o in observations for m in [re.search(r"Knowledge graph match: ([^\n—(]+)", o)] if m), None)
@@ -69,10 +70,10 @@ class DemonstratorPolicy:
         if tools and step < len(plan) and plan[step][0] in allowed:
             name, args, think = plan[step]
             return _call(name, args, think)
-        return self._answer(question, kg, observations, images)
+        return self._answer(question, kg, observations, extracts, images)
 
     @staticmethod
-    def _answer(question: str, kg: str | None, observations: list[str], images: list[str]) -> str:
+    def _answer(question: str, kg: str | None, observations: list[str], extracts: list[str], images: list[str]) -> str:
         title = kg.strip() if kg else None
         if title is None:
             for o in observations:
@@ -81,9 +82,9 @@ class DemonstratorPolicy:
                     title = m.group(1).strip()
                     break
         fact = ""
-        for o in observations:
-            if o.startswith("## ") and "URL: " in o:
-                body = o.split("\n", 2)[-1].strip()
+        for o in extracts:
+            body = re.sub(r"^#.*$|\*\*|\[|\]\([^)]*\)", "", o.split("\n", 2)[-1], flags=re.M).strip()
+            if body and not body.startswith("Error"):
                 fact = re.split(r"(?<=[.!?])\s", body, maxsplit=1)[0][:300]
                 break
         cite = f" <IMG: {images[0]}>" if images else ""

@@ -1,0 +1,21 @@
+"""Offline models: the real Qwen tokenizer, an image-only Qwen-VL processor, tiny Qwen-VL checkpoints.
+
+Importing this package registers :class:`~kit.models.processor.QwenVLImageOnlyProcessor` with
+``transformers.AutoProcessor`` (needed before ``AutoProcessor.from_pretrained`` on a tiny checkpoint;
+otherwise transformers silently returns only the tokenizer).
+"""
+
+from kit.models.processor import QwenVLImageOnlyProcessor, load_image_only_processor
+from kit.models.qwen_tokenizer import QWEN_VL_CHAT_TEMPLATE, load_qwen_tokenizer, shared_qwen_tokenizer
+from kit.models.tiny import ARCHS, build_tiny_checkpoint, tiny_metadata
+
+__all__ = [
+    "ARCHS",
+    "QWEN_VL_CHAT_TEMPLATE",
+    "QwenVLImageOnlyProcessor",
+    "build_tiny_checkpoint",
+    "load_image_only_processor",
+    "load_qwen_tokenizer",
+    "shared_qwen_tokenizer",
+    "tiny_metadata",
+]
