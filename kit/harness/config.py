@@ -63,7 +63,7 @@ class HarnessConfig(BaseModel):
     @classmethod
     def smoke(cls, **overrides) -> "HarnessConfig":
         """Smoke profile: same rules, small budgets for tiny CPU models (labelled smoke in outputs)."""
-        base = dict(max_turns=4, max_calls=8, max_context_tokens=16_384, synthesis_reserve_tokens=1_024,
+        base = dict(max_turns=5, max_calls=8, max_context_tokens=16_384, synthesis_reserve_tokens=1_024,
                     wall_clock_s=120.0, max_response_tokens=96, code_timeout_s=10.0)
         base.update(overrides)
         return cls(**base)

@@ -59,6 +59,8 @@ class TokenLedger:
         self._cache: dict[tuple, int] = {}
         self._by_id: dict[int, tuple[Message, int]] = {}
         self._tools_key: tuple | None = None
+        self.exact = hasattr(counter, "count_message") and hasattr(counter, "generation_prompt_tokens")
+        self._exact: dict[tuple, tuple[Message, int]] = {}
         self._tools_tokens = 0
 
     def message_tokens(self, m: Message) -> int:
@@ -96,6 +98,31 @@ class TokenLedger:
                 "\n".join(json.dumps(s, ensure_ascii=False) for s in tool_schemas)) + 60 if tool_schemas else 0
         return self._tools_tokens
 
+    def _image_size(self, ref: str) -> tuple[int, int]:
+        e = self.registry.resolve(ref)
+        return e.width, e.height
+
+    def _exact_tokens(self, m: Message, previous_role: str | None, first: bool, tool_schemas: list[dict]) -> int:
+        key = (id(m), previous_role, first, tuple(id(s) for s in tool_schemas) if first else ())
+        hit = self._exact.get(key)
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        sizes = [self._image_size(r) for r in m.image_refs()]
+        n = self.counter.count_message(m, sizes, previous_role, first=first, tools=tool_schemas if first else None)
+        self._exact[key] = (m, n)
+        return n
+
     def prompt_tokens(self, messages: list[Message], tool_schemas: list[dict]) -> int:
-        """Total prompt tokens of ``messages`` plus the tool block and the generation prefix."""
+        """Total prompt tokens of ``messages`` plus the tool block and the generation prefix.
+
+        With a counter that renders messages through the policy's chat template
+        (:class:`kit.policy.tokens.QwenTokenCounter`) the count is exact; otherwise it is the sum of
+        text and image tokens plus fixed framing estimates.
+        """
+        if self.exact and messages:
+            total, prev = 0, None
+            for i, m in enumerate(messages):
+                total += self._exact_tokens(m, prev, i == 0, tool_schemas)
+                prev = m.role
+            return total + self.counter.generation_prompt_tokens
         return sum(self.message_tokens(m) for m in messages) + self.tools_tokens(tool_schemas) + 3

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import time
 import uuid
 from pathlib import Path
@@ -32,6 +33,16 @@ from kit.harness.tools import ToolContext, execute, tool_specs
 from kit.types import AssistantTurn, ContentPart, Message, Policy, PolicyError, SamplingParams, SearchBackend
 
 TERMINAL_OK = {"answered", "max_turns_synthesis"}
+
+
+_CONTROL_TOKEN = re.compile(r"<\|([A-Za-z0-9_]{1,40})\|>")
+
+
+def neutralize_control_tokens(text: str) -> tuple[str, int]:
+    """Break chat-control token strings (``<|im_end|>``, ``<|image_pad|>``, ...) found in untrusted tool
+    output by inserting a zero-width space after ``<``, so retrieved text can neither close the
+    observation's chat turn nor add image placeholders. Returns ``(text, replacements)``."""
+    return _CONTROL_TOKEN.subn(lambda m: "<\u200b|" + m.group(1) + "|>", text)
 
 
 class _EpisodeEnd(Exception):
@@ -259,6 +270,9 @@ class Harness:
 
     def _observation_message(self, st: "_State", call: RawCall, tool: str, text: str, images: list[str] = (),
                              intervention: bool = False) -> None:
+        text, n = neutralize_control_tokens(text)
+        if n:
+            st.rec.events.append(Event(type="control_tokens_neutralized", turn=st.turn, detail={"tool": tool, "count": n}))
         parts = _text(text) + [ContentPart(type="image", image=f) for f in images]
         st.rec.messages.append(Message(role="tool", content=parts, tool_call_id=call.id, name=tool,
                                        intervention=intervention, turn=st.turn))

@@ -77,6 +77,18 @@ class EvidenceRegistry:
         self._by_name: dict[str, RegisteredImage] = {}
         self._counters = {k: 0 for k in KINDS}
 
+    @classmethod
+    def from_images(cls, workspace: Path, images: list[RegisteredImage], *, max_pixels: int = 64_000_000) -> "EvidenceRegistry":
+        """Rebuild the registry of a finished episode from its record's ``images`` (for replay,
+        token accounting and training-data conversion). Files are not re-read."""
+        reg = cls(workspace, max_pixels=max_pixels)
+        for e in images:
+            reg.images.append(e)
+            reg._by_name[e.filename] = reg._by_name[e.ref] = e
+            n = int(e.ref.rsplit("_", 1)[1]) if e.ref.rsplit("_", 1)[-1].isdigit() else 0
+            reg._counters[e.kind] = max(reg._counters.get(e.kind, 0), n)
+        return reg
+
     # ------------------------------------------------------------------ registration
     def register_bytes(
         self,
