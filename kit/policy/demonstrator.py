@@ -89,5 +89,5 @@ class DemonstratorPolicy:
                 break
         cite = f" <IMG: {images[0]}>" if images else ""
         answer = title or "I could not find enough evidence"
-        return (f"<think>Combine the evidence gathered so far to answer: {question[:120]}</think>\n"
-                f"<response>{answer}.{(' ' + fact) if fact else ''}{cite}</response>")
+        return (f"<think>Answer from the evidence gathered.</think>\n"
+                f"<response>{answer}.{(' ' + fact[:200]) if fact else ''}{cite}</response>")
