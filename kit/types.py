@@ -175,11 +175,16 @@ class AssistantTurn(BaseModel):
 
 
 class PolicyError(Exception):
-    """The policy could not produce a turn (endpoint unreachable, server error, bad response)."""
+    """The policy could not produce a turn (endpoint unreachable, server error, bad response).
 
-    def __init__(self, message: str, *, retryable: bool = False):
+    ``context_overflow`` is True when the model rejected the prompt as longer than its context
+    window; the harness then ends the episode in the ``context_limit`` state.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False, context_overflow: bool = False):
         super().__init__(message)
         self.retryable = retryable
+        self.context_overflow = context_overflow
 
 
 @runtime_checkable

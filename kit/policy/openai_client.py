@@ -33,6 +33,7 @@ import base64
 import io
 import json
 import logging
+import re
 import os
 import uuid
 from collections.abc import Awaitable, Callable
@@ -68,6 +69,13 @@ class _RetryableHTTP(Exception):
         self.body = response.text[:_BODY_EXCERPT]
         self.retry_after = parse_retry_after(response.headers.get("retry-after"))
         super().__init__(f"HTTP {self.status_code}: {self.body}")
+
+
+# How vLLM, SGLang and OpenAI word a prompt that does not fit the model's context window.
+_CONTEXT_OVERFLOW = re.compile(
+    r"maximum context length|context[_ ]length|max_model_len|context window|prompt is too long|too many tokens",
+    re.I,
+)
 
 
 class _WaitBackoffOrRetryAfter(wait_base):
@@ -268,7 +276,9 @@ class OpenAIChatPolicy:
                     if response.status_code >= 400:
                         raise PolicyError(
                             f"POST {url} failed with HTTP {response.status_code} (not retried): "
-                            f"{response.text[:_BODY_EXCERPT]!r}"
+                            f"{response.text[:_BODY_EXCERPT]!r}",
+                            context_overflow=response.status_code in (400, 413)
+                            and bool(_CONTEXT_OVERFLOW.search(response.text[:4000])),
                         )
                     return response
         except RetryError as err:
