@@ -213,7 +213,7 @@ def _tasks(n):
 
 def test_runner_resumes_without_redoing_or_duplicating(tmp_path):
     from kit.harness.loop import Harness
-    from kit.harness.runner import read_episodes, run_batch
+    from kit.harness.runner import read_episodes, run_batch, workspace_name
     from kit.policy.scripted import ScriptedPolicy
 
     counter = {"n": 0}
@@ -229,12 +229,13 @@ def test_runner_resumes_without_redoing_or_duplicating(tmp_path):
     f = tmp_path / "episodes.jsonl"
     lines = f.read_text().splitlines(keepends=True)
     f.write_text("".join(lines[:3]) + lines[3][:50])
-    (tmp_path / "workspaces" / "t3" / "junk.txt").write_text("stale")
+    stale = tmp_path / "workspaces" / workspace_name("t3") / "junk.txt"
+    stale.write_text("stale")
     recs = asyncio.run(run_batch(h, _tasks(6), tmp_path, concurrency=3, progress=False))
     assert counter["n"] == 5 + 3  # t3, t4 (torn/lost) and t5 (new) only
     ids = [r.id for r in read_episodes(f)]
     assert sorted(ids) == [f"t{i}" for i in range(6)] and len(ids) == 6
-    assert not (tmp_path / "workspaces" / "t3" / "junk.txt").exists()
+    assert not stale.exists()
     with pytest.raises(ValueError):
         asyncio.run(run_batch(h, [Task(id="x", question="a"), Task(id="x", question="b")], tmp_path / "d", progress=False))
 

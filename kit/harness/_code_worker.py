@@ -129,6 +129,7 @@ class _Driver:
         self.err_fd = os.dup(2)
         self.config = config
         self.cell = 0
+        self.home = os.getcwd()  # the workspace (the parent starts us there)
         self.stdout = self._make_stream(1)
         self.stderr = self._make_stream(2)
         sys.stdout, sys.stderr = self.stdout, self.stderr
@@ -225,6 +226,10 @@ class _Driver:
     def run_block(self, code: str) -> tuple[bool, str | None, str | None]:
         """Execute one block in the persistent globals. Returns (ok, error kind, exception type)."""
         self.cell += 1
+        try:  # every call starts in the workspace, whatever an earlier call did with os.chdir
+            os.chdir(self.home)
+        except OSError:
+            pass
         filename = f"<cell-{self.cell}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class HarnessConfig(BaseModel):
@@ -39,6 +39,7 @@ class HarnessConfig(BaseModel):
     reverse_search_max_vision_tokens: int = 512
     extract_refeed: int = 5
     code_refeed: int = 5
+    code_max_images: int = 20  # new images registered per execute_code call
     tool_timeout_s: float = 60.0
     code_timeout_s: float = 30.0
     code_memory_mb: int = 2048
@@ -59,6 +60,21 @@ class HarnessConfig(BaseModel):
             "execute_code",
         ]
     )
+
+    @model_validator(mode="after")
+    def _check(self) -> "HarnessConfig":
+        ints = ("max_turns", "max_calls", "max_context_tokens", "max_response_tokens", "persist_threshold_chars",
+                "persist_preview_chars", "extract_max_chars", "max_image_pixels", "loop_guard_repeats")
+        bad = [f for f in ints if getattr(self, f) < 1]
+        bad += [f for f in ("wall_clock_s", "tool_timeout_s", "code_timeout_s") if getattr(self, f) <= 0]
+        bad += [f for f in ("synthesis_reserve_tokens", "overlong_regenerations", "image_search_refeed",
+                            "reverse_search_refeed", "extract_refeed", "code_refeed", "code_max_images")
+                if getattr(self, f) < 0]
+        if bad:
+            raise ValueError(f"budgets must be positive (reserves and re-feed limits >= 0): {bad}")
+        if self.synthesis_reserve_tokens >= self.max_context_tokens:
+            raise ValueError("synthesis_reserve_tokens must be smaller than max_context_tokens")
+        return self
 
     @classmethod
     def smoke(cls, **overrides) -> "HarnessConfig":

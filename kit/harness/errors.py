@@ -14,7 +14,11 @@ class ToolError(Exception):
     for the structured observation shown to the model.
     """
 
+    MAX_MESSAGE = 2000  # error text echoes model input: keep observations bounded
+
     def __init__(self, code: str, message: str, **detail: Any):
+        if len(message) > self.MAX_MESSAGE:
+            message = message[: self.MAX_MESSAGE] + f"… [{len(message) - self.MAX_MESSAGE} more characters]"
         super().__init__(message)
         self.code = code
         self.message = message

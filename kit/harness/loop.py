@@ -25,8 +25,8 @@ from kit.harness.episode import EpisodeRecord, Event, Task
 from kit.harness.errors import ToolError
 from kit.harness.parsing import RawCall, cited_images, parse_turn
 from kit.harness.prompts import NO_ACTION_MESSAGE, SYNTHESIS_PROMPT, system_prompt, user_prompt
-from kit.harness.recovery import (DUPLICATE_MESSAGE, LOOP_GUARD_MESSAGE, DuplicateSuppressor, LoopGuard,
-                                  repair_call)
+from kit.harness.recovery import (DUPLICATE_MESSAGE, LOOP_GUARD_MESSAGE, NO_ACTION_LOOP_MESSAGE, DuplicateSuppressor,
+                                  LoopGuard, repair_call)
 from kit.harness.registry import EvidenceRegistry
 from kit.harness.summarize import ExtractiveSummarizer
 from kit.harness.tools import ToolContext, execute, tool_specs
@@ -43,6 +43,25 @@ def neutralize_control_tokens(text: str) -> tuple[str, int]:
     output by inserting a zero-width space after ``<``, so retrieved text can neither close the
     observation's chat turn nor add image placeholders. Returns ``(text, replacements)``."""
     return _CONTROL_TOKEN.subn(lambda m: "<\u200b|" + m.group(1) + "|>", text)
+
+
+def clean_text(s: str) -> str:
+    """Replace lone UTF-16 surrogates (which cannot be encoded as UTF-8, so would make the record
+    unserializable) with U+FFFD."""
+    if not isinstance(s, str):
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8", "replace").decode("utf-8")
+
+
+def clean_turn(turn: AssistantTurn) -> AssistantTurn:
+    """An :class:`AssistantTurn` with every model-written string made serializable."""
+    calls = [c.model_copy(update={"id": clean_text(c.id), "name": clean_text(c.name), "arguments": clean_text(c.arguments)})
+             for c in turn.tool_calls]
+    return turn.model_copy(update={"text": clean_text(turn.text or ""), "tool_calls": calls})
 
 
 class _EpisodeEnd(Exception):
@@ -106,30 +125,38 @@ class Harness:
         """
         t0 = time.monotonic()
         ws = Path(workspace)
-        ws.mkdir(parents=True, exist_ok=True)
-        rec = EpisodeRecord(id=episode_id or f"{task.id}-{uuid.uuid4().hex[:8]}", task=task,
+        task = task.model_copy(update={"question": clean_text(task.question)})
+        rec = EpisodeRecord(id=clean_text(episode_id or f"{task.id}-{uuid.uuid4().hex[:8]}"), task=task,
                             config_hash=self.config.config_hash(), policy=getattr(self.policy, "name", ""),
                             backend=getattr(self.backend, "name", ""), workspace=str(ws), labels=self.labels)
-        registry = EvidenceRegistry(ws, max_pixels=self.config.max_image_pixels)
-        ctx = ToolContext(registry=registry, backend=self.backend, config=self.config, summarizer=self.summarizer,
-                          sandbox_factory=self.sandbox_factory(ws, self.config), events=rec.events)
-        st = _State(rec, registry, ctx, t0)
+        registry = ctx = None
+        st = _State(rec, None, None, t0)
         st.guard = LoopGuard(self.config.loop_guard_repeats)
         try:
+            ws.mkdir(parents=True, exist_ok=True)
+            registry = EvidenceRegistry(ws, max_pixels=self.config.max_image_pixels)
+            ctx = ToolContext(registry=registry, backend=self.backend, config=self.config, summarizer=self.summarizer,
+                              sandbox_factory=self.sandbox_factory(ws, self.config), events=rec.events)
+            st.registry, st.ctx = registry, ctx
             await asyncio.wait_for(self._episode(st), timeout=self.config.wall_clock_s)
         except asyncio.TimeoutError:
             self._end(st, "wall_clock", f"wall-clock budget of {self.config.wall_clock_s:.0f} s exhausted")
         except _EpisodeEnd as e:
             self._end(st, e.status, e.reason)
+        except asyncio.CancelledError:
+            task_ = asyncio.current_task()
+            if task_ is not None and task_.cancelling():
+                raise  # the caller cancelled this episode: honour it (the finally block still cleans up)
+            self._end(st, "error", "a component raised CancelledError without a cancellation request")
         except Exception as e:  # last line of defence: the record is still written
-            self._end(st, "error", f"{type(e).__name__}: {e}")
+            self._end(st, "error", clean_text(f"{type(e).__name__}: {e}")[:2000])
         finally:
-            if ctx.sandbox is not None:
+            if ctx is not None and ctx.sandbox is not None:
                 try:
                     await ctx.sandbox.close()
                 except Exception as e:  # closing must not lose the record either
                     rec.events.append(Event(type="sandbox_close_error", turn=st.turn, detail={"error": str(e)}))
-            rec.images = list(registry.images)
+            rec.images = list(registry.images) if registry is not None else []
             rec.turns, rec.tool_calls = st.turn, st.calls
             rec.timings.wall_s = round(time.monotonic() - t0, 4)
             rec.timings.policy_s = round(st.policy_s, 4)
@@ -183,13 +210,32 @@ class Harness:
 
     def _context(self, st: "_State", schemas: list[dict]) -> tuple[list[Message], int]:
         t = time.perf_counter()
-        ctx_msgs = self.context_builder.build(st.rec.messages, st.registry)
+        ctx_msgs = self._drop_tampered(st, self.context_builder.build(st.rec.messages, st.registry))
         n = st.ledger.prompt_tokens(ctx_msgs, schemas)
         st.usage["max_prompt_tokens"] = max(st.usage.get("max_prompt_tokens", 0), n)
         st.harness_overheads.append(time.perf_counter() - t)
         if n > st.max_ctx:
             raise _EpisodeEnd("context_limit", f"prompt of {n} tokens exceeds the {st.max_ctx}-token context")
         return ctx_msgs, n
+
+    def _drop_tampered(self, st: "_State", msgs: list[Message]) -> list[Message]:
+        """Keep images that were replaced, removed or symlinked after registration (e.g. by code run
+        in the episode) out of the model's context, and record it once per file."""
+        bad = {r for m in msgs for r in m.image_refs() if r in st.tampered or not st.registry.intact(r)}
+        if not bad:
+            return msgs
+        for r in sorted(bad - st.tampered):
+            st.rec.events.append(Event(type="evidence_modified", turn=st.turn, detail={"image": r}))
+        st.tampered |= bad
+        out = []
+        for m in msgs:
+            if bad.intersection(m.image_refs()):
+                parts = [p if not (p.type == "image" and p.image in bad) else
+                         ContentPart(type="text", text=f"[{p.image} was modified after registration and is not shown]")
+                         for p in m.content]
+                m = m.model_copy(update={"content": parts})
+            out.append(m)
+        return out
 
     async def _generate(self, st: "_State", ctx_msgs: list[Message], schemas: list[dict],
                         prompt_tokens: int) -> AssistantTurn:
@@ -208,6 +254,9 @@ class Harness:
                 raise _EpisodeEnd("error", f"policy failed: {e}") from e
             finally:
                 st.policy_s += time.monotonic() - t
+            if not isinstance(turn, AssistantTurn):
+                raise _EpisodeEnd("error", f"policy returned {type(turn).__name__}, not an AssistantTurn")
+            turn = clean_turn(turn)
             st.usage["prompt_tokens"] = st.usage.get("prompt_tokens", 0) + turn.usage.prompt_tokens
             st.usage["completion_tokens"] = st.usage.get("completion_tokens", 0) + turn.usage.completion_tokens
             overlong = turn.finish_reason == "length" or turn.usage.completion_tokens > cfg.max_response_tokens
@@ -256,7 +305,7 @@ class Harness:
         if first_call is None:
             rec.events.append(Event(type="no_action", turn=st.turn, detail={"preview": turn.text[:200]}))
             fire = st.guard.invalid("<no action>", "")
-            text = NO_ACTION_MESSAGE + ("\n\n" + LOOP_GUARD_MESSAGE.format(n=self.config.loop_guard_repeats) if fire else "")
+            text = NO_ACTION_MESSAGE + ("\n\n" + NO_ACTION_LOOP_MESSAGE.format(n=self.config.loop_guard_repeats) if fire else "")
             if fire:
                 rec.events.append(Event(type="loop_guard", turn=st.turn, detail={"call": "<no action>"}))
             rec.messages.append(Message(role="user", content=_text(text), intervention=True, turn=st.turn))
@@ -270,7 +319,7 @@ class Harness:
 
     def _observation_message(self, st: "_State", call: RawCall, tool: str, text: str, images: list[str] = (),
                              intervention: bool = False) -> None:
-        text, n = neutralize_control_tokens(text)
+        text, n = neutralize_control_tokens(clean_text(text))
         if n:
             st.rec.events.append(Event(type="control_tokens_neutralized", turn=st.turn, detail={"tool": tool, "count": n}))
         parts = _text(text) + [ContentPart(type="image", image=f) for f in images]
@@ -363,3 +412,4 @@ class _State:
         self.dups = DuplicateSuppressor()
         self.response_complete = False
         self.harness_overheads: list[float] = []
+        self.tampered: set[str] = set()

@@ -21,6 +21,7 @@ _RESPONSE_OPEN = "<response>"
 _RESPONSE_RE = re.compile(r"<response>(.*?)(</response>|$)", re.S)
 _TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
 _CITE_RE = re.compile(r"<IMG:\s*([^>\s][^>]*?)\s*>")
+MAX_CALL_CHARS = 200_000  # a tool call longer than this is refused before decoding
 _FENCE_RE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
 
 
@@ -73,8 +74,10 @@ def decode_json_object(text: str) -> tuple[dict | None, str | None, str, list[st
     that is not a non-empty object is ``non_json``.
     """
     s = text.strip()
-    m = _FENCE_RE.match(s)
     repairs: list[str] = []
+    if len(s) > MAX_CALL_CHARS:
+        return None, "bad_arguments", f"tool call of {len(s)} characters exceeds the {MAX_CALL_CHARS}-character limit", repairs
+    m = _FENCE_RE.match(s)
     if m:
         s = m.group(1).strip()
         repairs.append("code_fence_removed")
@@ -87,6 +90,8 @@ def decode_json_object(text: str) -> tuple[dict | None, str | None, str, list[st
         return None, "non_json", f"expected a JSON object, got {type(obj).__name__}", repairs
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        return None, "non_json", "JSON nested too deeply", repairs
     if s.startswith("{"):
         try:
             obj, end = json.JSONDecoder().raw_decode(s)
@@ -95,12 +100,14 @@ def decode_json_object(text: str) -> tuple[dict | None, str | None, str, list[st
                 return None, "trailing_text", f"unexpected text after the JSON object: {rest[:80]!r}", repairs
         except json.JSONDecodeError:
             pass
+        except RecursionError:
+            return None, "non_json", "JSON nested too deeply", repairs
     if not s.startswith("{"):
         return None, "non_json", f"tool call is not a JSON object: {s[:80]!r}", repairs
     try:
         obj = json_repair.loads(s)
-    except Exception as e:  # json_repair is defensive, but never let it escape
-        return None, "non_json", f"cannot decode JSON: {e}", repairs
+    except (Exception, RecursionError) as e:  # json_repair is defensive, but never let it escape
+        return None, "non_json", f"cannot decode JSON: {type(e).__name__}", repairs
     if isinstance(obj, dict) and obj:
         return obj, None, "", repairs + ["json_serialization_repaired"]
     return None, "non_json", f"cannot decode JSON object from {s[:80]!r}", repairs
@@ -152,6 +159,15 @@ def parse_turn(text: str, structured: list[ToolCall] | None = None) -> ParsedTur
     m = _THINK_RE.search(text)
     if m:
         out.think = m.group(1).strip()
+    # Tags inside the reasoning are not actions: mask the think span (keeping offsets). Without an
+    # opening tag (some templates open it in the prompt) everything up to "</think>" is reasoning.
+    close = text.find("</think>")
+    open_ = text.find("<think>")
+    if close >= 0 and (open_ < 0 or open_ < close):
+        end = close + len("</think>")
+        text = " " * end + text[end:]
+    elif open_ >= 0:
+        text = text[:open_] + " " * (len(text) - open_)  # unclosed reasoning: no action in it
     resp_pos = text.find(_RESPONSE_OPEN)
     if resp_pos >= 0:
         rm = _RESPONSE_RE.search(text, resp_pos)

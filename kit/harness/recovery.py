@@ -53,8 +53,8 @@ def resolve_tool_name(name: str, specs: dict[str, Any]) -> tuple[str, list[str]]
         (t,) = hits
         return t, [f"tool_name:{name}->{t}"]
     if len(hits) > 1:
-        raise ToolError("unknown_tool", f"tool name {name!r} is ambiguous between {sorted(hits)}", available=sorted(specs))
-    raise ToolError("unknown_tool", f"unknown tool {name!r}", available=sorted(specs))
+        raise ToolError("unknown_tool", f"tool name {name[:100]!r} is ambiguous between {sorted(hits)}", available=sorted(specs))
+    raise ToolError("unknown_tool", f"unknown tool {name[:100]!r}", available=sorted(specs))
 
 
 def _alias_set(spec) -> frozenset[str]:
@@ -125,6 +125,11 @@ def repair_call(name: str, arguments: dict[str, Any], specs: dict[str, Any]) -> 
         if param in args and schema.get("type") == "array" and isinstance(args[param], (str, int, float)) and not isinstance(args[param], bool):
             args[param] = [args[param]]
             repairs.append(f"scalar_to_list:{param}")
+    for param, schema in props.items():
+        v = args.get(param)
+        if schema.get("type") == "integer" and isinstance(v, float) and v.is_integer():
+            args[param] = int(v)
+            repairs.append(f"integral_float:{param}")
     missing = [p for p in spec.parameters.get("required", []) if p not in args]
     if missing:
         raise ToolError("missing_argument", f"{tool} needs {', '.join(repr(m) for m in missing)}", tool=tool,
@@ -209,6 +214,10 @@ LOOP_GUARD_MESSAGE = (
     "Loop guard: you have sent the same invalid tool call {n} times in a row. Do not repeat it. "
     "Change the call (check the tool name and the argument schema) or answer now with the evidence you "
     "have, inside <response>...</response>."
+)
+NO_ACTION_LOOP_MESSAGE = (
+    "Loop guard: your last {n} turns contained neither a tool call nor a final answer. Call one tool, or "
+    "answer now with the evidence you have inside <response>...</response>."
 )
 DUPLICATE_MESSAGE = (
     "Duplicate call not executed: it repeats the immediately preceding call to {tool} with the same "

@@ -11,7 +11,10 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import os
 import re
+import stat
+import tempfile
 import warnings
 from pathlib import Path, PurePosixPath
 
@@ -24,6 +27,37 @@ KINDS = ("user_image", "search_image", "page_image", "code_image")
 _KEEP_FORMATS = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg")}
 _REF_RE = re.compile(r"^(?:<)?\s*(?:IMG:\s*)?([A-Za-z0-9_\-\.]+?)\s*(?:>)?$")
 RASTER_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"}
+MAX_ASPECT_RATIO = 200  # Qwen-VL processors refuse images beyond this ratio; refuse them at the door
+MAX_FILE_BYTES = 64 * 2**20  # largest image file read from disk
+
+
+def read_regular_file(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """Read a regular file without following a symlink at its last component, refusing devices,
+    FIFOs, directories and files over ``max_bytes``.
+
+    Raises:
+        ImageError: empty path, symlink, not a regular file, too large, or unreadable.
+    """
+    if not str(path):
+        raise ImageError("bad_image", "empty image path")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        reason = "is a symlink (not followed)" if e.errno == 40 else e.strerror
+        raise ImageError("bad_image", f"cannot read image {os.fspath(path)!r}: {reason}") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ImageError("bad_image", f"{os.fspath(path)!r} is not a regular file")
+        if st.st_size > max_bytes:
+            raise ImageError("image_too_large", f"{os.fspath(path)!r} has {st.st_size} bytes (limit {max_bytes})")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise ImageError("image_too_large", f"{os.fspath(path)!r} grew beyond {max_bytes} bytes while read")
+    return data
 
 
 def decode_image(data: bytes, *, max_pixels: int) -> Image.Image:
@@ -42,11 +76,13 @@ def decode_image(data: bytes, *, max_pixels: int) -> Image.Image:
             w, h = im.size
             if w <= 0 or h <= 0 or w * h > max_pixels:
                 raise ImageError("image_too_large", f"image of {w}x{h} pixels exceeds the {max_pixels}-pixel limit")
+            if max(w, h) > MAX_ASPECT_RATIO * min(w, h):
+                raise ImageError("bad_image", f"image of {w}x{h} pixels has an aspect ratio over {MAX_ASPECT_RATIO}")
             im.load()
     except ImageError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
-        raise ImageError("image_too_large", f"decompression bomb refused: {e}") from e
+        raise ImageError("image_too_large", f"decompression bomb refused (limit {max_pixels} pixels)") from e
     except Exception as e:  # PIL raises many types for bad data (OSError, SyntaxError, ValueError...)
         raise ImageError("bad_image", f"cannot decode image: {type(e).__name__}: {e}") from e
     return im
@@ -76,6 +112,7 @@ class EvidenceRegistry:
         self.images: list[RegisteredImage] = []
         self._by_name: dict[str, RegisteredImage] = {}
         self._counters = {k: 0 for k in KINDS}
+        self._stat: dict[str, tuple[int, int, int]] = {}
 
     @classmethod
     def from_images(cls, workspace: Path, images: list[RegisteredImage], *, max_pixels: int = 64_000_000) -> "EvidenceRegistry":
@@ -130,7 +167,7 @@ class EvidenceRegistry:
         self._counters[kind] += 1
         ref = f"{kind}_{self._counters[kind]}"
         filename = f"{ref}.{ext}"
-        (self.workspace / filename).write_bytes(out)
+        self._write(filename, out)
         entry = RegisteredImage(
             ref=ref, filename=filename, kind=kind, tool=tool, turn=turn, source_url=source_url,
             page_url=page_url, title=title, sha256=hashlib.sha256(out).hexdigest(),
@@ -141,17 +178,31 @@ class EvidenceRegistry:
         self._by_name[ref] = entry
         return entry
 
+    def _write(self, filename: str, data: bytes) -> None:
+        """Write atomically: a temp file then ``os.replace``, which replaces a symlink planted at the
+        name instead of writing through it."""
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.workspace, prefix=".reg-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, self.workspace / filename)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        st = os.lstat(self.workspace / filename)
+        self._stat[filename] = (st.st_ino, st.st_size, st.st_mtime_ns)
+
     def register_file(self, path: Path, kind: str, **provenance) -> RegisteredImage:
         """Register an image file from disk (read, validated and copied under its stable name).
 
         Raises:
             ImageError: unreadable file or invalid image.
         """
-        try:
-            data = Path(path).read_bytes()
-        except OSError as e:
-            raise ImageError("bad_image", f"cannot read image {path}: {e}") from e
-        return self.register_bytes(data, kind, **provenance)
+        return self.register_bytes(read_regular_file(path), kind, **provenance)
 
     # ------------------------------------------------------------------ resolution
     def resolve(self, name: str) -> RegisteredImage:
@@ -186,8 +237,33 @@ class EvidenceRegistry:
         return self.workspace / self.resolve(name).filename
 
     def read(self, name: str) -> bytes:
-        """Bytes of a registered image (see :meth:`resolve`)."""
-        return self.path(name).read_bytes()
+        """Bytes of a registered image (see :meth:`resolve`), checked against its recorded sha256.
+
+        Raises:
+            ImageError: bad reference, or the file was replaced, removed or modified since it was
+                registered (``evidence_modified``).
+        """
+        entry = self.resolve(name)
+        try:
+            data = read_regular_file(self.workspace / entry.filename)
+        except ImageError as e:
+            raise ImageError("evidence_modified", f"{entry.filename} is no longer the registered image: {e.message}") from e
+        if hashlib.sha256(data).hexdigest() != entry.sha256:
+            raise ImageError("evidence_modified", f"{entry.filename} was modified after it was registered")
+        return data
+
+    def intact(self, name: str) -> bool:
+        """Cheap integrity check (lstat: still a regular file with the inode, size and mtime it had
+        when registered). Images restored with :meth:`from_images` are checked by size only."""
+        try:
+            entry = self.resolve(name)
+            st = os.lstat(self.workspace / entry.filename)
+        except (ImageError, OSError):
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        known = self._stat.get(entry.filename)
+        return known is None or known == (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def filenames(self) -> list[str]:
         return [e.filename for e in self.images]

@@ -10,8 +10,10 @@ redone or duplicated.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Callable, Iterable
@@ -22,6 +24,13 @@ from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness
 
 EPISODES = "episodes.jsonl"
+
+
+def workspace_name(eid: str) -> str:
+    """A safe, unique folder name for an episode id: unsafe characters replaced, plus a short hash,
+    so ids like ``..``, ``a/b`` or ``x#1`` can never leave the run folder or collide."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", eid).strip("._")[:80] or "episode"
+    return f"{stem}-{hashlib.sha1(eid.encode('utf-8', 'replace')).hexdigest()[:8]}"
 
 
 def episode_id(task: Task, sample: int = 0) -> str:
@@ -60,6 +69,18 @@ def read_episodes(path: str | Path, *, repair: bool = False) -> list[EpisodeReco
     return out
 
 
+def _scrub(obj):
+    from kit.harness.loop import clean_text
+
+    if isinstance(obj, str):
+        return clean_text(obj)
+    if isinstance(obj, dict):
+        return {_scrub(k): _scrub(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_scrub(v) for v in obj]
+    return obj
+
+
 class EpisodeWriter:
     """Appends records as JSON lines, one fsync per record, from many concurrent episodes."""
 
@@ -69,7 +90,10 @@ class EpisodeWriter:
         self._lock = asyncio.Lock()
 
     async def write(self, rec: EpisodeRecord) -> None:
-        line = rec.model_dump_json() + "\n"
+        try:
+            line = rec.model_dump_json() + "\n"
+        except ValueError:  # unserializable text slipped through: scrub it rather than lose the episode
+            line = EpisodeRecord.model_validate(_scrub(rec.model_dump())).model_dump_json() + "\n"
         async with self._lock:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(line)
@@ -97,6 +121,9 @@ async def run_batch(harness: Harness | Callable[[Task, int], Harness], tasks: It
     out = Path(out_dir)
     tasks = list(tasks)
     ids = [t.id for t in tasks]
+    empty = [i for i, t in enumerate(tasks) if not t.id.strip()]
+    if empty:
+        raise ValueError(f"tasks at positions {empty[:5]} have an empty id")
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate task ids: {dup[:5]}")
@@ -109,8 +136,10 @@ async def run_batch(harness: Harness | Callable[[Task, int], Harness], tasks: It
     async def one(task: Task, sample: int) -> EpisodeRecord:
         async with sem:
             eid = episode_id(task, sample)
-            ws = out / "workspaces" / eid.replace("/", "_").replace("#", "_s")
-            if ws.exists():  # an unfinished episode from a killed run: start it clean
+            ws = out / "workspaces" / workspace_name(eid)
+            if ws.is_symlink() or ws.is_file():
+                ws.unlink()
+            elif ws.exists():  # an unfinished episode from a killed run: start it clean
                 shutil.rmtree(ws)
             h = harness(task, sample) if callable(harness) and not isinstance(harness, Harness) else harness
             rec = await h.run(task, ws, episode_id=eid)

@@ -170,7 +170,7 @@ async def web_search_based_on_image(args: dict[str, Any], ctx: ToolContext) -> O
     entries = [ctx.registry.resolve(n) for n in names]  # raises ImageError (a ToolError) on bad refs
     blocks, refeed, failures = [], [], 0
     for entry in entries:
-        data = (ctx.registry.workspace / entry.filename).read_bytes()
+        data = ctx.registry.read(entry.filename)  # sha256-checked, never through a symlink
         try:
             res = await _backend(ctx.backend.reverse_image_search(data, num), f"reverse search of {entry.filename}")
         except ToolError as e:
@@ -251,10 +251,13 @@ async def execute_code(args: dict[str, Any], ctx: ToolContext) -> Observation:
     if not res.ok:
         parts.append(f"status: failed ({res.error})" + (" — the interpreter was restarted; earlier variables are lost"
                                                          if res.restarted else ""))
-    refeed, saved = [], []
+    refeed, saved, skipped = [], [], 0
     for rel in res.new_files:
         p = Path(rel)
         if p.suffix.lower() not in RASTER_SUFFIXES or rel in ctx.registry:
+            continue
+        if len(saved) >= ctx.config.code_max_images:
+            skipped += 1
             continue
         try:
             entry = ctx.registry.register_file(ctx.registry.workspace / rel, "code_image", tool="execute_code",
@@ -268,6 +271,9 @@ async def execute_code(args: dict[str, Any], ctx: ToolContext) -> Observation:
             refeed.append(entry.filename)
     if saved:
         parts.append("New images registered: " + "; ".join(saved))
+    if skipped:
+        parts.append(f"{skipped} more new images were not registered (limit {ctx.config.code_max_images} per call)")
+        ctx.event("images_not_registered", tool="execute_code", count=skipped)
     if not parts:
         parts.append("(no output)")
     return Observation("\n".join(parts), images=refeed,
@@ -280,8 +286,8 @@ _NUM = lambda lo, hi, d: {"type": "integer", "minimum": lo, "maximum": hi, "defa
 
 
 def _str_or_list(max_items: int, what: str) -> dict[str, Any]:
-    return {"anyOf": [{"type": "string", "minLength": 1},
-                      {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1,
+    return {"anyOf": [{"type": "string", "minLength": 1, "pattern": r"\S"},
+                      {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"\S"}, "minItems": 1,
                        "maxItems": max_items}],
             "description": f"{what} (a string or a list of up to {max_items})"}
 
@@ -332,7 +338,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             "Fetches HTML or PDF pages and returns a goal-conditioned Markdown summary per URL (at most "
             "5,000 characters each); up to five page images are saved and shown to you.",
             {"type": "object", "properties": {
-                "urls": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 5,
+                "urls": {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"\S"}, "minItems": 1, "maxItems": 5,
                          "description": "up to 5 URLs"},
                 "goal": {"type": "string", "description": "what to look for on the pages (optional)"}},
              "required": ["urls"]},
@@ -346,7 +352,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             "execute_code",
             "Runs Python in a persistent sandbox for this episode (variables persist). Returns "
             "stdout/stderr; newly saved raster images are registered and the first five shown to you.",
-            {"type": "object", "properties": {"code": {"type": "string", "minLength": 1, "description": "Python source"}},
+            {"type": "object", "properties": {"code": {"type": "string", "minLength": 1, "pattern": r"\S", "description": "Python source"}},
              "required": ["code"]},
             execute_code,
             aliases=("python", "code", "run_python", "code_interpreter", "execute_python", "run_code", "python_exec",

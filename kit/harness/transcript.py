@@ -13,6 +13,8 @@ from pathlib import Path
 from jinja2 import Environment
 
 from kit.harness.episode import EpisodeRecord
+from kit.harness.errors import ImageError
+from kit.harness.registry import read_regular_file
 
 _TEMPLATE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>Episode {{ r.id }}</title>
@@ -65,8 +67,8 @@ def render_transcript(rec: EpisodeRecord, workspace: str | Path | None = None) -
     def img(name: str) -> str:
         p = ws / name
         try:
-            data = p.read_bytes()
-        except OSError:
+            data = read_regular_file(p)  # never follows a symlink planted in the workspace
+        except ImageError:
             return ""
         mime = mimetypes.guess_type(p.name)[0] or "image/png"
         return f"data:{mime};base64," + base64.b64encode(data).decode()

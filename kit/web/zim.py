@@ -1355,9 +1355,10 @@ class LocalZimWeb:
         return out
 
     async def search(self, query: str, num: int) -> list[SearchHit]:
-        """Async :meth:`search_sync`."""
+        """Async :meth:`search_sync`, run in a worker thread so a slow query never blocks other episodes
+        or the harness timeouts."""
         await self._aready()
-        return self.search_sync(query, num)
+        return await asyncio.to_thread(self.search_sync, query, num)
 
     # ---- text-to-image search --------------------------------------------------------------------
     def _image_hit(self, arch: _ZimArchive, idx: int, occ: dict | None = None) -> ImageHit:
@@ -1413,7 +1414,7 @@ class LocalZimWeb:
     async def image_search(self, query: str, num: int) -> list[ImageHit]:
         """Async :meth:`image_search_sync`."""
         await self._aready()
-        return self.image_search_sync(query, num)
+        return await asyncio.to_thread(self.image_search_sync, query, num)
 
     # ---- reverse image search --------------------------------------------------------------------
     def reverse_image_search_sync(self, image: bytes, num: int) -> ReverseImageResult:
@@ -1485,7 +1486,7 @@ class LocalZimWeb:
     async def reverse_image_search(self, image: bytes, num: int) -> ReverseImageResult:
         """Async :meth:`reverse_image_search_sync`."""
         await self._aready()
-        return self.reverse_image_search_sync(image, num)
+        return await asyncio.to_thread(self.reverse_image_search_sync, image, num)
 
     # ---- fetch -----------------------------------------------------------------------------------
     def _lookup_in(self, arch: _ZimArchive, path: str):
@@ -1529,7 +1530,7 @@ class LocalZimWeb:
         parts = urlsplit(url)
         if parts.scheme in ("http", "https"):
             host = (parts.hostname or "").lower()
-            if host.endswith("wikipedia.org") and parts.path.startswith("/wiki/"):
+            if (host == "wikipedia.org" or host.endswith(".wikipedia.org")) and parts.path.startswith("/wiki/"):
                 title = unquote(parts.path[len("/wiki/"):])
                 lang = host.split(".")[0]
                 # Archives of the URL's language first, newest snapshot first.
@@ -1645,4 +1646,4 @@ class LocalZimWeb:
     async def fetch(self, url: str) -> Page:
         """Async :meth:`fetch_sync` (Wikipedia URLs may need the title table: loaded off-loop)."""
         await self._aready()
-        return self.fetch_sync(url)
+        return await asyncio.to_thread(self.fetch_sync, url)
