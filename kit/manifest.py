@@ -1,4 +1,4 @@
-"""Run manifests (DESIGN.md "Run"): everything needed to rerun a notebook or CLI run.
+"""Run manifests (docs/contracts.md "Run"): everything needed to rerun a notebook or CLI run.
 
 ``results/<run>/manifest.json`` records the git commit (and whether the tree was dirty), the config,
 the seed, package versions, sha256 of the data files used and the model identity.

@@ -1,4 +1,4 @@
-"""Where the kit finds data and keeps caches (DESIGN.md "Data location").
+"""Where the kit finds data and keeps caches (docs/contracts.md "Data location").
 
 Resolution order for shared data: an explicit path, then ``$MMSEARCH_KIT_DATA``, then ``../shared/data``
 beside the checkout. Callers that need a file and get ``None`` must say so clearly (tests skip with a

@@ -1,4 +1,4 @@
-"""Shared data contracts of the kit (DESIGN.md "Core contracts").
+"""Shared data contracts of the kit (docs/contracts.md "Core contracts").
 
 Everything that crosses a module boundary is one of these pydantic models, so that episode records,
 cache entries and backend results serialize to JSON the same way everywhere (bytes as base64).
@@ -14,7 +14,7 @@ _JSON_BYTES = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
 
 # --------------------------------------------------------------------------------------------------
-# Search backend results (DESIGN.md "Search backend")
+# Search backend results (docs/contracts.md "Search backend")
 # --------------------------------------------------------------------------------------------------
 class SearchHit(BaseModel):
     """One web search result (Table 4, web_search: titles, URLs, snippets, publication times)."""
@@ -87,7 +87,7 @@ class BackendError(Exception):
 
 @runtime_checkable
 class SearchBackend(Protocol):
-    """Web search, image search, reverse image search and fetch (DESIGN.md "Search backend").
+    """Web search, image search, reverse image search and fetch (docs/contracts.md "Search backend").
 
     ``name`` identifies the backend in cache keys and provenance. All methods raise
     :class:`BackendError` on failure; they never return partial garbage silently.
@@ -105,7 +105,7 @@ class SearchBackend(Protocol):
 
 
 # --------------------------------------------------------------------------------------------------
-# Messages and policy turns (DESIGN.md "Policy", "Episode record")
+# Messages and policy turns (docs/contracts.md "Policy", "Episode record")
 # --------------------------------------------------------------------------------------------------
 class ContentPart(BaseModel):
     """A text part, or an image part that names a registered relative file in the workspace."""
@@ -203,7 +203,7 @@ class TokenCounter(Protocol):
 
 @runtime_checkable
 class Policy(Protocol):
-    """``async generate(messages, tools, sampling, workspace) -> AssistantTurn`` (DESIGN.md).
+    """``async generate(messages, tools, sampling, workspace) -> AssistantTurn`` (docs/contracts.md).
 
     ``messages`` are model-facing messages whose image parts name files relative to ``workspace``.
     ``tools`` are OpenAI-style function schemas (empty list: tool use disabled).

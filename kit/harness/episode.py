@@ -1,4 +1,4 @@
-"""Task and episode record: the one format every stage exchanges (DESIGN.md "Episode record").
+"""Task and episode record: the one format every stage exchanges (docs/contracts.md "Episode record").
 
 One :class:`EpisodeRecord` is one JSON line. Statuses: ``answered``, ``max_turns_synthesis``,
 ``context_limit``, ``wall_clock``, ``error``. Context-limit and wall-clock episodes are never
@@ -42,7 +42,7 @@ class Event(BaseModel):
 
 
 class RegisteredImage(BaseModel):
-    """An image in the evidence registry (DESIGN.md "Evidence registry")."""
+    """An image in the evidence registry (docs/contracts.md "Evidence registry")."""
 
     ref: str  # model-visible reference without brackets, e.g. "search_image_3"
     filename: str  # stable relative file name in the workspace, e.g. "search_image_3.jpg"

@@ -1,4 +1,4 @@
-"""Errors the harness turns into structured observations (DESIGN.md "Tool": nothing a model writes
+"""Errors the harness turns into structured observations (docs/contracts.md "Tool": nothing a model writes
 can crash the loop)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Concurrent, resumable batch runs of the harness (DESIGN.md "Run"; issue: episodes and runs).
+"""Concurrent, resumable batch runs of the harness (docs/contracts.md "Run"; issue: episodes and runs).
 
 :func:`run_batch` runs many tasks with asyncio under a concurrency limit and appends each finished
 episode as one JSON line to ``<out>/episodes.jsonl`` (flushed and fsynced one line at a time). A run

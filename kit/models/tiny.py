@@ -1,4 +1,4 @@
-"""Tiny random-weight Qwen-VL checkpoints, built fully offline in seconds (DESIGN.md "Profiles").
+"""Tiny random-weight Qwen-VL checkpoints, built fully offline in seconds (docs/contracts.md "Profiles").
 
 The ``smoke`` profile runs every notebook on 2 CPU cores with the same code paths as the ``paper``
 profile (real Qwen2-VL / Qwen2.5-VL / Qwen3-VL classes, processor, chat template, tool calls). The

@@ -1,1 +1,1 @@
-"""Policies: OpenAI-compatible chat API, in-process transformers, scripted (DESIGN.md "Policy")."""
+"""Policies: OpenAI-compatible chat API, in-process transformers, scripted (docs/contracts.md "Policy")."""

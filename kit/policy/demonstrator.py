@@ -83,7 +83,7 @@ class DemonstratorPolicy:
                     break
         fact = ""
         for o in extracts:
-            body = re.sub(r"^#.*$|\*\*|\[|\]\([^)]*\)", "", o.split("\n", 2)[-1], flags=re.M).strip()
+            body = re.sub(r"^(#|\||!).*$|\*\*|\[|\]\([^)]*\)", "", o.split("\n", 2)[-1], flags=re.M).strip()
             if body and not body.startswith("Error"):
                 fact = re.split(r"(?<=[.!?])\s", body, maxsplit=1)[0][:300]
                 break

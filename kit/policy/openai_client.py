@@ -1,6 +1,6 @@
 """Policy over an OpenAI-compatible chat-completions endpoint (vLLM, SGLang, hosted APIs).
 
-DESIGN.md "Policy": ``async generate(messages, tools, sampling, workspace) -> AssistantTurn`` with
+docs/contracts.md "Policy": ``async generate(messages, tools, sampling, workspace) -> AssistantTurn`` with
 images sent as data URLs and tools through function calling. The paper's harness
 (weagent_mmsearch §3, Table 5) drives a served Qwen-VL model this way.
 

@@ -1,4 +1,4 @@
-"""Scripted policy for tests and oracle demonstrations (DESIGN.md "Policy").
+"""Scripted policy for tests and oracle demonstrations (docs/contracts.md "Policy").
 
 A :class:`ScriptedPolicy` replays a list of assistant outputs (strings or :class:`AssistantTurn`), or
 asks a callable for the next output given the model-facing messages. It records every context it

@@ -1,4 +1,4 @@
-"""In-process transformers policy for Qwen2-VL / Qwen2.5-VL / Qwen3-VL (DESIGN.md "Policy").
+"""In-process transformers policy for Qwen2-VL / Qwen2.5-VL / Qwen3-VL (docs/contracts.md "Policy").
 
 :class:`TransformersPolicy` renders the kit's messages with the checkpoint's chat template (tool
 schemas in the system prompt, images as ``<|vision_start|><|image_pad|><|vision_end|>``, tool results

@@ -1,1 +1,1 @@
-"""Search backends: local ZIM web, live Serper-compatible API with HTTP fetch, cache (DESIGN.md "Search backend")."""
+"""Search backends: local ZIM web, live Serper-compatible API with HTTP fetch, cache (docs/contracts.md "Search backend")."""

@@ -1,7 +1,7 @@
 """HTTP fetch for the live web: HTML -> Markdown, PDF -> text, page images localized.
 
 Implements the fetching half of ``web_extract`` (weagent_mmsearch Table 4: "Fetches HTML or PDF
-content ... up to five localized page images") for the live backend (DESIGN.md "Search backend").
+content ... up to five localized page images") for the live backend (docs/contracts.md "Search backend").
 
 Safety limits: only ``http``/``https`` URLs; at most ``max_redirects`` redirects, each hop checked
 again; a byte cap on every body (checked on ``Content-Length`` and while streaming); a wall-clock cap

@@ -1,4 +1,4 @@
-"""Live search backend over a Serper-compatible API (DESIGN.md "Search backend": "live API
+"""Live search backend over a Serper-compatible API (docs/contracts.md "Search backend": "live API
 (Serper-compatible) with HTTP fetch").
 
 Endpoints (all ``POST {base_url}/<endpoint>`` with a JSON body and the ``X-API-KEY`` header):

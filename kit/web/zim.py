@@ -1,6 +1,6 @@
 """Local offline web over Kiwix ZIM archives: the embedded default search backend.
 
-Implements the four search-backend operations of DESIGN.md "Search backend" (weagent_mmsearch §3,
+Implements the four search-backend operations of docs/contracts.md "Search backend" (weagent_mmsearch §3,
 Table 4: ``web_search``, ``web_search_for_image``, ``web_search_based_on_image``, ``web_extract``)
 over one or more ZIM archives read with ``libzim``:
 
@@ -32,7 +32,7 @@ What is deliberately left out (and why):
 
 * libzim's own Xapian full-text search is not used for ranking: it matches only documents that
   contain every query word and returned nothing for 25-47% of short queries on the shared archives
-  (ENVIRONMENT.md).
+  (docs/contracts.md, "Environment notes").
 * The archive's main page (a list of article links) is not a search result: it is navigation.
 * SVG images are not indexed nor returned as page images: they are not raster, Pillow cannot decode
   them, and no rasteriser is a dependency of the kit. Their alt text stays in the Markdown.
