@@ -6,7 +6,6 @@ the seed, package versions, sha256 of the data files used and the model identity
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 import subprocess
@@ -16,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from kit.paths import PROJECT_ROOT
+from kit.paths import PROJECT_ROOT, file_sha256
 
 PACKAGES = ("mmsearch-kit", "torch", "transformers", "tokenizers", "libzim", "tantivy", "bm25s", "imagehash", "pillow",
             "httpx", "pydantic", "papermill", "trl", "peft", "datasets", "vllm", "unsloth", "verl")
@@ -41,15 +40,6 @@ def package_versions(names=PACKAGES) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             pass
     return out
-
-
-def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
-    """sha256 hex digest of a file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def write_manifest(run_dir: str | Path, *, config: dict[str, Any], seed: int | None, data_files: list[str | Path] = (),

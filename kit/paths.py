@@ -7,6 +7,7 @@ reason; notebooks raise with instructions).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -45,3 +46,16 @@ def cache_dir() -> Path:
     p = Path(os.environ.get("MMSEARCH_KIT_CACHE", "~/.cache/mmsearch-kit")).expanduser()
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def file_sha256(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """sha256 hex digest of a file, read in 1 MiB chunks.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()

@@ -14,7 +14,7 @@ from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness
 from kit.harness.runner import read_episodes, run_batch
 from kit.policy.scripted import ScriptedPolicy, structured_call, tool_call_text
-from kit.types import AssistantTurn, PolicyError
+
 from tests.conftest import MemoryBackend, png_bytes
 
 ANSWER = "<response>done</response>"

@@ -4,7 +4,6 @@ in-process tiny Qwen-VL policy."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 

@@ -7,7 +7,6 @@ import asyncio
 import io
 import json
 import multiprocessing as mp
-from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -163,7 +162,7 @@ def test_cache_hits_modes_and_snapshot(tmp_path):
         imgs2 = await cb.image_search("x", 2)
         r1 = await cb.reverse_image_search(png_bytes(), 1)
         r2 = await cb.reverse_image_search(png_bytes(), 1)
-        r3 = await cb.reverse_image_search(png_bytes((1, 2, 3)), 1)
+        await cb.reverse_image_search(png_bytes((1, 2, 3)), 1)
         with pytest.raises(Exception):
             await cb.search("fail", 1)
         with pytest.raises(Exception):

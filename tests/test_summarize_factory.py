@@ -13,7 +13,7 @@ from kit.harness.episode import Task
 from kit.harness.loop import Harness
 from kit.harness.summarize import ExtractiveSummarizer, LLMSummarizer
 from kit.policy.openai_client import OpenAIChatPolicy
-from kit.policy.scripted import CharTokenCounter, ScriptedPolicy
+from kit.policy.scripted import CharTokenCounter
 from kit.types import PolicyError, SamplingParams
 
 PAGE = "\n\n".join([

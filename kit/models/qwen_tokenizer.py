@@ -20,7 +20,6 @@ assistant."); tool-call ``arguments`` given as a string are written verbatim, ma
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import json
 import os
@@ -29,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-from kit.paths import cache_dir
+from kit.paths import cache_dir, file_sha256
 
 # Qwen's pre-tokenizer pattern. It differs from tiktoken's cl100k pattern in one place: numbers are
 # split into single digits (``\p{N}``), not groups of up to three.
@@ -246,12 +245,6 @@ def build_qwen_tokenizer_json(vocab_file: Path, flavor: str = "qwen2_5"):
     return tok
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def qwen_tokenizer_json(flavor: Literal["qwen2_5", "qwen3"] = "qwen2_5", *, rebuild: bool = False) -> Path:
@@ -280,7 +273,7 @@ def qwen_tokenizer_json(flavor: Literal["qwen2_5", "qwen3"] = "qwen2_5", *, rebu
             st = vocab_file.stat()
             if meta.get("format") == _FORMAT_VERSION and meta.get("source_size") == st.st_size:
                 if meta.get("source_mtime") == st.st_mtime or meta.get("source_sha256") == (
-                    src_sha := _sha256(vocab_file)
+                    src_sha := file_sha256(vocab_file)
                 ):
                     return out_json
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -300,7 +293,7 @@ def qwen_tokenizer_json(flavor: Literal["qwen2_5", "qwen3"] = "qwen2_5", *, rebu
             "source": str(vocab_file),
             "source_size": st.st_size,
             "source_mtime": st.st_mtime,
-            "source_sha256": src_sha or _sha256(vocab_file),
+            "source_sha256": src_sha or file_sha256(vocab_file),
         }
         tmp_meta = meta_path.with_suffix(".json.tmp")
         tmp_meta.write_text(json.dumps(meta, indent=1))

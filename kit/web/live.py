@@ -98,6 +98,17 @@ def _domain(url: str) -> str:
     return host[4:] if host.startswith("www.") else host
 
 
+def _checked(resp: httpx.Response, url: str, what: str) -> httpx.Response:
+    """``resp`` when it is a success; retryable statuses (429, 5xx) raise for a retry, others raise
+    :class:`BackendError` naming ``what``."""
+    if resp.status_code >= 400:
+        body = resp.text[:_BODY_EXCERPT]
+        if is_retryable_status(resp.status_code):
+            raise RetryableHTTPStatus(url, resp.status_code, body, parse_retry_after(resp.headers.get("retry-after")))
+        raise BackendError(f"{what} failed with HTTP {resp.status_code}: {body!r}")
+    return resp
+
+
 class SerperBackend:
     """:class:`~kit.types.SearchBackend` over the Serper API (``name = "serper"``).
 
@@ -184,12 +195,7 @@ class SerperBackend:
 
         async def once() -> httpx.Response:
             resp = await self._http().post(url, json=payload, headers={"X-API-KEY": self.api_key})
-            if resp.status_code >= 400:
-                body = resp.text[:_BODY_EXCERPT]
-                if is_retryable_status(resp.status_code):
-                    raise RetryableHTTPStatus(url, resp.status_code, body, parse_retry_after(resp.headers.get("retry-after")))
-                raise BackendError(f"Serper {endpoint} failed with HTTP {resp.status_code}: {body!r}")
-            return resp
+            return _checked(resp, url, f"Serper {endpoint}")
 
         resp = await self.retry.run(f"Serper {endpoint}", once)
         try:
@@ -326,13 +332,7 @@ class SerperBackend:
             headers["Authorization"] = f"Bearer {self.reader_api_key}"
 
         async def once() -> httpx.Response:
-            resp = await self._http().get(reader_url, headers=headers)
-            if resp.status_code >= 400:
-                body = resp.text[:_BODY_EXCERPT]
-                if is_retryable_status(resp.status_code):
-                    raise RetryableHTTPStatus(reader_url, resp.status_code, body, parse_retry_after(resp.headers.get("retry-after")))
-                raise BackendError(f"reader failed for {url} with HTTP {resp.status_code}: {body!r}")
-            return resp
+            return _checked(await self._http().get(reader_url, headers=headers), reader_url, f"reader for {url}")
 
         resp = await self.retry.run(f"reader {url}", once)
         title, source, markdown, _published = parse_reader_text(resp.text, url)

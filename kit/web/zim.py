@@ -73,7 +73,7 @@ import tantivy
 from markdownify import MarkdownConverter
 from PIL import Image, UnidentifiedImageError
 
-from kit.paths import cache_dir
+from kit.paths import cache_dir, file_sha256
 from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, ReverseImageResult, SearchHit
 
 log = logging.getLogger(__name__)
@@ -606,12 +606,6 @@ def _is_decorative(width: int, height: int) -> bool:
 # --------------------------------------------------------------------------------------------------
 # One archive: fingerprint, index build / load, queries
 # --------------------------------------------------------------------------------------------------
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _write_json_atomic(path: Path, obj: object) -> None:
@@ -637,7 +631,7 @@ def archive_sha256(path: Path, memo_dir: Path) -> str:
             return str(d["sha256"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    digest = _sha256_file(path)
+    digest = file_sha256(path)
     try:
         _write_json_atomic(memo, {"path": str(path.resolve()), "size": st.st_size,
                                   "mtime_ns": st.st_mtime_ns, "sha256": digest})
