@@ -1,4 +1,4 @@
-"""Harness budgets and recovery settings (WeAgent Table 5; DESIGN.md "Paper defaults").
+"""Harness budgets and recovery settings (WeAgent Table 5; docs/contracts.md "Paper defaults").
 
 ``HarnessConfig()`` holds the paper's values. ``HarnessConfig.smoke()`` keeps every rule but shrinks
 the budgets so CPU smoke runs on tiny models finish in seconds.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -48,6 +49,12 @@ class HarnessConfig(BaseModel):
     max_image_pixels: int = 64_000_000  # decompression-bomb guard for every registered image
     # Ablations (WeAgent Table 2)
     refeed_images: bool = True  # False: returned images are kept out of later model turns
+    # Context strategy (POINTS-Seeker §3.3, Table 4; kit.vfold.fold): "full" | "discard" | "summary" |
+    # "render_all" | "vfold"; acts when the history exceeds context_tau tokens, keeping the last
+    # context_keep observations/interactions as text. WeAgent's profile: "full".
+    context_strategy: Literal["full", "discard", "summary", "render_all", "vfold"] = "full"
+    context_tau: int = Field(default=8_192, ge=0)
+    context_keep: int = Field(default=2, ge=0)
     # Prompts (Table 6)
     timezone: str = "Asia/Shanghai"
     timezone_label: str = "Beijing Time, UTC+8"

@@ -31,6 +31,7 @@ from kit.harness.registry import EvidenceRegistry
 from kit.harness.summarize import ExtractiveSummarizer
 from kit.harness.tools import ToolContext, execute, tool_specs
 from kit.types import AssistantTurn, ContentPart, Message, Policy, PolicyError, SamplingParams, SearchBackend
+from kit.vfold.fold import make_context_builder
 
 TERMINAL_OK = {"answered", "max_turns_synthesis"}
 
@@ -109,7 +110,7 @@ class Harness:
         self.config = config or HarnessConfig()
         self.sampling = sampling or SamplingParams()
         self.summarizer = summarizer or ExtractiveSummarizer()
-        self.context_builder = context_builder or ContextBuilder(refeed_images=self.config.refeed_images)
+        self.context_builder = context_builder or make_context_builder(self.config, policy=policy)
         self.sandbox_factory = sandbox_factory or _default_sandbox_factory
         self.labels = list(labels)
         self.specs = tool_specs(self.config.tools_enabled)

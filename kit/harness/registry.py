@@ -1,4 +1,4 @@
-"""Evidence registry: persistent multimodal state of an episode (WeAgent §3.1, DESIGN.md).
+"""Evidence registry: persistent multimodal state of an episode (WeAgent §3.1, docs/contracts.md).
 
 Every image that enters an episode (user input, search thumbnail, page image, code output) is
 validated, saved in the episode workspace under a stable relative file name (``search_image_3.jpg``),
@@ -23,7 +23,7 @@ from PIL import Image
 from kit.harness.episode import RegisteredImage
 from kit.harness.errors import ImageError
 
-KINDS = ("user_image", "search_image", "page_image", "code_image")
+KINDS = ("user_image", "search_image", "page_image", "code_image", "rendered_obs")  # rendered_obs: V-Fold pages
 _KEEP_FORMATS = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg")}
 _REF_RE = re.compile(r"^(?:<)?\s*(?:IMG:\s*)?([A-Za-z0-9_\-\.]+?)\s*(?:>)?$")
 RASTER_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"}

@@ -1,0 +1,126 @@
+"""Benchmark names, display information and one entry point to load any of them.
+
+Names follow WeAgent Table 1 (MMBrowseComp, MMSearch, MMSearch-Plus, VisTarget-Bench, SimpleVQA,
+VDR-Bench, LiveVQA, FVQA) plus POINTS-Seeker's BrowseComp-VL and the MMSearch-R1 InfoSeek split.
+
+A spec is ``"<name>"``, ``"local:<name>"`` (the real sample files under the shared data folder,
+``benchmarks/``) or ``"hub:<name>"`` (the published release, :mod:`kit.eval.hub_loaders`).
+``vistarget_zim`` (VisTarget-style tasks built from the local web) needs a search backend and is
+built by :func:`kit.eval.vistarget.build_zim_vistarget` (the evaluation runner does it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from kit.eval.hub_loaders import HUB_SOURCES, UnknownBenchmarkError, load_hub_benchmark
+from kit.eval.loaders import (BenchmarkError, LoadResult, load_fvqa, load_infoseek, load_livevqa, load_mm_browsecomp,
+                              load_vistarget_jsonl)
+
+MMSEARCH_STYLE = "MMSearch-style Tasks"
+KNOWLEDGE_QA = "Multimodal Knowledge QA"
+
+
+@dataclass(frozen=True)
+class BenchmarkInfo:
+    """Display name and Table-1 group of a benchmark."""
+
+    key: str
+    display: str
+    group: str
+
+
+BENCHMARKS: dict[str, BenchmarkInfo] = {b.key: b for b in [
+    BenchmarkInfo("mmbrowsecomp", "MMBrowseComp", MMSEARCH_STYLE),
+    BenchmarkInfo("mmsearch", "MMSearch", MMSEARCH_STYLE),
+    BenchmarkInfo("mmsearch_plus", "MMSearch-Plus", MMSEARCH_STYLE),
+    BenchmarkInfo("vistarget", "VisTarget-Bench", MMSEARCH_STYLE),
+    BenchmarkInfo("vistarget_zim", "VisTarget-style (ZIM)", MMSEARCH_STYLE),
+    BenchmarkInfo("browsecomp_vl", "BC-VL", MMSEARCH_STYLE),
+    BenchmarkInfo("simplevqa", "SimpleVQA", KNOWLEDGE_QA),
+    BenchmarkInfo("vdr_bench", "VDR-Bench", KNOWLEDGE_QA),
+    BenchmarkInfo("livevqa", "LiveVQA", KNOWLEDGE_QA),
+    BenchmarkInfo("fvqa", "FVQA", KNOWLEDGE_QA),
+    BenchmarkInfo("infoseek", "InfoSeek", KNOWLEDGE_QA),
+]}
+TABLE_ORDER = list(BENCHMARKS)
+
+# Local real files (shared data folder, benchmarks/...) and how to read them.
+LOCAL_FILES: dict[str, tuple[str, Callable[..., LoadResult]]] = {
+    "fvqa": ("fvqa_mmsearch_r1", lambda p, limit: _fvqa_result(p, limit)),
+    "mmbrowsecomp": ("mm_browsecomp_sample", lambda p, limit: load_mm_browsecomp(p, limit)),
+    "livevqa": ("livevqa_news_sample", lambda p, limit: load_livevqa(p, limit)),
+    "infoseek": ("infoseek_mini/mini_data.pq", lambda p, limit: load_infoseek(p, limit)),
+}
+_SPEC = re.compile(r"^(?:(hub|local):)?([a-z0-9_]+)$")
+
+
+def _fvqa_result(path: Path, limit: int | None) -> LoadResult:
+    tasks, problems = load_fvqa(path, limit)
+    from kit.eval.loaders import _file_info
+
+    res = LoadResult("fvqa", tasks=tasks, info={"files": [_file_info(f) for f in sorted((path / "metadata").glob("*.json"))],
+                                                 "format": "MMSearch-R1 FVQA folder"})
+    for p in problems:
+        res.problem(p["file"], p["reason"])
+    return res
+
+
+def display_name(key: str) -> str:
+    """Table header of a benchmark key (the key itself when unknown)."""
+    return BENCHMARKS[key].display if key in BENCHMARKS else key
+
+
+def parse_spec(spec: str, default_source: str = "local") -> tuple[str, str]:
+    """``"hub:fvqa"`` -> ``("hub", "fvqa")``; a bare name takes ``default_source``.
+
+    Raises:
+        UnknownBenchmarkError: malformed spec or unknown name.
+    """
+    m = _SPEC.match(spec.strip())
+    if not m or m.group(2) not in BENCHMARKS:
+        raise UnknownBenchmarkError(f"unknown benchmark {spec!r}; known: {sorted(BENCHMARKS)} "
+                                    "(optionally prefixed with 'local:' or 'hub:')")
+    return m.group(1) or default_source, m.group(2)
+
+
+def load_benchmark(spec: str, *, source: str = "local", data_dir: str | Path | None = None, limit: int | None = None,
+                   local_path: str | Path | None = None, revision: str | None = None, allow_unpinned: bool = False,
+                   image_dir: str | Path | None = None) -> LoadResult:
+    """Load one benchmark by spec (see the module docstring).
+
+    Args:
+        source: source for bare names (``local`` or ``hub``).
+        data_dir: the shared data folder (default :func:`kit.paths.shared_data_dir`).
+        local_path: for ``hub`` specs, a local copy laid out like the repository; for
+            ``local:vistarget``, the VisTarget JSONL file.
+
+    Raises:
+        UnknownBenchmarkError: unknown name, or a local spec with no local files for it.
+        BenchmarkError: no data folder, or unreadable data.
+        UnpinnedRevisionError: hub loading without a pinned revision (see hub_loaders).
+    """
+    src, key = parse_spec(spec, source)
+    if key == "vistarget_zim":
+        raise BenchmarkError("vistarget_zim is built from a search backend: use kit.eval.vistarget.build_zim_vistarget")
+    if src == "hub":
+        if key not in HUB_SOURCES:
+            raise UnknownBenchmarkError(f"{key!r} has no published source in the registry; registered: {sorted(HUB_SOURCES)}")
+        return load_hub_benchmark(key, local_path=local_path, revision=revision, allow_unpinned=allow_unpinned,
+                                  limit=limit, image_dir=image_dir)
+    if key == "vistarget":
+        if local_path is None:
+            raise BenchmarkError("local:vistarget needs local_path: the VisTarget JSONL file")
+        return load_vistarget_jsonl(local_path, limit)
+    if key not in LOCAL_FILES:
+        raise UnknownBenchmarkError(f"no local files for {key!r} (local: {sorted(LOCAL_FILES)}); use 'hub:{key}'")
+    from kit.paths import shared_data_dir
+
+    root = Path(data_dir) if data_dir else shared_data_dir()
+    if root is None:
+        raise BenchmarkError("no shared data folder: set MMSEARCH_KIT_DATA or pass data_dir")
+    rel, fn = LOCAL_FILES[key]
+    return fn(root / "benchmarks" / rel, limit)

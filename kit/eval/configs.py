@@ -1,0 +1,103 @@
+"""Evaluation configurations (WeAgent Tables 1–2; POINTS-Seeker Table 1 "Direct answer").
+
+* ``direct``: direct answer, no tools — ``HarnessConfig(tools_enabled=[])``. The harness handles an
+  empty tool list as it is: the Table 6 system prompt lists no tools, the policy gets no tool
+  schemas, a tool call the model still writes is refused with an ``unknown_tool`` observation, and
+  the episode ends with the model's ``<response>`` (or the no-tool synthesis turn).
+* ``harness``: the full WeAgent-Harness (all five tools, image re-feed).
+* ``no_refeed``: the Table 2 ablation, ``HarnessConfig(refeed_images=False)``: same tools, images
+  returned by tools kept out of later model turns (a text note names the saved files).
+* ``text_only``: a text-only-observation harness standing in for the paper's Hermes comparison
+  (Table 2 "Harness Ablation"): same tools and budgets, but every tool-returned image reaches the
+  model only as a text line (its source URL and title), never as pixels and without the registry
+  note, as in harnesses whose tools return text. User-provided input images are still shown.
+
+All configurations share tasks, seeds and judge; they differ only in what is listed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kit.harness.config import HarnessConfig
+from kit.harness.context import ContextBuilder
+from kit.harness.registry import EvidenceRegistry
+from kit.types import ContentPart, Message
+
+
+class TextOnlyContextBuilder(ContextBuilder):
+    """Model-facing context with text-only tool observations (Hermes-style stand-in).
+
+    Each image part of a tool message is replaced by ``[image: <source url> — <title>]`` from the
+    evidence registry; user messages keep their images. The episode record is unchanged (images
+    stay registered, so tools can still take them by name if the model writes one).
+    """
+
+    def __init__(self):
+        super().__init__(refeed_images=False)
+
+    def build(self, messages: list[Message], registry: EvidenceRegistry) -> list[Message]:
+        out = []
+        for m in messages:
+            if m.role == "tool" and m.image_refs():
+                parts = [p for p in m.content if p.type == "text"]
+                for ref in m.image_refs():
+                    try:
+                        e = registry.resolve(ref)
+                        desc = (e.source_url or e.filename) + (f" — {e.title}" if e.title else "")
+                    except Exception:  # an unresolvable ref still must not leak pixels or crash
+                        desc = ref
+                    parts.append(ContentPart(type="text", text=f"[image: {desc}]"))
+                m = m.model_copy(update={"content": parts})
+            out.append(m)
+        return out
+
+
+@dataclass
+class EvalConfig:
+    """One evaluated configuration: a name (run folders, tables), a label for reports, the harness
+    budgets and rules, and the context strategy."""
+
+    name: str
+    label: str
+    harness: HarnessConfig
+    text_only: bool = False
+    description: str = ""
+    labels: list[str] = field(default_factory=list)
+
+    def context_builder(self) -> ContextBuilder:
+        """The model-facing context strategy for :class:`kit.harness.loop.Harness`."""
+        return TextOnlyContextBuilder() if self.text_only else ContextBuilder(refeed_images=self.harness.refeed_images)
+
+
+CONFIG_NAMES = ("direct", "harness", "no_refeed", "text_only")
+
+
+def make_configs(profile: str = "paper", names: list[str] | tuple[str, ...] = CONFIG_NAMES,
+                 **overrides) -> dict[str, EvalConfig]:
+    """The configurations ``names`` with the profile's budgets (``paper``: Table 5; ``smoke``:
+    :meth:`HarnessConfig.smoke`), ``overrides`` applied to every one.
+
+    Raises:
+        ValueError: unknown profile or configuration name.
+    """
+    if profile not in ("paper", "smoke"):
+        raise ValueError(f"unknown profile {profile!r}; use 'paper' or 'smoke'")
+    unknown = [n for n in names if n not in CONFIG_NAMES]
+    if unknown:
+        raise ValueError(f"unknown configurations {unknown}; available: {list(CONFIG_NAMES)}")
+
+    def base(**kw) -> HarnessConfig:
+        kw = {**overrides, **kw}
+        return HarnessConfig.smoke(**kw) if profile == "smoke" else HarnessConfig(**kw)
+
+    all_configs = {
+        "direct": EvalConfig("direct", "Direct answer", base(tools_enabled=[]),
+                             description="no tools: the model answers from the question and its images"),
+        "harness": EvalConfig("harness", "Full harness", base(), description="WeAgent-Harness, image re-feed"),
+        "no_refeed": EvalConfig("no_refeed", "Harness w/o image re-feed", base(refeed_images=False),
+                                description="Table 2 ablation: tool images kept out of later turns"),
+        "text_only": EvalConfig("text_only", "Text-only observations", base(refeed_images=False), text_only=True,
+                                description="tool images reach the model as text lines only (Hermes stand-in)"),
+    }
+    return {n: all_configs[n] for n in names}

@@ -1,0 +1,375 @@
+"""Benchmark loaders by published name, with pinned revisions (WeAgent §7.1, POINTS-Seeker §4.1).
+
+:data:`HUB_SOURCES` is the registry: for each benchmark the published repository (a Hugging Face
+dataset id, or ``github:<owner>/<repo>`` for benchmarks released on GitHub), the pinned revision (a
+commit), the data file inside the repository, the split, and the row → :class:`Task` mapping with
+the subset rule the papers apply:
+
+=============== ======================================= =========================================
+benchmark       source                                  subset / mapping
+=============== ======================================= =========================================
+mmsearch        CaraJ/MMSearch ``end2end.parquet``      end-to-end set; image-containing rows
+                                                        only (POINTS-Seeker §4.1); F1 scorer
+mmsearch_plus   Cie1/MMSearch-Plus                      published decryption (canary
+                                                        ``MMSearch-Plus``); single-image rows
+simplevqa       m-a-p/SimpleVQA (test)                  English rows (``language == "EN"``)
+browsecomp_vl   Osilly/Vision-DeepResearch-Eval         level 1 + level 2 parquet, images packed
+vdr_bench       Osilly/Vision-DeepResearch-Eval         ``testmini500_v1.parquet``
+livevqa         github:fumingyang2004/LIVEVQA           News benchmark; level 1 (multiple choice)
+                                                        and level 2 (multi-hop) as separate tasks
+fvqa            lmms-lab/FVQA ``fvqa_test.parquet``     MMSearch-R1 schema (test split)
+mmbrowsecomp    github:MMBrowseComp/MM-BrowseComp       decrypted in memory with each row's canary
+=============== ======================================= =========================================
+
+Revisions: a commit verified from here is pinned in the registry. Where it could not be verified
+from this machine (the Hub is unreachable here) the registry holds ``revision=None`` and loading
+from the network refuses to run (:class:`UnpinnedRevisionError`) until a revision is passed
+explicitly (``revision="<commit sha>"``) or ``allow_unpinned=True`` is set, which is then recorded
+in ``LoadResult.info``. Loading from a local copy (``local_path``: a folder laid out like the
+repository, or a ``datasets.save_to_disk`` folder) needs no revision; tests use that.
+
+``datasets`` is imported lazily (it is in the optional ``train`` extra).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from kit.eval.crypto import DecryptionError, decrypt_text
+from kit.eval.loaders import (BenchmarkError, LoadResult, _aslist, _answers, default_image_dir, image_to_bytes,
+                              livevqa_tasks, mmbrowsecomp_task, mmsearch_r1_task, save_image_bytes, sha256_text)
+from kit.harness.episode import Task
+
+MMSEARCH_PLUS_CANARY = "MMSearch-Plus"  # the authors' hint: the repository name without the user
+
+
+class UnknownBenchmarkError(KeyError):
+    """A benchmark name that is not in the registry (the message lists the known names)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "unknown benchmark"
+
+
+class UnpinnedRevisionError(RuntimeError):
+    """Remote loading of a benchmark whose registry entry has no verified revision."""
+
+
+class SkipRow(Exception):
+    """A row the benchmark's subset rule excludes (counted in ``LoadResult.filtered``)."""
+
+
+@dataclass
+class RowContext:
+    """What a row converter may use: where to put image bytes and how to fetch a referenced image."""
+
+    benchmark: str
+    image_dir: Path
+    resolve_image: Callable[[str], Path]
+    file: str = ""
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """One registry entry (see the module table)."""
+
+    key: str
+    repo: str  # "owner/name" on the Hugging Face Hub, or "github:owner/name"
+    revision: str | None
+    data_files: tuple[str, ...]  # patterns inside the repository
+    split: str
+    builder: str  # "parquet" | "json"
+    convert: Callable[[dict[str, Any], int, RowContext], list[Task]]
+    subset: str
+    licence: str
+    images_root: str | None = None  # GitHub releases: folder of the images the rows reference by name
+    sensitive: bool = False
+    notes: str = ""
+    revision_evidence: str = ""
+
+    @property
+    def on_github(self) -> bool:
+        """The benchmark is released in a GitHub repository (read through raw file URLs)."""
+        return self.repo.startswith("github:")
+
+
+# ------------------------------------------------------------------------------------------ converters
+def _one_image(value: Any, ctx: RowContext, prefix: str) -> str:
+    data = image_to_bytes(value)
+    if data is None:
+        raise BenchmarkError("empty image cell")
+    return str(save_image_bytes(data, ctx.image_dir, prefix))
+
+
+def _mmsearch(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
+    if row.get("query_image") is None:
+        raise SkipRow("no query image (POINTS-Seeker keeps the image-containing end-to-end items)")
+    q = str(row.get("query") or "").strip()
+    if not q:
+        raise BenchmarkError("empty query")
+    answers = _answers([row.get("gt_answer")], _aslist(row.get("alternative_gt_answers")))
+    if not answers:
+        raise BenchmarkError("no gt_answer")
+    return [Task(id=f"mmsearch_{row.get('sample_id', i)}", question=q, input_images=[_one_image(row["query_image"], ctx, "mmsearch")],
+                 answers=answers, source="mmsearch",
+                 metadata={"rule_mode": "f1", "area": row.get("area"), "subfield": row.get("subfield"),
+                           "timestamp": str(row.get("timestamp") or "")})]
+
+
+def _mmsearch_plus(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
+    n_img = row.get("num_images")
+    imgs = [row.get(f"img_{k}") for k in range(1, 6) if row.get(f"img_{k}") is not None]
+    if (n_img if n_img is not None else len(imgs)) != 1:
+        raise SkipRow("not a single-image sample (POINTS-Seeker keeps single-image MMSearch-Plus items)")
+    if len(imgs) != 1:
+        raise BenchmarkError(f"num_images is 1 but {len(imgs)} image cells are filled")
+    try:
+        question = decrypt_text(row["question"], MMSEARCH_PLUS_CANARY).strip()
+        answers = _answers([decrypt_text(a, MMSEARCH_PLUS_CANARY) for a in _aslist(row.get("answer")) if a], [])
+    except (KeyError, DecryptionError) as e:
+        raise BenchmarkError(f"decryption failed: {e}") from e
+    if not question or not answers:
+        raise BenchmarkError("empty question or answer after decryption")
+    return [Task(id=f"mmsearch_plus_{row.get('id', i)}", question=question, input_images=[_one_image(imgs[0], ctx, "mmsearch_plus")],
+                 answers=answers, source="mmsearch_plus",
+                 metadata={"sensitive": True, "category": row.get("category"), "difficulty": row.get("difficulty"),
+                           "subtask": row.get("subtask"), "question_sha256": sha256_text(question),
+                           "answer_sha256": sha256_text(answers[0])})]
+
+
+def _simplevqa(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
+    if str(row.get("language") or "").upper() != "EN":
+        raise SkipRow("not English (POINTS-Seeker keeps the English SimpleVQA items)")
+    q = str(row.get("question") or "").strip()
+    answers = _answers(_aslist(row.get("answer")), [])
+    if not q or not answers:
+        raise BenchmarkError("empty question or answer")
+    return [Task(id=f"simplevqa_{row.get('data_id', i)}", question=q, input_images=[_one_image(row.get("image"), ctx, "simplevqa")],
+                 answers=answers, source="simplevqa",
+                 metadata={k: row.get(k) for k in ("original_category", "vqa_category", "source", "atomic_fact")})]
+
+
+def _packed(prefix: str) -> Callable[[dict[str, Any], int, RowContext], list[Task]]:
+    """Rows of the Vision-DeepResearch evaluation parquet: ``question``, ``answer``, and the images
+    packed as a JSON list of ``{"filename", "data": base64}`` in ``image_packed`` (or ``images``)."""
+
+    def convert(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
+        q = str(row.get("question") or "").strip()
+        answers = _answers(_aslist(row.get("answer")), [])
+        if not q or not answers:
+            raise BenchmarkError("empty question or answer")
+        packed = row.get("image_packed")
+        items = json.loads(packed) if isinstance(packed, str) and packed.strip() else _aslist(packed)
+        images = []
+        for k, it in enumerate(items):
+            data = image_to_bytes(it.get("data") if isinstance(it, dict) else it)
+            if data is None:
+                raise BenchmarkError(f"packed image {k} has no data")
+            path = str(save_image_bytes(data, ctx.image_dir, prefix))
+            fname = it.get("filename") if isinstance(it, dict) else None
+            if fname:  # questions may name their image file: point them at the registered name instead
+                q = q.replace(fname, f"user_image_{k + 1}")
+            images.append(path)
+        if not items:
+            for k, im in enumerate(_aslist(row.get("images"))):
+                images.append(_one_image(im, ctx, prefix))
+        stem = Path(ctx.file).stem.removeprefix(prefix + "_")
+        tid = row.get("id", row.get("idx", f"{stem}_{i}"))
+        return [Task(id=f"{prefix}_{tid}", question=q, input_images=images, answers=answers, source=prefix,
+                     metadata={"file": Path(ctx.file).name, "row": i})]
+
+    return convert
+
+
+def _livevqa(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
+    return livevqa_tasks(row, ctx.resolve_image(row.get("img_path") or ""), source="livevqa_news")
+
+
+def _fvqa(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
+    return [mmsearch_r1_task(row, i, prefix="fvqa", image_dir=ctx.image_dir, source="fvqa")]
+
+
+def _mmbrowsecomp(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
+    return [mmbrowsecomp_task(row, ctx.resolve_image, source="mm_browsecomp")]
+
+
+HUB_SOURCES: dict[str, HubSource] = {s.key: s for s in [
+    HubSource("mmsearch", "CaraJ/MMSearch", None, ("end2end.parquet",), "end2end", "parquet", _mmsearch,
+              "end-to-end set, rows with a query image", "see the dataset card (CaraJ/MMSearch)",
+              notes="file name from a public processing script that keeps only end2end.parquet; not verified here"),
+    HubSource("mmsearch_plus", "Cie1/MMSearch-Plus", None, ("data/train-*.parquet",), "train", "parquet",
+              _mmsearch_plus, "num_images == 1; question/answer decrypted in memory", "see the dataset card",
+              sensitive=True, notes="fields from the authors' decryption script and the lmms-eval task card; the "
+                                    "file pattern is the standard push_to_hub layout, not verified here"),
+    HubSource("simplevqa", "m-a-p/SimpleVQA", None, ("data/test-*.parquet",), "test", "parquet", _simplevqa,
+              "language == EN", "Apache-2.0 (dataset card)",
+              notes="fields from public loaders (image as a base64 string); file pattern not verified here"),
+    HubSource("browsecomp_vl", "Osilly/Vision-DeepResearch-Eval", None,
+              ("data/bcvl_level1_199.parquet", "data/bcvl_level2_200.parquet"), "test", "parquet", _packed("bcvl"),
+              "all 399 items (level 1 + level 2)", "see the dataset card",
+              notes="BrowseComp-VL as repackaged with embedded images by the Vision-DeepResearch evaluation release"),
+    HubSource("vdr_bench", "Osilly/Vision-DeepResearch-Eval", None, ("data/testmini500_v1.parquet",), "test", "parquet",
+              _packed("vdr"), "testmini (500 items)", "see the dataset card",
+              notes="file names and packed-image format from the Vision-DeepResearch evaluation README and unpacker"),
+    HubSource("livevqa", "github:fumingyang2004/LIVEVQA", "a7c88d18560cd01ed1709962743f6c0e5244d145",
+              ("liveVQA_benchmarks/News/benchmark.json",), "test", "json", _livevqa,
+              "News benchmark (350 items); level 1 and level 2 as separate tasks", "MIT (GitHub repository)",
+              images_root="liveVQA_benchmarks/News/News_imgs",
+              revision_evidence="git log of the repository: 2025-10-11 'update the benchmark'"),
+    HubSource("fvqa", "lmms-lab/FVQA", "bb4a4ff4c9c3fd0382d11f5d7fccd66d0b8428b5", ("fvqa_test.parquet",), "test",
+              "parquet", _fvqa, "test split (1,800 items)", "Apache-2.0",
+              notes="fvqa_train.parquet is documented; the test file name follows it, not verified here",
+              revision_evidence="revision recorded by two independent public MMSearch-R1 reproductions"),
+    HubSource("mmbrowsecomp", "github:MMBrowseComp/MM-BrowseComp", "5f5298cd0e84ac511ad1cda3840cef73773661cc",
+              ("data/MMBrowseComp.jsonl",), "test", "json", _mmbrowsecomp,
+              "all 224 items; question, answer and checklist decrypted in memory", "MIT", images_root="MMBC_images",
+              sensitive=True, revision_evidence="git log of the repository: 2025-08-20 'release data & eval scripts'"),
+]}
+
+
+def hub_names() -> list[str]:
+    """Registered benchmark names."""
+    return sorted(HUB_SOURCES)
+
+
+def get_source(name: str) -> HubSource:
+    """Registry entry of ``name``.
+
+    Raises:
+        UnknownBenchmarkError: ``name`` is not registered.
+    """
+    try:
+        return HUB_SOURCES[name]
+    except KeyError:
+        raise UnknownBenchmarkError(f"unknown benchmark {name!r}; registered: {hub_names()}") from None
+
+
+# ------------------------------------------------------------------------------------------ loading
+def _github_raw(repo: str, revision: str, path: str) -> str:
+    return f"https://raw.githubusercontent.com/{repo.split(':', 1)[1]}/{revision}/{path}"
+
+
+def _download(url: str, timeout_s: float = 60.0) -> bytes:
+    import httpx
+
+    try:
+        r = httpx.get(url, timeout=timeout_s, follow_redirects=True)
+    except httpx.HTTPError as e:
+        raise BenchmarkError(f"download of {url} failed: {type(e).__name__}: {e}") from e
+    if r.status_code != 200:
+        raise BenchmarkError(f"download of {url} failed: HTTP {r.status_code}")
+    return r.content
+
+
+def _is_saved_dataset(folder: Path) -> bool:
+    return (folder / "state.json").is_file() and (folder / "dataset_info.json").is_file()
+
+
+def _rows(src: HubSource, local_path: Path | None, revision: str | None) -> tuple[list[tuple[str, int, dict]], dict]:
+    """``[(file label, row index, row)]`` and provenance. Rows come through ``datasets``."""
+    try:
+        import datasets
+    except ImportError as e:
+        raise BenchmarkError("loading benchmarks by hub name needs `datasets`: pip install 'mmsearch-kit[train]'") from e
+    info: dict[str, Any] = {"repo": src.repo, "revision": revision, "subset": src.subset, "licence": src.licence}
+    out: list[tuple[str, int, dict]] = []
+    if local_path is not None:
+        info["local_path"] = str(local_path)
+        if _is_saved_dataset(local_path):
+            ds = datasets.load_from_disk(str(local_path))
+            if isinstance(ds, datasets.DatasetDict):
+                ds = ds[src.split] if src.split in ds else next(iter(ds.values()))
+            return [(local_path.name, i, r) for i, r in enumerate(ds)], {**info, "format": "save_to_disk"}
+        files = []
+        for pattern in src.data_files:
+            found = sorted(local_path.glob(pattern))
+            if not found:
+                raise BenchmarkError(f"{local_path} has no file matching {pattern!r} (laid out like {src.repo})")
+            files += found
+        for f in files:
+            ds = datasets.load_dataset(src.builder, data_files={src.split: str(f)}, split=src.split)
+            out += [(f.name, i, r) for i, r in enumerate(ds)]
+        from kit.manifest import file_sha256
+
+        info["files"] = [{"path": str(f), "sha256": file_sha256(f)} for f in files]
+        return out, info
+    for pattern in src.data_files:
+        if src.on_github:
+            ds = datasets.load_dataset(src.builder, data_files={src.split: _github_raw(src.repo, revision, pattern)},
+                                       split=src.split)
+        else:
+            ds = datasets.load_dataset(src.repo, data_files={src.split: pattern}, split=src.split, revision=revision)
+        out += [(Path(pattern).name, i, r) for i, r in enumerate(ds)]
+    return out, info
+
+
+def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revision: str | None = None,
+                       allow_unpinned: bool = False, limit: int | None = None, image_dir: str | Path | None = None,
+                       strict: bool = False) -> LoadResult:
+    """Load benchmark ``name`` from its published repository at the pinned revision, or from a
+    local copy laid out like that repository.
+
+    Args:
+        local_path: a folder laid out like the repository (the registry's ``data_files`` patterns
+            and, for GitHub releases, ``images_root``), or a ``datasets.save_to_disk`` folder.
+        revision: overrides the pinned revision (a commit sha).
+        allow_unpinned: load from the network without any revision (recorded in ``info``).
+        limit: stop after this many tasks.
+        image_dir: where image bytes are materialized (default: the kit cache).
+
+    Returns:
+        :class:`LoadResult` with tasks, per-row problems and rows filtered by the subset rule.
+
+    Raises:
+        UnknownBenchmarkError: ``name`` is not registered.
+        UnpinnedRevisionError: remote loading without a pinned or given revision.
+        BenchmarkError: missing ``datasets``, missing data files, or ``strict`` and a bad row.
+    """
+    src = get_source(name)
+    local = Path(local_path) if local_path is not None else None
+    rev = revision or src.revision
+    if local is None and rev is None and not allow_unpinned:
+        raise UnpinnedRevisionError(
+            f"{name}: no verified revision of {src.repo} is pinned in the registry; pass revision='<commit sha>' "
+            f"(or allow_unpinned=True to load the current head, which is then recorded as unpinned)")
+    img_dir = Path(image_dir) if image_dir else default_image_dir() / name
+
+    def resolve(ref: str) -> Path:
+        fname = Path(str(ref).split("?", 1)[0]).name
+        if not fname:
+            raise BenchmarkError("empty image reference")
+        if local is not None:
+            base = local / src.images_root if src.images_root else local
+            p = base / fname
+            if not p.is_file():
+                raise BenchmarkError(f"image {fname!r} not found in {base}")
+            return p.resolve()
+        cached = img_dir / "by_name" / fname
+        if not cached.is_file():
+            if not src.images_root:
+                raise BenchmarkError(f"image {fname!r}: {name} has no image folder to fetch from")
+            data = _download(_github_raw(src.repo, rev, f"{src.images_root}/{fname}"))
+            return save_image_bytes(data, img_dir, Path(fname).stem)
+        return cached.resolve()
+
+    rows, info = _rows(src, local, rev)
+    info.update({"pinned_revision": src.revision, "unpinned": local is None and rev is None,
+                 "revision_evidence": src.revision_evidence, "notes": src.notes})
+    res = LoadResult(name, info=info)
+    for fname, i, row in rows:
+        ctx = RowContext(name, img_dir, resolve, fname)
+        try:
+            res.tasks += src.convert(dict(row), i, ctx)
+        except SkipRow as e:
+            res.skip(str(e))
+        except (BenchmarkError, DecryptionError, KeyError, TypeError, ValueError, AttributeError) as e:
+            if strict:
+                raise BenchmarkError(f"{name} {fname} row {i}: {type(e).__name__}: {e}") from e
+            res.problem(f"{fname}:{i}", f"{type(e).__name__}: {e}")
+        if limit is not None and len(res.tasks) >= limit:
+            res.tasks = res.tasks[:limit]
+            break
+    return res
+

@@ -1,0 +1,134 @@
+"""Paper-style reports: Table 1 (rows = configurations, columns = benchmarks, Avg.) as CSV,
+Markdown and HTML; Figure 6 (VisTarget stage-wise rates) and a tool-use figure like POINTS-Seeker
+Fig. 7 as self-contained plotly HTML.
+
+Cells read ``mean ± std`` over runs (WeAgent Table 1), a bare mean for a single run, and ``–`` for
+an unavailable result.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from kit.eval.benchmarks import BENCHMARKS, display_name
+
+EQ2_LABELS = {"accuracy": "Accuracy", "image_cite": "Image Cite", "target_match": "Target Match",
+              "match_acc": "Match+Acc"}
+
+
+def fmt_cell(cell: dict[str, Any] | None, digits: int = 2) -> str:
+    """``"12.34 ± 1.23"`` for several runs, ``"12.34"`` for one, ``"–"`` when unavailable."""
+    if not cell or cell.get("mean") is None or math.isnan(cell["mean"]):
+        return "–"
+    if cell.get("runs", 0) > 1:
+        return f"{cell['mean']:.{digits}f} ± {cell['std']:.{digits}f}"
+    return f"{cell['mean']:.{digits}f}"
+
+
+def table1_frames(rows: list[dict[str, Any]], benchmarks: Sequence[str],
+                  config_labels: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(display, numeric)`` frames of :func:`kit.eval.metrics.table1` rows.
+
+    ``display``: one row per configuration, one string column per benchmark (display names, Table 1
+    order as given) and ``Avg.``. ``numeric``: the same with ``<name> mean``, ``<name> std`` and
+    ``<name> runs`` columns (for CSV).
+    """
+    labels = config_labels or {}
+    disp, num = [], []
+    avg_name = f"Avg. ({len(benchmarks)})" if len(benchmarks) != 8 else "Avg."
+    for r in rows:
+        name = labels.get(r["config"], r["config"])
+        d = {"Configuration": name}
+        n = {"Configuration": name, "config": r["config"]}
+        for b in list(benchmarks) + ["avg"]:
+            col = avg_name if b == "avg" else display_name(b)
+            d[col] = fmt_cell(r.get(b))
+            cell = r.get(b) or {}
+            n[f"{col} mean"], n[f"{col} std"], n[f"{col} runs"] = cell.get("mean"), cell.get("std"), cell.get("runs")
+        disp.append(d)
+        num.append(n)
+    return pd.DataFrame(disp).set_index("Configuration"), pd.DataFrame(num).set_index("Configuration")
+
+
+def write_table1(rows: list[dict[str, Any]], benchmarks: Sequence[str], out_dir: str | Path, *,
+                 config_labels: dict[str, str] | None = None, note: str = "", stem: str = "table1") -> dict[str, Path]:
+    """Write ``<stem>.csv`` (numeric), ``<stem>.md`` and ``<stem>.html`` (benchmark groups as a
+    second header level) and return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    disp, num = table1_frames(rows, benchmarks, config_labels)
+    paths = {"csv": out / f"{stem}.csv", "md": out / f"{stem}.md", "html": out / f"{stem}.html"}
+    num.to_csv(paths["csv"])
+    head = (note + "\n\n") if note else ""
+    paths["md"].write_text(head + disp.to_markdown() + "\n", encoding="utf-8")
+    groups = [BENCHMARKS[b].group if b in BENCHMARKS else "" for b in benchmarks] + [""]
+    html = disp.copy()
+    html.columns = pd.MultiIndex.from_arrays([groups, list(disp.columns)])
+    paths["html"].write_text((f"<p>{note}</p>\n" if note else "") + html.to_html(border=0), encoding="utf-8")
+    return paths
+
+
+def figure6(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = None, title: str = ""):
+    """Figure 6: per configuration, Accuracy, Image Cite, Target Match (conditioned on citing) and
+    Match+Acc (conditioned on a match) in percent; points are means over runs, bars ± std."""
+    import plotly.graph_objects as go
+
+    labels = config_labels or {}
+    fig = go.Figure()
+    x = list(EQ2_LABELS.values())
+    for r in rows:
+        fig.add_trace(go.Scatter(
+            x=x, y=[r[k]["mean"] for k in EQ2_LABELS], mode="lines+markers", name=labels.get(r["config"], r["config"]),
+            error_y={"type": "data", "array": [r[k]["std"] for k in EQ2_LABELS], "visible": True},
+            hovertemplate="%{x}: %{y:.2f}%<extra>" + labels.get(r["config"], r["config"]) + f" (n={r['n']})</extra>"))
+    fig.update_layout(title=title or "Final-answer and stage-wise visual-evidence metrics (WeAgent eq. 2)",
+                      yaxis_title="%", yaxis_range=[0, 105], template="plotly_white", legend_title="configuration")
+    return fig
+
+
+def tool_use_figure(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = None, title: str = ""):
+    """POINTS-Seeker Fig. 7 layout: (a) mean interaction turns per benchmark, one bar per
+    configuration; (b) share of each tool in all tool calls per benchmark × configuration."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    labels = config_labels or {}
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("(a) Average number of interaction turns",
+                                                        "(b) Tool types across benchmarks (%)"))
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    xs = [f"{display_name(r['benchmark'])} · {labels.get(r['config'], r['config'])}" for r in rows]
+    for c in configs:  # (a): one colour per configuration; every bar has its own x, so nothing stacks
+        fig.add_trace(go.Bar(x=[x for x, r in zip(xs, rows) if r["config"] == c],
+                             y=[r["mean_turns"] for r in rows if r["config"] == c], name=labels.get(c, c),
+                             legendgroup="turns", legendgrouptitle_text="turns"), row=1, col=1)
+    tools = sorted({t for r in rows for t in r["tool_share"]})
+    for t in tools:  # (b): tool shares stacked to 100 % per benchmark x configuration
+        fig.add_trace(go.Bar(x=xs, y=[r["tool_share"].get(t, 0.0) for r in rows], name=t, legendgroup="tools",
+                             legendgrouptitle_text="tools"), row=1, col=2)
+    fig.update_layout(barmode="stack", title=title or "Tool usage analysis", template="plotly_white",
+                      xaxis={"tickangle": -35}, xaxis2={"tickangle": -35})
+    return fig
+
+
+def write_figure(fig, path: str | Path) -> Path:
+    """Write a plotly figure as HTML (plotly.js from its CDN keeps the file small)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.write_html(str(path), include_plotlyjs="cdn", full_html=True)
+    return path
+
+
+def tool_use_frame(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = None) -> pd.DataFrame:
+    """Tool-use table: configuration, benchmark, tasks, mean turns, mean tool calls, tool shares (%)."""
+    labels = config_labels or {}
+    recs = []
+    for r in rows:
+        rec = {"configuration": labels.get(r["config"], r["config"]), "benchmark": display_name(r["benchmark"]),
+               "tasks": r["tasks"], "mean turns": round(r["mean_turns"], 2), "mean tool calls": round(r["mean_tool_calls"], 2)}
+        rec.update({f"{t} %": round(v, 1) for t, v in r["tool_share"].items()})
+        recs.append(rec)
+    return pd.DataFrame(recs).fillna(0.0)

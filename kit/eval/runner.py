@@ -1,0 +1,253 @@
+"""Benchmarks × configurations × repeats through the harness, judged and written per item.
+
+Layout of one evaluation (``out_dir``)::
+
+    runs/<benchmark>/<config>/r<k>/episodes.jsonl   one run folder each (kit.harness.runner.run_batch)
+    predictions/<benchmark>__<config>__r<k>.jsonl   one ItemResult per task (kit.eval.metrics)
+    problems.jsonl                                   rows that could not be loaded, with reasons
+
+Benchmarks whose tasks are ``sensitive`` (MM-BrowseComp, MMSearch-Plus: published encrypted) run in
+``private_dir`` instead of ``out_dir/runs``: their episode records hold the decrypted question and
+the model's answer. Their prediction lines in ``out_dir`` keep only ids, scores and hashes.
+
+Every run resumes: :func:`kit.harness.runner.run_batch` skips finished episode ids, judging is
+deterministic (rule judge) or cached (LLM and VLM judges), and prediction files are rewritten
+atomically after each run. Same tasks, same sampling seeds (``seed + 1000 * repeat``) and the same
+judge across configurations (WeAgent §7.1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kit.eval.configs import EvalConfig
+from kit.eval.judges import RuleJudge, Verdict
+from kit.eval.loaders import LoadResult, sha256_text
+from kit.eval.metrics import ItemResult
+from kit.harness.episode import EpisodeRecord, Task
+from kit.harness.loop import Harness
+from kit.harness.runner import run_batch
+from kit.types import SamplingParams, SearchBackend
+
+
+def is_sensitive(tasks: list[Task]) -> bool:
+    """True when any task must not be written in clear (encrypted benchmarks)."""
+    return any((t.metadata or {}).get("sensitive") for t in tasks)
+
+
+def default_private_dir(out_dir: str | Path) -> Path:
+    """Private run folder for sensitive benchmarks: in the kit cache, keyed by ``out_dir``, never
+    under a results folder that is committed."""
+    from kit.paths import cache_dir
+
+    key = hashlib.sha256(str(Path(out_dir).resolve()).encode()).hexdigest()[:16]
+    return cache_dir() / "eval_private" / key
+
+
+def _atomic_write_lines(path: Path, lines: list[str]) -> None:
+    """Replace ``path`` atomically (temp file, fsync, rename) unless it already holds these lines:
+    a resumed, finished run then costs a read instead of an fsync per file."""
+    text = "".join(line + "\n" for line in lines)
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def tool_counts(rec: EpisodeRecord) -> dict[str, int]:
+    """Tool observations per tool name in an episode (interventions on invalid calls excluded)."""
+    c = Counter(m.name for m in rec.messages if m.role == "tool" and m.name and not m.intervention)
+    return dict(c)
+
+
+async def judge_answer(judge, task: Task, prediction: str | None) -> Verdict:
+    """Run any judge (:class:`RuleJudge` synchronously, LLM judges asynchronously) on one answer."""
+    if isinstance(judge, RuleJudge):
+        return judge.judge_task(task, prediction)
+    return await judge.judge_task(task, prediction)
+
+
+def redact(message: str | None) -> str | None:
+    """Error text of a sensitive task reduced to its first clause: server bodies and tracebacks can
+    echo the prompt, which holds the decrypted question."""
+    if not message:
+        return message
+    return message.split(":", 1)[0].strip()[:80] + " (details withheld: encrypted benchmark)"
+
+
+async def score_record(rec: EpisodeRecord, benchmark: str, config: str, repeat: int, judge, image_judge) -> ItemResult:
+    """Judge one episode into an :class:`ItemResult` (WeAgent eq. (2) inputs A_i, I_i, M_i).
+
+    I_i: the final response cites at least one *valid tool-retrieved* image (registered, not the
+    user's own input). M_i: the first such cited image matches the held-out target according to
+    ``image_judge``; 0 without a valid citation; None (reported) when the image judge fails.
+    """
+    task = rec.task
+    sensitive = bool((task.metadata or {}).get("sensitive"))
+    verdict = await judge_answer(judge, task, rec.final_response)
+    kinds = {im.filename: im.kind for im in rec.images}
+    tool_cited = [f for f in rec.cited_images if kinds.get(f) not in (None, "user_image")]
+    item = ItemResult(
+        benchmark=benchmark, config=config, repeat=repeat, task_id=task.id, episode_id=rec.id, status=rec.status,
+        score=verdict.score, correct=verdict.correct, judge=verdict.judge, judge_error=verdict.error,
+        cited=bool(tool_cited), cited_images=list(rec.cited_images), has_target=task.target_image is not None,
+        turns=rec.turns, tool_calls=rec.tool_calls, tool_counts=tool_counts(rec), error=rec.error, sensitive=sensitive,
+        question_sha256=sha256_text(task.question),
+        response_sha256=None if rec.final_response is None else sha256_text(rec.final_response),
+        response=None if sensitive else rec.final_response, answers=None if sensitive else list(task.answers),
+        labels=list(rec.labels))
+    if task.target_image is not None:
+        if not tool_cited:
+            item.match = False
+        else:
+            iv = await image_judge.judge(Path(rec.workspace or ".") / tool_cited[0], task.target_image)
+            item.match, item.image_judge, item.image_judge_error = iv.match, iv.judge, iv.error
+            item.target_distance = iv.distance
+    if sensitive:
+        item.error, item.judge_error, item.image_judge_error = (redact(item.error), redact(item.judge_error),
+                                                                redact(item.image_judge_error))
+    return item
+
+
+@dataclass
+class EvalOutcome:
+    """All judged items plus bookkeeping for reports."""
+
+    items: list[ItemResult] = field(default_factory=list)
+    run_dirs: dict[tuple[str, str, int], Path] = field(default_factory=dict)
+    prediction_files: list[Path] = field(default_factory=list)
+    new_episodes: int = 0
+
+
+async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, EvalConfig], *, policy,
+                         backend: SearchBackend, out_dir: str | Path, repeats: int = 3, seed: int = 0,
+                         temperature: float = 0.6, judge=None, image_judge=None,
+                         private_dir: str | Path | None = None, private_backend: SearchBackend | None = None,
+                         summarizer=None, labels: list[str] | tuple[str, ...] = (), concurrency: int = 4,
+                         on_run: Callable[[str, str, int, list[ItemResult]], None] | None = None) -> EvalOutcome:
+    """Run every benchmark × configuration × repeat and judge each episode.
+
+    Args:
+        benchmarks: loaded benchmarks (:class:`LoadResult` by key); their problems are written to
+            ``out_dir/problems.jsonl``.
+        configs: configurations (:func:`kit.eval.configs.make_configs`).
+        policy: the policy under evaluation (one object for all configurations).
+        backend / private_backend: search backends for ordinary / sensitive benchmarks (give the
+            sensitive one its own tool cache outside ``out_dir``; default: ``backend``).
+        repeats: runs per configuration (WeAgent: 3).
+        seed, temperature: sampling; repeat ``k`` uses seed ``seed + 1000 * k`` in every configuration.
+        judge: :class:`RuleJudge` (default) or :class:`kit.eval.judges.LLMJudge`.
+        image_judge: Target Match judge (default :class:`kit.eval.judges.PerceptualImageJudge`).
+        private_dir: run folders of sensitive benchmarks (default :func:`default_private_dir`).
+        on_run: called after each judged run with ``(benchmark, config, repeat, items)``.
+
+    Returns:
+        :class:`EvalOutcome` with every item (finished earlier or now).
+    """
+    from kit.eval.judges import PerceptualImageJudge
+
+    out = Path(out_dir)
+    judge = judge if judge is not None else RuleJudge()
+    image_judge = image_judge if image_judge is not None else PerceptualImageJudge()
+    private = Path(private_dir) if private_dir else default_private_dir(out)
+    problems = [json.dumps(p, ensure_ascii=False, default=str) for lr in benchmarks.values() for p in lr.problems]
+    _atomic_write_lines(out / "problems.jsonl", problems)
+    outcome = EvalOutcome()
+    for bench, lr in benchmarks.items():
+        if not lr.tasks:
+            continue
+        sensitive = is_sensitive(lr.tasks)
+        for cname, cfg in configs.items():
+            for r in range(repeats):
+                run_dir = (private if sensitive else out / "runs") / bench / cname / f"r{r}"
+                web = private_backend if (sensitive and private_backend is not None) else backend
+                harness = Harness(policy, web, cfg.harness,
+                                  sampling=SamplingParams(temperature=temperature, seed=seed + 1000 * r),
+                                  summarizer=summarizer, context_builder=cfg.context_builder(),
+                                  labels=list(labels) + [f"config:{cname}", f"repeat:{r}"])
+                fresh: list[str] = []
+                records = await run_batch(harness, lr.tasks, run_dir, concurrency=concurrency, progress=False,
+                                          on_episode=lambda rec, fresh=fresh: fresh.append(rec.id))
+                outcome.new_episodes += len(fresh)
+                items = [await score_record(rec, bench, cname, r, judge, image_judge) for rec in records]
+                pred = out / "predictions" / f"{bench}__{cname}__r{r}.jsonl"
+                _atomic_write_lines(pred, [it.model_dump_json() for it in items])
+                outcome.items += items
+                outcome.run_dirs[(bench, cname, r)] = run_dir
+                outcome.prediction_files.append(pred)
+                if on_run is not None:
+                    on_run(bench, cname, r, items)
+    return outcome
+
+
+def read_predictions(out_dir: str | Path) -> list[ItemResult]:
+    """All prediction lines of an evaluation folder."""
+    items = []
+    for f in sorted((Path(out_dir) / "predictions").glob("*.jsonl")):
+        items += [ItemResult.model_validate_json(line) for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return items
+
+
+def summary_rows(benchmarks: dict[str, LoadResult], items: list[ItemResult]) -> list[dict[str, Any]]:
+    """Per benchmark × configuration: loaded tasks, load problems, rows filtered by the subset rule,
+    episodes, episode errors, judge errors, image-judge errors and accuracy (percent)."""
+    rows = []
+    configs = list(dict.fromkeys(it.config for it in items))
+    for bench, lr in benchmarks.items():
+        for c in configs or ["-"]:
+            its = [it for it in items if it.benchmark == bench and it.config == c]
+            rows.append({"benchmark": bench, "config": c, "tasks": len(lr.tasks), "load_problems": len(lr.problems),
+                         "filtered": sum(lr.filtered.values()), "episodes": len(its),
+                         "episode_errors": sum(1 for it in its if it.status == "error"),
+                         "judge_errors": sum(1 for it in its if it.judge_error and it.correct is None),
+                         "image_judge_errors": sum(1 for it in its if it.image_judge_error),
+                         "accuracy_pct": round(100 * sum(it.score for it in its) / len(its), 2) if its else None})
+    return rows
+
+
+async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int | None = None, web=None,
+                          data_dir: str | Path | None = None, image_dir: str | Path | None = None,
+                          local_paths: dict[str, str] | None = None, revisions: dict[str, str] | None = None,
+                          allow_unpinned: bool = False) -> dict[str, LoadResult]:
+    """Load every spec; a spec that cannot be loaded at all (unknown name, missing data folder,
+    unpinned revision, unreadable file) becomes an empty :class:`LoadResult` whose single problem
+    says why — reported and counted, never dropped. ``vistarget_zim`` is built from ``web``.
+
+    Keys are benchmark names (the spec itself when it names no benchmark).
+    """
+    from kit.eval.benchmarks import load_benchmark, parse_spec
+    from kit.eval.hub_loaders import UnknownBenchmarkError, UnpinnedRevisionError
+    from kit.eval.loaders import BenchmarkError, default_image_dir
+    from kit.eval.vistarget import build_zim_vistarget
+
+    out: dict[str, LoadResult] = {}
+    local_paths, revisions = local_paths or {}, revisions or {}
+    for spec in specs:
+        key = spec
+        try:
+            src, key = parse_spec(spec, source)
+            if key == "vistarget_zim":
+                if web is None:
+                    raise BenchmarkError("vistarget_zim needs a search backend (web=...)")
+                lr = await build_zim_vistarget(web, limit or 20,
+                                               Path(image_dir) / "vistarget_zim" if image_dir else default_image_dir() / "vistarget_zim")
+            else:
+                lr = load_benchmark(spec, source=source, data_dir=data_dir, limit=limit, local_path=local_paths.get(key),
+                                    revision=revisions.get(key), allow_unpinned=allow_unpinned,
+                                    image_dir=Path(image_dir) / key if image_dir else None)
+        except (UnknownBenchmarkError, UnpinnedRevisionError, BenchmarkError, OSError) as e:
+            lr = LoadResult(key)
+            lr.problem(None, f"{type(e).__name__}: {e}")
+        out[key] = lr
+    return out

@@ -1,0 +1,10 @@
+"""V-Fold (POINTS-Seeker §3.3): fold stale observations of an agent's history into page images.
+
+* :mod:`kit.vfold.render` — text → page images with Table 8's parameters (``Renderer``);
+* :mod:`kit.vfold.fonts` — the free Verdana substitute (DejaVu Sans) and fallback fonts;
+* :mod:`kit.vfold.fold` — context strategies for the harness (no compression, discard history, LLM
+  summary, render everything, V-Fold) and :func:`~kit.vfold.fold.make_context_builder`;
+* :mod:`kit.vfold.accounting` — text vs vision tokens per folded observation and per trajectory;
+* :mod:`kit.vfold.training` — the fully rendered trajectory variant of SFT records;
+* :mod:`kit.vfold.episodes` — a scripted long-horizon reader (not a model) for real long histories.
+"""

@@ -1,0 +1,591 @@
+"""Context strategies for long histories: V-Fold and the baselines of POINTS-Seeker Table 4.
+
+Every strategy is a :class:`kit.harness.context.ContextBuilder`: the harness calls
+``build(messages, registry)`` each turn with the episode's raw messages (the record keeps them raw)
+and sends what it returns to the policy. All strategies share the trigger of §3.3: the history
+``H_t = (q, a_1, o_1, …, a_{t-1}, o_{t-1})`` — every message after the system prompt — is counted
+with the policy's own token counter (exact chat-template counts with
+:class:`kit.policy.tokens.QwenTokenCounter`, images through its smart resize), and the strategy acts
+only when ``Len(H_t) > τ``. ``k`` is the number of most recent observations (or interactions) kept
+as text.
+
+* :class:`FullContext` — no compression (Table 4 "No Compression").
+* :class:`DiscardContext` — keep the question and the last ``k`` interactions (Table 4 "Discard
+  History"); a note says how many were dropped.
+* :class:`SummaryContext` — replace all but the last ``k`` interactions by an LLM summary (Table 4
+  "Summarization"; any OpenAI-compatible endpoint through :class:`PolicySummarizer`), updated
+  incrementally as interactions go stale; an extractive summary is the fallback when the endpoint
+  fails.
+* :class:`RenderAllContext` — render every observation as page images, from the first turn on
+  (Table 4 "Image Rendering").
+* :class:`VFoldContext` — V-Fold (§3.3): keep every action as text, keep the last ``k``
+  observations as text, render each older observation individually into page images (Table 8) and
+  substitute them. Images an observation already carried (registered evidence: thumbnails, page
+  images, code plots) keep their references and are re-fed as before; they are never turned into
+  text. Rendered pages are registered in the episode's evidence registry as kind ``rendered_obs``
+  (``<rendered_obs_3>``) — persistent, with provenance (tool, turn) — and each observation is
+  rendered once per episode, whatever the number of turns.
+
+:func:`make_context_builder` maps ``HarnessConfig.context_strategy`` / ``context_tau`` /
+``context_keep`` to a builder (the harness calls it); :func:`points_seeker_config` is the
+POINTS-Seeker profile (V-Fold on, τ = 8k, k = 2), while WeAgent's paper profile
+(``HarnessConfig()``) keeps ``"full"``.
+
+Strategies keep per-episode state (render cache, decisions, summaries) keyed by the episode's
+registry, so one builder serves concurrent episodes. ``log(registry)`` returns the per-turn
+decisions for accounting and notebooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import re
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kit.harness.config import HarnessConfig
+from kit.harness.context import MESSAGE_OVERHEAD_TOKENS, ContextBuilder
+from kit.harness.registry import EvidenceRegistry
+from kit.types import ContentPart, Message, SamplingParams, TokenCounter
+
+RENDERED_KIND = "rendered_obs"
+STRATEGIES = ("full", "discard", "summary", "render_all", "vfold")
+DEFAULT_TAU = 8192
+DEFAULT_KEEP = 2
+_IMAGE_FRAME = 2  # <|vision_start|> … <|vision_end|>
+
+
+# ------------------------------------------------------------------------------------------ counting
+class HistoryMeter:
+    """``Len(H_t)`` in tokens of the policy's counter: all messages after the system prompt.
+
+    With an exact counter (``count_message``) each message is rendered through the chat template
+    (cached per message object); otherwise text tokens + image tokens + a fixed framing estimate.
+    Image sizes come from the evidence registry.
+    """
+
+    def __init__(self, counter: TokenCounter):
+        self.counter = counter
+        self.exact = hasattr(counter, "count_message")
+        self._memo: dict[tuple[int, str | None], tuple[Message, int]] = {}
+
+    def message_tokens(self, m: Message, registry: EvidenceRegistry, previous_role: str | None = None) -> int:
+        """Tokens ``m`` adds to a prompt (see class docstring)."""
+        key = (id(m), previous_role)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is m:
+            return hit[1]
+        sizes = []
+        for ref in m.image_refs():
+            try:
+                e = registry.resolve(ref)
+                sizes.append((e.width, e.height))
+            except Exception:  # unknown refs are the harness's concern; count a minimal image
+                sizes.append((28, 28))
+        if self.exact:
+            n = self.counter.count_message(m, sizes, previous_role)
+        else:
+            n = MESSAGE_OVERHEAD_TOKENS + (self.counter.count_text(m.text()) if m.text() else 0)
+            n += sum(self.counter.count_image(w, h) + _IMAGE_FRAME for w, h in sizes)
+        if len(self._memo) > 50_000:
+            self._memo.clear()
+        self._memo[key] = (m, n)
+        return n
+
+    def history_tokens(self, messages: list[Message], registry: EvidenceRegistry) -> int:
+        """Sum of :meth:`message_tokens` over the messages after the system prompt."""
+        total, prev = 0, None
+        for m in messages:
+            if m.role != "system":
+                total += self.message_tokens(m, registry, prev)
+            prev = m.role
+        return total
+
+
+# ------------------------------------------------------------------------------------------ state
+@dataclass
+class FoldedObservation:
+    """How one observation text was (or was not) folded; shared by all turns of an episode."""
+
+    key: str
+    chars: int
+    text_tokens: int
+    folded: bool
+    reason: str  # "folded", "empty", "not_smaller", "missing_glyphs", "truncated", "no_pages"
+    refs: list[str] = field(default_factory=list)  # registered page filenames
+    page_sizes: list[tuple[int, int]] = field(default_factory=list)
+    vision_tokens: int = 0
+    report: dict = field(default_factory=dict)
+
+
+@dataclass
+class _EpisodeState:
+    renders: dict[str, FoldedObservation] = field(default_factory=dict)
+    messages: dict[tuple, Message] = field(default_factory=dict)
+    log: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    summary: str | None = None
+    summarized: int = 0  # number of interactions covered by ``summary``
+    renders_done: int = 0
+
+
+def _obs_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ base
+class FoldingContext(ContextBuilder):
+    """Base of the threshold-triggered strategies (see module docstring).
+
+    Args:
+        counter: the policy's token counter (``policy.token_counter``).
+        tau: trigger threshold τ in tokens (``Len(H_t) > τ``); 0 = always.
+        keep: ``k``, most recent observations/interactions kept as text.
+        refeed_images: False applies WeAgent's no-re-feed ablation to evidence images (rendered
+            pages are always shown: they *are* the observation).
+
+    Raises:
+        ValueError: negative ``tau`` or ``keep``.
+    """
+
+    name = "base"
+
+    def __init__(self, counter: TokenCounter, *, tau: int = DEFAULT_TAU, keep: int = DEFAULT_KEEP,
+                 refeed_images: bool = True):
+        super().__init__(refeed_images=refeed_images)
+        if tau < 0 or keep < 0:
+            raise ValueError(f"tau and keep must be >= 0, got tau={tau}, keep={keep}")
+        self.counter = counter
+        self.tau = tau
+        self.keep = keep
+        self.meter = HistoryMeter(counter)
+        self._states: "weakref.WeakKeyDictionary[EvidenceRegistry, _EpisodeState]" = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def state(self, registry: EvidenceRegistry) -> _EpisodeState:
+        with self._lock:
+            st = self._states.get(registry)
+            if st is None:
+                st = self._states[registry] = _EpisodeState()
+            return st
+
+    def log(self, registry: EvidenceRegistry) -> list[dict]:
+        """Per-build decisions of the episode: history tokens, triggered, folded/dropped counts."""
+        return list(self.state(registry).log)
+
+    def events(self, registry: EvidenceRegistry) -> list[dict]:
+        """Notable per-episode events (summary fallbacks, observations kept as text and why)."""
+        return list(self.state(registry).events)
+
+    def build(self, messages: list[Message], registry: EvidenceRegistry) -> list[Message]:
+        """Model-facing messages for this turn (the input list is not modified)."""
+        st = self.state(registry)
+        n = self.meter.history_tokens(messages, registry)
+        triggered = n > self.tau
+        entry: dict[str, Any] = {"messages": len(messages), "history_tokens": n, "triggered": triggered}
+        out = self._apply(list(messages), registry, st, entry) if triggered else list(messages)
+        st.log.append(entry)
+        return self._refeed(out, registry)
+
+    def _apply(self, messages: list[Message], registry: EvidenceRegistry, st: _EpisodeState, entry: dict) -> list[Message]:
+        raise NotImplementedError
+
+    def _refeed(self, out: list[Message], registry: EvidenceRegistry) -> list[Message]:
+        if self.refeed_images:
+            return out
+        res = []
+        for m in out:
+            if m.role == "tool" and m.image_refs():
+                keep_parts, hidden = [], []
+                for p in m.content:
+                    if p.type == "image" and p.image and not _is_rendered(p.image, registry):
+                        hidden.append(p.image)
+                    else:
+                        keep_parts.append(p)
+                if hidden:
+                    keep_parts.append(ContentPart(type="text", text="[images saved but not shown: " + ", ".join(hidden) + "]"))
+                    m = m.model_copy(update={"content": keep_parts})
+            res.append(m)
+        return res
+
+
+def _is_rendered(ref: str, registry: EvidenceRegistry) -> bool:
+    try:
+        return registry.resolve(ref).kind == RENDERED_KIND
+    except Exception:
+        return False
+
+
+class FullContext(FoldingContext):
+    """No compression (Table 4): the full history every turn; logs ``Len(H_t)`` like the others."""
+
+    name = "full"
+
+    def __init__(self, counter: TokenCounter, *, refeed_images: bool = True, **_: Any):
+        super().__init__(counter, tau=0, keep=0, refeed_images=refeed_images)
+        self.tau = math.inf
+
+    def _apply(self, messages, registry, st, entry):
+        return messages
+
+
+# ------------------------------------------------------------------------------------------ interactions
+def _segments(messages: list[Message]) -> tuple[int, list[tuple[int, int]]]:
+    """Split into a head (system + question, before the first assistant turn) and interactions
+    ``[start, end)`` each opened by an assistant message (its observations and harness notes follow)."""
+    starts = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    if not starts:
+        return len(messages), []
+    bounds = starts + [len(messages)]
+    return starts[0], [(bounds[j], bounds[j + 1]) for j in range(len(starts))]
+
+
+class DiscardContext(FoldingContext):
+    """Discard History (Table 4): over τ, keep only the head (system prompt, question) and the last
+    ``k`` interactions; a harness note tells the model how many were dropped."""
+
+    name = "discard"
+
+    def _apply(self, messages, registry, st, entry):
+        head, segs = _segments(messages)
+        drop = max(0, len(segs) - self.keep)
+        entry["dropped_interactions"] = drop
+        if drop == 0:
+            return messages
+        kept_from = segs[drop][0] if drop < len(segs) else len(messages)
+        note = Message(role="user", intervention=True, turn=messages[kept_from - 1].turn,
+                       content=[ContentPart(type="text", text=f"[{drop} earlier interaction(s) were removed from "
+                                                               "this context to save space.]")])
+        key = ("discard-note", drop)
+        note = st.messages.setdefault(key, note)
+        return messages[:head] + [note] + messages[kept_from:]
+
+
+# ------------------------------------------------------------------------------------------ summary
+HISTORY_SUMMARY_PROMPT = (
+    "You compress the history of a research agent so that it can continue its investigation.\n"
+    "Question being investigated: {question}\n\n"
+    "{previous}"
+    "New history to add (the agent's actions and the tool results it received):\n{history}\n\n"
+    "Write an updated summary of at most {max_chars} characters that keeps every fact, number, date, name, "
+    "URL and image reference (such as <search_image_3>) that may bear on the question, which searches were "
+    "already done, and what remains open. Do not answer the question."
+)
+
+
+def _interaction_text(messages: list[Message]) -> str:
+    out = []
+    for m in messages:
+        if m.role == "assistant":
+            calls = "; ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+            out.append(f"[assistant, turn {m.turn}] {m.text().strip()}" + (f"\n[calls] {calls}" if calls else ""))
+        elif m.role == "tool":
+            refs = m.image_refs()
+            out.append(f"[{m.name or 'tool'} result] {m.text().strip()}" + (f"\n[images] {', '.join(refs)}" if refs else ""))
+        else:
+            out.append(f"[{m.role}] {m.text().strip()}")
+    return "\n\n".join(out)
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.S)
+
+
+class PolicySummarizer:
+    """History summaries from a chat policy (e.g. :class:`kit.policy.openai_client.OpenAIChatPolicy`
+    on any OpenAI-compatible endpoint) — Table 4's Summarization baseline used Qwen3-235B-A22B.
+
+    ``build`` is synchronous, so the policy runs on a private event loop in a daemon thread and the
+    calling turn waits for it (the harness's own event loop is blocked for that time; use a
+    dedicated policy object, since its HTTP client belongs to that private loop). Call
+    :meth:`close` when done.
+
+    Args:
+        policy: any :class:`kit.types.Policy`.
+        max_tokens: generation budget of one summary.
+        max_chars: target length of the summary in characters.
+        max_input_chars: the new history is clipped (from the front) to this many characters.
+        timeout_s: wall-clock limit of one summary call.
+
+    Raises (from ``__call__``): whatever the policy raises (:class:`kit.types.PolicyError`),
+    ``TimeoutError``, or ``ValueError`` for an empty summary.
+    """
+
+    def __init__(self, policy, *, max_tokens: int = 1024, max_chars: int = 4000, max_input_chars: int = 60_000,
+                 timeout_s: float = 300.0):
+        self.policy = policy
+        self.max_tokens = max_tokens
+        self.max_chars = max_chars
+        self.max_input_chars = max_input_chars
+        self.timeout_s = timeout_s
+        self.name = f"llm:{getattr(policy, 'name', 'policy')}"
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                t = threading.Thread(target=loop.run_forever, name="vfold-summarizer", daemon=True)
+                t.start()
+                self._loop, self._thread = loop, t
+            return self._loop
+
+    def __call__(self, question: str, previous: str | None, history: str) -> str:
+        hist = history[-self.max_input_chars:]
+        prev = f"Summary so far:\n{previous}\n\n" if previous else ""
+        prompt = HISTORY_SUMMARY_PROMPT.format(question=question, previous=prev, history=hist, max_chars=self.max_chars)
+        msg = Message(role="user", content=[ContentPart(type="text", text=prompt)])
+        coro = self.policy.generate([msg], [], SamplingParams(temperature=0.0, max_tokens=self.max_tokens))
+        fut = asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+        try:
+            turn = fut.result(timeout=self.timeout_s)
+        except TimeoutError:
+            fut.cancel()
+            raise
+        text = _THINK.sub("", turn.text or "").strip()
+        if not text:
+            raise ValueError("the summarizer returned an empty summary")
+        return text[: self.max_chars]
+
+    def close(self) -> None:
+        """Close the policy's client (if it has ``aclose``) and stop the private loop (idempotent)."""
+        with self._lock:
+            loop, t = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None:
+            return
+        if hasattr(self.policy, "aclose"):
+            try:
+                asyncio.run_coroutine_threadsafe(self.policy.aclose(), loop).result(timeout=10)
+            except Exception:
+                pass
+        loop.call_soon_threadsafe(loop.stop)
+        if t is not None:
+            t.join(timeout=10)
+        loop.close()
+
+
+class ExtractiveHistorySummarizer:
+    """Offline summary: BM25-ranked blocks of the history against the question
+    (:class:`kit.harness.summarize.ExtractiveSummarizer`); the fallback of :class:`SummaryContext`."""
+
+    name = "extractive_bm25"
+
+    def __init__(self, max_chars: int = 4000):
+        from kit.harness.summarize import ExtractiveSummarizer
+
+        self.max_chars = max_chars
+        self._x = ExtractiveSummarizer()
+
+    def __call__(self, question: str, previous: str | None, history: str) -> str:
+        text = ((previous or "") + "\n\n" + history).strip()
+        return self._x.summarize_sync(text, goal=question, max_chars=self.max_chars)
+
+
+class SummaryContext(FoldingContext):
+    """Summarization (Table 4): over τ, all but the last ``k`` interactions are replaced by one
+    summary message after the question. The summary is extended incrementally (previous summary +
+    newly stale interactions), so each interaction is summarized once.
+
+    Args:
+        summarizer: ``callable(question, previous_summary | None, new_history) -> str``, e.g.
+            :class:`PolicySummarizer`. On any exception the :class:`ExtractiveHistorySummarizer`
+            result is used and an event ``summary_fallback`` is logged.
+    """
+
+    name = "summary"
+
+    def __init__(self, counter: TokenCounter, summarizer: Callable[[str, str | None, str], str], **kw: Any):
+        super().__init__(counter, **kw)
+        self.summarizer = summarizer
+        self.fallback = ExtractiveHistorySummarizer()
+
+    def _apply(self, messages, registry, st, entry):
+        head, segs = _segments(messages)
+        stale = max(0, len(segs) - self.keep)
+        entry["summarized_interactions"] = stale
+        if stale == 0:
+            return messages
+        if stale > st.summarized:
+            question = next((m.text() for m in messages[:head] if m.role == "user"), "")
+            new = _interaction_text(messages[segs[st.summarized][0]:segs[stale - 1][1]])
+            try:
+                st.summary = self.summarizer(question, st.summary, new)
+                method = getattr(self.summarizer, "name", "custom")
+            except Exception as e:  # endpoint down, timeout, empty answer: fall back, and say so
+                st.events.append({"type": "summary_fallback", "error": f"{type(e).__name__}: {e}"[:300],
+                                  "interactions": stale})
+                st.summary = self.fallback(question, st.summary, new)
+                method = self.fallback.name
+            st.summarized = stale
+            entry["summary_method"] = method
+        kept_from = segs[stale][0] if stale < len(segs) else len(messages)
+        key = ("summary", st.summarized, _obs_key(st.summary or ""))
+        msg = st.messages.get(key)
+        if msg is None:
+            text = f"[Summary of {st.summarized} earlier interaction(s), which were removed from this context]\n{st.summary}"
+            msg = st.messages[key] = Message(role="user", intervention=True, turn=messages[kept_from - 1].turn,
+                                             content=[ContentPart(type="text", text=text)])
+        return messages[:head] + [msg] + messages[kept_from:]
+
+
+# ------------------------------------------------------------------------------------------ V-Fold
+class VFoldContext(FoldingContext):
+    """V-Fold (POINTS-Seeker §3.3; see the module docstring).
+
+    Args:
+        counter, tau, keep, refeed_images: see :class:`FoldingContext` (τ = 8k, k = 2 as in the paper).
+        renderer: a :class:`kit.vfold.render.Renderer` (default: the shared Table 8 renderer).
+        note: prefix each folded observation with a one-line text naming its page images
+            (``[web_search result, rendered as page image(s): <rendered_obs_1>]``).
+        only_if_smaller: keep an observation as text when its pages would cost at least as many
+            tokens as its text (tiny observations).
+        require_lossless: keep an observation as text when rendering would lose characters (no
+            font covers some, or the page cap truncated it); the reason is logged as an event.
+    """
+
+    name = "vfold"
+
+    def __init__(self, counter: TokenCounter, *, renderer=None, note: bool = True, only_if_smaller: bool = True,
+                 require_lossless: bool = True, **kw: Any):
+        super().__init__(counter, **kw)
+        if renderer is None:
+            from kit.vfold.render import default_renderer
+
+            renderer = default_renderer()
+        self.renderer = renderer
+        self.note = note
+        self.only_if_smaller = only_if_smaller
+        self.require_lossless = require_lossless
+
+    def _apply(self, messages, registry, st, entry):
+        obs = [i for i, m in enumerate(messages) if m.role == "tool"]
+        stale = obs[: max(0, len(obs) - self.keep)]
+        folded = 0
+        for i in stale:
+            new = self.fold_message(messages[i], registry, st)
+            folded += new is not messages[i]
+            messages[i] = new
+        entry["stale_observations"] = len(stale)
+        entry["folded_observations"] = folded
+        return messages
+
+    def fold_observation(self, text: str, m: Message, registry: EvidenceRegistry, st: _EpisodeState) -> FoldedObservation:
+        """Render (once per episode and text) and decide; registers the pages when folding."""
+        key = _obs_key(text)
+        fo = st.renders.get(key)
+        if fo is not None:
+            return fo
+        text_tokens = self.counter.count_text(text) if text else 0
+        if not text.strip():
+            fo = FoldedObservation(key, len(text), text_tokens, False, "empty")
+        else:
+            res = self.renderer.render(text)
+            st.renders_done += 1
+            sizes = res.page_sizes()
+            vision = sum(self.counter.count_image(w, h) + _IMAGE_FRAME for w, h in sizes)
+            reason = "folded"
+            if not res.pages:
+                reason = "no_pages"
+            elif self.require_lossless and res.missing_glyphs:
+                reason = "missing_glyphs"
+            elif self.require_lossless and res.truncated:
+                reason = "truncated"
+            elif self.only_if_smaller and vision >= text_tokens:
+                reason = "not_smaller"
+            fo = FoldedObservation(key, len(text), text_tokens, reason == "folded", reason, page_sizes=sizes,
+                                   vision_tokens=vision, report=res.report())
+            if fo.folded:
+                n = len(res.pages)
+                for k, png in enumerate(res.png()):
+                    e = registry.register_bytes(png, RENDERED_KIND, tool=m.name, turn=m.turn,
+                                                title=f"observation of turn {m.turn} ({m.name}), page {k + 1}/{n}")
+                    fo.refs.append(e.filename)
+            elif reason in ("missing_glyphs", "truncated"):
+                st.events.append({"type": "kept_as_text", "reason": reason, "turn": m.turn, "tool": m.name,
+                                  "detail": {k: res.report()[k] for k in ("chars", "rendered_chars", "missing_glyphs", "missing_sample")}})
+        st.renders[key] = fo
+        return fo
+
+    def fold_message(self, m: Message, registry: EvidenceRegistry, st: _EpisodeState | None = None) -> Message:
+        """The folded form of tool message ``m`` (``m`` itself when it stays text)."""
+        st = st or self.state(registry)
+        text = m.text()
+        fo = self.fold_observation(text, m, registry, st)
+        if not fo.folded:
+            return m
+        evidence = tuple(m.image_refs())
+        key = (fo.key, evidence, m.tool_call_id, m.name, m.turn, m.intervention)
+        hit = st.messages.get(key)
+        if hit is not None:
+            return hit
+        parts: list[ContentPart] = []
+        if self.note:
+            refs = ", ".join(f"<{r.rsplit('.', 1)[0]}>" for r in fo.refs)
+            parts.append(ContentPart(type="text", text=f"[{m.name or 'tool'} result, rendered as page image(s): {refs}]"))
+        parts += [ContentPart(type="image", image=r) for r in fo.refs]
+        parts += [ContentPart(type="image", image=r) for r in evidence]
+        new = m.model_copy(update={"content": parts})
+        st.messages[key] = new
+        return new
+
+
+class RenderAllContext(VFoldContext):
+    """Image Rendering (Table 4): every observation, including the latest, is shown as page images
+    from the first turn on (τ = 0, k = 0, folded even when not smaller)."""
+
+    name = "render_all"
+
+    def __init__(self, counter: TokenCounter, **kw: Any):
+        kw.pop("tau", None)
+        kw.pop("keep", None)
+        kw.setdefault("only_if_smaller", False)
+        super().__init__(counter, tau=0, keep=0, **kw)
+        self.tau = -1  # trigger even on an empty history
+
+
+# ------------------------------------------------------------------------------------------ factory
+def make_context_builder(config: HarnessConfig, token_counter: TokenCounter | None = None, *, policy=None,
+                         summarizer: Callable[[str, str | None, str], str] | None = None,
+                         renderer=None) -> ContextBuilder:
+    """Builder for ``config.context_strategy`` with ``config.context_tau`` / ``context_keep``.
+
+    ``"full"`` returns the harness's plain :class:`~kit.harness.context.ContextBuilder` (unchanged
+    default behaviour); the others need a token counter (``token_counter`` or
+    ``policy.token_counter``); ``"summary"`` needs ``summarizer`` (e.g. ``PolicySummarizer(
+    OpenAIChatPolicy(...))``).
+
+    Raises:
+        ValueError: unknown strategy, no counter, or ``"summary"`` without a summarizer.
+    """
+    strategy = config.context_strategy
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown context strategy {strategy!r}; expected one of {STRATEGIES}")
+    if strategy == "full":
+        return ContextBuilder(refeed_images=config.refeed_images)
+    counter = token_counter if token_counter is not None else getattr(policy, "token_counter", None)
+    if counter is None:
+        raise ValueError(f"context strategy {strategy!r} needs the policy's token counter")
+    common = dict(tau=config.context_tau, keep=config.context_keep, refeed_images=config.refeed_images)
+    if strategy == "discard":
+        return DiscardContext(counter, **common)
+    if strategy == "summary":
+        if summarizer is None:
+            raise ValueError("context strategy 'summary' needs a summarizer: pass Harness(context_builder="
+                             "SummaryContext(counter, PolicySummarizer(OpenAIChatPolicy(...))))")
+        return SummaryContext(counter, summarizer, **common)
+    if strategy == "render_all":
+        return RenderAllContext(counter, renderer=renderer, refeed_images=config.refeed_images)
+    return VFoldContext(counter, renderer=renderer, **common)
+
+
+def points_seeker_config(**overrides: Any) -> HarnessConfig:
+    """POINTS-Seeker profile: WeAgent's Table 5 budgets with V-Fold on (τ = 8k tokens, k = 2, §4.1)."""
+    base = dict(context_strategy="vfold", context_tau=DEFAULT_TAU, context_keep=DEFAULT_KEEP)
+    base.update(overrides)
+    return HarnessConfig(**base)
