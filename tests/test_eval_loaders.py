@@ -304,3 +304,35 @@ def test_hub_fvqa_parquet_layout(tmp_path, data_dir):
     assert [t.question for t in res.tasks] == [t.question for t in tasks]
     with pytest.raises(BenchmarkError, match="no file matching"):
         load_hub_benchmark("vdr_bench", local_path=tmp_path)
+
+
+def test_fvqa_loader_reports_every_broken_row(tmp_path, data_dir):
+    import shutil
+
+    from kit.eval.loaders import load_fvqa
+
+    src = data_dir / "benchmarks" / "fvqa_mmsearch_r1"
+    root = tmp_path / "fvqa"
+    (root / "metadata").mkdir(parents=True)
+    shutil.copytree(src / "images", root / "images")
+    good = json.loads((src / "metadata" / "001_fvqa_train_4724.json").read_text())
+    rows = {
+        "a_ok": good,
+        "b_number": {**good, "data_id": "n1", "reward_model": {"ground_truth": 42, "candidate_answers": "forty-two"}},
+        "c_dict_gt": {**good, "data_id": "d1", "reward_model": {"ground_truth": {"x": 1}}},
+        "d_list_rm": {**good, "data_id": "l1", "reward_model": ["x"]},
+        "e_empty_gt": {**good, "data_id": "e1", "reward_model": {"ground_truth": "  "}},
+        "f_dup": good,
+    }
+    for name, row in rows.items():
+        (root / "metadata" / f"{name}.json").write_text(json.dumps(row))
+    (root / "metadata" / "g_utf8.json").write_bytes(b'{"question": "\xff\xfe"}')
+    (root / "metadata" / "h_deep.json").write_text("[" * 100000)
+    (root / "metadata" / "i_dir.json").mkdir()
+    (root / "metadata" / "j_link.json").symlink_to(root / "nowhere.json")
+    tasks, problems = load_fvqa(root)
+    assert [t.id for t in tasks] == ["fvqa_train_4724", "n1"]
+    assert tasks[1].answers == ["42", "forty-two"]
+    assert sorted(p["file"] for p in problems) == ["c_dict_gt.json", "d_list_rm.json", "e_empty_gt.json", "f_dup.json",
+                                                   "g_utf8.json", "h_deep.json", "i_dir.json", "j_link.json"]
+    assert load_fvqa(root, limit=0) == ([], [])

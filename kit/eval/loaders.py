@@ -30,6 +30,21 @@ class BenchmarkError(ValueError):
     """A benchmark file or row that cannot be turned into a task (the message names the file)."""
 
 
+def _answer_list(value, field: str) -> list[str]:
+    """Reference answers as strings: a string or number, or a list of them.
+
+    Raises:
+        BenchmarkError: any other shape (objects, nested lists, booleans, null).
+    """
+    if isinstance(value, bool) or value is None:
+        raise BenchmarkError(f"{field} must be a string, a number or a list of them, got {value!r}")
+    if isinstance(value, (str, int, float)):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in value):
+        raise BenchmarkError(f"{field} must be a string, a number or a list of them")
+    return [str(a).strip() for a in value if str(a).strip()]
+
+
 def load_fvqa(root: str | Path, limit: int | None = None, *, strict: bool = False) -> tuple[list[Task], list[dict]]:
     """Load FVQA items in MMSearch-R1 format from ``root`` (with ``metadata/`` and ``images/``).
 
@@ -43,34 +58,47 @@ def load_fvqa(root: str | Path, limit: int | None = None, *, strict: bool = Fals
     meta_dir, img_dir = root / "metadata", root / "images"
     if not meta_dir.is_dir():
         raise BenchmarkError(f"{root} has no metadata/ folder (expected the MMSearch-R1 FVQA layout)")
-    tasks, problems = [], []
+    if limit is not None and limit < 0:
+        raise BenchmarkError(f"limit must be >= 0, got {limit}")
+    tasks: list[Task] = []
+    problems: list[dict] = []
+    seen: set[str] = set()
     for f in sorted(meta_dir.glob("*.json")):
+        if limit is not None and len(tasks) >= limit:
+            break
         try:
             row = json.loads(f.read_text(encoding="utf-8"))
-            q = row["question"]
-            rm = row.get("reward_model") or {}
-            gt = rm.get("ground_truth")
+            if not isinstance(row, dict):
+                raise BenchmarkError(f"row is a JSON {type(row).__name__}, not an object")
+            q = row.get("question")
+            rm = row.get("reward_model")
+            if not isinstance(rm, dict):
+                raise BenchmarkError("reward_model must be an object")
             if not isinstance(q, str) or not q.strip():
-                raise BenchmarkError("empty question")
-            if gt is None:
-                raise BenchmarkError("no reward_model.ground_truth")
-            answers = [gt] if isinstance(gt, str) else list(gt)
-            answers += [a for a in rm.get("candidate_answers") or [] if a not in answers]
+                raise BenchmarkError("missing or empty question")
+            answers = _answer_list(rm.get("ground_truth"), "reward_model.ground_truth")
+            if not answers:
+                raise BenchmarkError("empty reward_model.ground_truth")
+            extra = rm.get("candidate_answers")
+            answers += [a for a in (_answer_list(extra, "candidate_answers") if extra is not None else [])
+                        if a not in answers]
             name = Path(str(row.get("image", ""))).name
             img = img_dir / name
             if not name or not img.is_file():
                 raise BenchmarkError(f"query image {name!r} not found in {img_dir}")
-            tasks.append(Task(id=str(row.get("data_id") or f.stem), question=q.strip(), input_images=[str(img.resolve())],
-                              answers=[str(a) for a in answers], source="fvqa_mmsearch_r1",
+            tid = str(row.get("data_id") or f.stem)
+            if tid in seen:
+                raise BenchmarkError(f"duplicate data_id {tid!r}")
+            seen.add(tid)
+            tasks.append(Task(id=tid, question=q.strip(), input_images=[str(img.resolve())], answers=answers,
+                              source="fvqa_mmsearch_r1",
                               metadata={"category": row.get("category"), "file": f.name,
                                         "image_sha256": row.get("source_image_sha256")}))
-        except (json.JSONDecodeError, KeyError, BenchmarkError, TypeError) as e:
-            problem = {"file": f.name, "reason": f"{type(e).__name__}: {e}"}
+        except (ValueError, KeyError, TypeError, OSError, RecursionError) as e:  # JSON/Unicode errors are ValueErrors
+            problem = {"file": f.name, "reason": f"{type(e).__name__}: {str(e)[:300]}"}
             if strict:
                 raise BenchmarkError(f"{f}: {problem['reason']}") from e
             problems.append(problem)
-        if limit is not None and len(tasks) >= limit:
-            break
     return tasks, problems
 
 
