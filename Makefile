@@ -13,10 +13,12 @@ PROFILE ?= smoke
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+	command -v bwrap >/dev/null || ( [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq bubblewrap ) || echo "bubblewrap unavailable: execute_code falls back to rlimits only"
+	fc-list 2>/dev/null | grep -qi "wqy\|noto.*cjk" || ( [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -qq fonts-wqy-microhei ) || echo "no CJK font: V-Fold reports CJK characters as missing glyphs"
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -c $(CONSTRAINTS) torch==2.13.0
-	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev]"
+	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev,train]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mmsearch-kit)" >/dev/null
 	touch $@
 

@@ -238,7 +238,9 @@ async def test_environment_is_scrubbed(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------ lifecycle
 async def test_close_kills_daemons_of_the_whole_tree(tmp_path):
-    sb = CodeSandbox(tmp_path)
+    # The fallback mode: the PIDs printed inside are host PIDs only without a PID namespace (the
+    # bubblewrap mode is covered by tests/test_sandbox.py).
+    sb = CodeSandbox(tmp_path, isolation="rlimits")
     r = await sb.run("import subprocess\n"
                      "a = subprocess.Popen(['sleep', '1000'])\n"
                      "b = subprocess.Popen(['sleep', '1001'], start_new_session=True)\n"

@@ -181,3 +181,18 @@ def test_code_cwd_is_reset_and_image_count_capped(tmp_path):
     assert len([i for i in rec.images if i.kind == "code_image"]) == 20
     assert rec.messages[5].image_refs() == [f"code_image_{i}.png" for i in range(1, 6)]
     assert any(e.type == "images_not_registered" and e.detail["count"] == 5 for e in rec.events)
+
+
+def test_persisted_results_are_not_written_through_planted_symlinks(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("do not touch")
+    plant = ("import os\nos.makedirs('tool_results', exist_ok=True)\n"
+             "os.symlink(%r, 'tool_results/turn02_execute_code.txt')" % str(victim))
+    cfg = HarnessConfig(code_isolation="rlimits")  # the unsandboxed fallback: the harness itself must refuse
+    rec = run([tool_call_text("execute_code", {"code": plant}), tool_call_text("execute_code", {"code": "print('a' * 20000)"}),
+               ANSWER], tmp_path, config=cfg)
+    assert victim.read_text() == "do not touch"
+    obs = json.loads(rec.messages[5].text())
+    assert obs["error"] == "persist_failed" and obs["preview"].startswith("stdout:\naaa")  # ELOOP, reported
+    assert any(e.type == "persist_failed" for e in rec.events)
+    assert rec.status == "answered"

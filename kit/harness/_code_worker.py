@@ -1,8 +1,14 @@
 """Child-side driver of :class:`kit.harness.code_exec.CodeSandbox` (WeAgent Table 4, ``execute_code``).
 
 Run as a script (``python -I -B _code_worker.py RES_FD CONFIG_JSON``) with the standard library only,
-so it works under any Python 3.10+ interpreter and, later, inside a filesystem sandbox where only this
-file is bound. It never imports from ``kit``.
+so it works under any Python 3.10+ interpreter and inside the bubblewrap sandbox, where this file is
+bound read-only at a neutral path and the kit itself is not visible. It never imports from ``kit``.
+
+Start-up order, before any user code: die-with-parent, no-new-privileges, rlimits, then (only when the
+parent asks for it, i.e. root running bubblewrap) switching to the sandbox's own unprivileged uid/gid,
+which also clears every capability. A process forked by user code (``os.fork``, ``multiprocessing``)
+loses the protocol channel at once and exits when its code returns, so it can never answer for the
+driver.
 
 File descriptors (set up by the parent):
 
@@ -89,6 +95,38 @@ def _die_with_parent() -> None:
         pass
 
 
+def _no_new_privs() -> None:
+    """PR_SET_NO_NEW_PRIVS: setuid/file-capability programs (``su``, ``ping``) cannot gain privileges."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # 38 = PR_SET_NO_NEW_PRIVS
+    except Exception:  # noqa: BLE001 - optional hardening only
+        pass
+
+
+def _drop_privileges(ids: dict) -> list[str]:
+    """Become ``ids["uid"]``/``ids["gid"]`` with no supplementary groups (only when asked to, as
+    root). Changing all three uids from 0 clears the permitted and effective capabilities; the result
+    is checked, and any failure is returned as an error (the parent then refuses to run code)."""
+    uid, gid = int(ids["uid"]), int(ids["gid"])
+    try:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    except OSError as e:
+        return [f"cannot switch to uid {uid}: {e}"]
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid) or os.getgroups():
+        return [f"uid switch incomplete: {os.getresuid()} {os.getresgid()} {os.getgroups()}"]
+    try:
+        os.setuid(0)
+    except OSError:
+        return []
+    return ["privileges could be regained after the uid switch"]
+
+
 def _read_exact(fd: int, n: int) -> bytes | None:
     buf = bytearray()
     while len(buf) < n:
@@ -110,6 +148,7 @@ class _Driver:
     def __init__(self, res_fd: int, config: dict):
         # Private, non-inheritable copies of the protocol fds so processes started by user code
         # never hold them (a held pipe would hide the child's death from the parent).
+        self.pid = os.getpid()
         self.res_fd = os.dup(res_fd)
         os.close(res_fd)
         self.cmd_fd = os.dup(0)
@@ -142,6 +181,15 @@ class _Driver:
         self.globals = main.__dict__
         sys.argv = [""]
         sys.path.insert(0, "")  # like a REPL/notebook: modules written into the workspace import
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        # A child of user code must never read commands or write responses: close the channel.
+        for fd in (self.res_fd, self.cmd_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     @staticmethod
     def _make_stream(fd: int):
@@ -256,17 +304,33 @@ class _Driver:
         except SystemExit as e:
             # Keep the interpreter (and the episode's state) alive; report like a script exit.
             code_ = e.code
+            if os.getpid() != self.pid:  # a process forked by the block: exit, never act as driver
+                self._exit_forked_child(0 if code_ in (None, 0) else code_ if isinstance(code_, int) else 1)
             if code_ in (None, 0):
                 return True, None, None
             self._repair_streams()
             sys.stderr.write(f"SystemExit: {code_!r}\n")
             return False, "system_exit", "SystemExit"
         except BaseException as e:  # noqa: BLE001 - everything user code raises is reported
+            if os.getpid() != self.pid:
+                self._print_exception(e, 1)
+                self._exit_forked_child(1)
             self._repair_streams()
             self._print_exception(e, 1)
             kind = "memory" if isinstance(e, MemoryError) else "exception"
             return False, kind, type(e).__name__
+        if os.getpid() != self.pid:
+            self._exit_forked_child(0)
         return True, None, None
+
+    @staticmethod
+    def _exit_forked_child(status: int) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(status & 0xFF)
 
     def serve(self) -> None:
         self.send(
@@ -302,10 +366,18 @@ def main(argv: list[str]) -> None:
         os._exit(2)
     config = json.loads(argv[2])
     _die_with_parent()
+    _no_new_privs()
     # A write over RLIMIT_FSIZE should raise OSError(EFBIG) in user code instead of killing the
     # interpreter with SIGXFSZ (subprocess restores the default in programs it starts).
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     config["limit_errors"] = _apply_limits(config.get("limits", {}))
+    if config.get("drop_to"):
+        config["limit_errors"] += _drop_privileges(config["drop_to"])
+    if config.get("cwd"):  # entered after the uid switch: the workspace belongs to the sandbox user
+        try:
+            os.chdir(config["cwd"])
+        except OSError as e:
+            config["limit_errors"].append(f"cannot enter the workspace: {e}")
     driver = _Driver(int(argv[1]), config)
     try:
         driver.serve()

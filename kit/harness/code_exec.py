@@ -38,14 +38,40 @@ rest; a call that writes more than ``max_output_bytes`` in total is killed (``er
 Between calls the parent stops reading, so a background process that keeps printing blocks on a full
 pipe instead of growing memory anywhere.
 
-Isolation — honestly stated: in this version the child is NOT isolated from the filesystem or the
-network. It runs as the parent's user with the workspace as its working directory and ``HOME``, a
-scrubbed environment (no proxies, API keys or tokens from the parent) and the rlimits above; it can
-read and write anything that user can and open network connections. Real isolation (a bubblewrap
-mount namespace with only the workspace writable, no network) is meant to be added by prepending a
-wrapper command in :meth:`CodeSandbox._launch_argv`. Processes are started in a new session; closing
-kills that process group plus every descendant still found under the child, but a process that both
-leaves the group (``setsid``) and is orphaned before the kill escapes until a PID namespace is used.
+Isolation. Two modes, chosen by ``isolation`` (default ``"auto"``, or ``$MMSEARCH_KIT_SANDBOX``):
+
+* ``"bwrap"`` — the interpreter runs under bubblewrap (Debian package ``bubblewrap``), found and tested
+  once per process (:func:`bwrap_probe`). New network, PID, IPC, UTS and cgroup namespaces: no network
+  at all (only an empty loopback), and the sandbox sees only its own processes. The filesystem is a
+  fresh read-only root holding read-only binds of ``/usr`` (plus the ``/bin``, ``/lib*`` links), a few
+  ``/etc`` entries Python and common libraries read (certificates, time zone, fonts, loader cache),
+  the interpreter's installation and virtual environment (``sys.prefix``/``sys.base_prefix``), and the
+  driver script at a neutral path; ``/proc`` and a minimal ``/dev`` of its own; and the episode
+  workspace read-write at its own path, the only writable place on disk (``TMPDIR``, caches and
+  ``HOME`` point into it). ``/tmp`` and ``/dev/shm`` are private in-memory filesystems of 64 MiB
+  each that vanish with the sandbox. Not visible: ``/etc/passwd`` and the rest of ``/etc``,
+  home directories, the kit's source tree, other episodes' workspaces, host processes. ``--new-session``
+  detaches it from any terminal and ``--die-with-parent`` kills it when the harness process dies.
+  When the harness runs as root, bubblewrap drops every capability except the two needed for the
+  driver to switch to a random unprivileged uid/gid of its own (then those go too, and
+  no-new-privileges is set), the workspace is handed to that uid, and ``RLIMIT_NPROC`` caps the
+  sandbox's processes exactly (root itself is exempt from that limit). Closing kills the PID
+  namespace's init, so the kernel kills every process inside, including daemons that left the
+  process group. The harness writes into the workspace too, so whatever the code could plant
+  there is never followed: folders the harness writes files into (``readonly_dirs``, by default
+  ``tool_results``) are bound read-only inside, the scratch folder is recreated without following
+  links, and handing files to the sandbox user walks directories through ``O_NOFOLLOW`` descriptors.
+* ``"rlimits"`` — the weaker fallback used by ``"auto"`` when bubblewrap is missing or cannot create
+  namespaces (some containers). The child runs as the harness's user with the same environment
+  scrubbing and rlimits, but it can read and write whatever that user can and open network
+  connections; a process that leaves the group and re-executes with a new environment can outlive
+  the sandbox; as root, ``RLIMIT_NPROC`` does not apply (no fork-bomb cap). Use
+  ``isolation="bwrap"`` (or ``MMSEARCH_KIT_SANDBOX=bwrap``) to require the real sandbox: the first
+  :meth:`CodeSandbox.run` then raises :class:`CodeSandboxError` when it is unavailable.
+
+In both modes ``RLIMIT_AS`` and ``RLIMIT_CPU`` are per process, so a program that starts many
+processes can use up to ``max_procs`` times those amounts; the per-call wall clock still ends it.
+Disk use inside the workspace is bounded only per file (``max_file_mb``).
 
 Concurrency: many sandboxes (one per episode) can run in one asyncio loop; calls to one sandbox are
 serialized by a lock. A sandbox must be used from a single event loop.
@@ -56,14 +82,18 @@ from __future__ import annotations
 import asyncio
 import atexit
 import codecs
+import glob
 import json
 import logging
 import os
 import secrets
 import shutil
 import signal
+import stat
 import struct
+import subprocess
 import sys
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -74,7 +104,8 @@ import psutil
 
 from kit.harness import _code_worker
 
-__all__ = ["CodeResult", "CodeSandbox", "CodeSandboxError", "CodeSandboxClosed"]
+__all__ = ["CodeResult", "CodeSandbox", "CodeSandboxError", "CodeSandboxClosed", "BwrapProbe", "bwrap_probe",
+           "resolve_isolation", "ISOLATION_MODES", "ISOLATION_ENV"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +118,16 @@ _KIT_DIR = ".kit"  # internal folder inside the workspace, never reported in new
 _SCRATCH = ("sandbox",)  # .kit/sandbox: TMPDIR and caches of the child, removed on close
 _UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 _SIGNAL_NAMES = {int(s): s.name for s in signal.Signals}
+
+ISOLATION_MODES = ("auto", "bwrap", "rlimits")
+ISOLATION_ENV = "MMSEARCH_KIT_SANDBOX"  # default isolation mode when the constructor is not told
+_DRIVER_IN_SANDBOX = "/run/sandbox/driver.py"  # neutral path: no kit path exists inside the sandbox
+# /etc entries Python and common libraries read; nothing with accounts, hosts or secrets.
+_ETC_KEEP = ("ssl", "ca-certificates", "pki", "localtime", "timezone", "fonts", "ld.so.cache", "ld.so.conf",
+             "ld.so.conf.d", "alternatives", "mime.types", "matplotlibrc", "python3*")
+_ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_SHM_BYTES = 64 * 2**20
+_UID_RANGE = (1_500_000_000, 2_000_000_000)  # far above real accounts and the usual subuid ranges
 
 
 class CodeSandboxError(RuntimeError):
@@ -256,6 +297,60 @@ def _snapshot(root: Path, limit: int) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _give_tree(root: Path, owner: tuple[int, int], skip: frozenset[str], limit: int) -> None:
+    """Give ``owner`` (uid, gid) every directory and regular file under ``root`` it does not own
+    yet (files the harness wrote since the last call: registered images, for instance), except the
+    top-level names in ``skip``. Symlinks are never followed or changed, and the walk goes through
+    directory descriptors opened with ``O_NOFOLLOW``, so a process of the sandbox that swaps a
+    directory for a symlink meanwhile cannot redirect a chown outside the workspace."""
+    try:
+        top = os.open(root, _DIR_FLAGS)
+    except OSError:
+        return
+    stack, seen = [(top, True)], 0
+    while stack:
+        dfd, is_top = stack.pop()
+        try:
+            st = os.fstat(dfd)
+            if (st.st_uid, st.st_gid) != owner:
+                os.fchown(dfd, *owner)
+            with os.scandir(dfd) as it:
+                entries = list(it)
+            for entry in entries:
+                if (is_top and entry.name in skip) or seen >= limit:
+                    continue
+                seen += 1
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((os.open(entry.name, _DIR_FLAGS, dir_fd=dfd), False))
+                    elif entry.is_file(follow_symlinks=False):
+                        est = os.stat(entry.name, dir_fd=dfd, follow_symlinks=False)
+                        if (est.st_uid, est.st_gid) != owner:
+                            os.chown(entry.name, *owner, dir_fd=dfd, follow_symlinks=False)
+                except OSError:
+                    continue
+        except OSError:
+            pass
+        finally:
+            os.close(dfd)
+
+
+def _real_dir(path: Path) -> None:
+    """Make ``path`` a real directory: a symlink or file planted there is removed first (never
+    followed). Called only while no process of the sandbox runs."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        path.mkdir()
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        path.unlink()
+        path.mkdir()
+
+
 def _user_task_count() -> int:
     """Tasks (threads included, as RLIMIT_NPROC counts them) owned by this real uid."""
     uid = os.getuid()
@@ -265,6 +360,126 @@ def _user_task_count() -> int:
         if uids is not None and uids.real == uid:
             n += threads or 1
     return n
+
+
+# --------------------------------------------------------------------------------------- isolation
+@dataclass(frozen=True)
+class BwrapProbe:
+    """Result of testing bubblewrap on this machine: ``path`` of a working ``bwrap`` or None, and
+    ``detail`` (its version, or why it cannot be used)."""
+
+    path: str | None
+    detail: str
+
+    @property
+    def available(self) -> bool:
+        return self.path is not None
+
+
+_PROBE: BwrapProbe | None = None
+_PROBE_LOCK = threading.Lock()
+
+
+def _namespace_flags(as_root: bool, drop_uid: bool) -> list[str]:
+    flags = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+             "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    if as_root:  # a privileged bwrap keeps capabilities unless told otherwise
+        flags += ["--cap-drop", "ALL"]
+        if drop_uid:
+            flags += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    return flags
+
+
+def bwrap_probe(refresh: bool = False) -> BwrapProbe:
+    """Find ``bwrap`` on PATH and check, once per process, that it can create the namespaces the
+    sandbox uses (it cannot in some containers). Thread-safe; ``refresh`` re-tests."""
+    global _PROBE
+    with _PROBE_LOCK:
+        if _PROBE is None or refresh:
+            _PROBE = _probe_bwrap()
+        return _PROBE
+
+
+def _probe_bwrap() -> BwrapProbe:
+    path = shutil.which("bwrap")
+    if path is None:
+        return BwrapProbe(None, "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)")
+    true = shutil.which("true") or "/bin/true"
+    root = os.geteuid() == 0
+    # The same features the sandbox uses (--perms/--size need bubblewrap >= 0.6).
+    argv = [path, *_namespace_flags(root, root), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--size", str(2**20), "--tmpfs", "/tmp", "--remount-ro", "/", "--", true]
+    try:
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+        version = subprocess.run([path, "--version"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return BwrapProbe(None, f"bwrap cannot run: {e}")
+    if r.returncode != 0:
+        err = r.stderr.decode("utf-8", "replace").strip()[:300]
+        return BwrapProbe(None, f"bwrap cannot create the sandbox namespaces here: {err or f'exit {r.returncode}'}")
+    return BwrapProbe(path, version.stdout.decode("utf-8", "replace").strip() or "bwrap")
+
+
+def resolve_isolation(mode: str | None = None) -> str:
+    """The isolation a sandbox will use: ``"bwrap"`` or ``"rlimits"``.
+
+    ``mode``: ``"auto"`` (bwrap when it works, else rlimits), ``"bwrap"`` (required), ``"rlimits"``
+    or None (``$MMSEARCH_KIT_SANDBOX``, else ``"auto"``). Runs :func:`bwrap_probe` (cached).
+
+    Raises:
+        ValueError: unknown mode.
+        CodeSandboxError: ``"bwrap"`` was required and bubblewrap is unavailable (the reason is given).
+    """
+    mode = _requested_mode(mode)
+    if mode == "rlimits":
+        return "rlimits"
+    probe = bwrap_probe()
+    if probe.available:
+        return "bwrap"
+    if mode == "bwrap":
+        raise CodeSandboxError(f"isolation='bwrap' was required but {probe.detail}")
+    return "rlimits"
+
+
+def _requested_mode(mode: str | None) -> str:
+    if mode is None:
+        mode = os.environ.get(ISOLATION_ENV, "").strip() or "auto"
+    if mode not in ISOLATION_MODES:
+        raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {mode!r}")
+    return mode
+
+
+def _ancestors(path: str) -> list[str]:
+    """``/a/b/c`` -> ``["/a", "/a/b"]``."""
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _interpreter_dirs(python: str) -> list[str]:
+    """Directories a Python installation needs, as absolute paths (both literal and resolved forms).
+    The current interpreter: its prefixes (installation and virtual environment). Another one: the
+    prefixes it reports, else the folders of its executable."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        dirs = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    else:
+        dirs = [os.path.dirname(os.path.abspath(python)), os.path.dirname(os.path.realpath(python))]
+        try:
+            r = subprocess.run([python, "-I", "-c", "import sys; print(sys.prefix); print(sys.base_prefix)"],
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+            if r.returncode == 0:
+                dirs += [line for line in r.stdout.decode("utf-8", "replace").splitlines() if line.startswith("/")]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    out: list[str] = []
+    for d in dirs:
+        for form in (os.path.abspath(d), os.path.realpath(d)):
+            if os.path.isdir(form) and form not in out:
+                out.append(form)
+    return out
+
+
+def _covered(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
 _LIVE: "weakref.WeakSet[CodeSandbox]" = weakref.WeakSet()
@@ -284,14 +499,22 @@ class CodeSandbox:
     a file). ``timeout_s``: wall-clock limit per call in seconds. ``memory_mb``: address-space limit
     of the interpreter and each process it starts. ``cpu_s``: CPU seconds over the interpreter's
     lifetime. ``max_output_chars``: characters kept per stream per call. ``max_procs``: extra tasks
-    the user may create (None: no limit; no effect for root). ``python``: interpreter to run (a
-    path or a name on PATH). ``max_file_mb``: largest file the code may write. ``max_output_bytes``:
+    (processes and threads) the code may create (None: no limit; exact under bubblewrap as root,
+    headroom above the user's running tasks otherwise, no effect for root without bubblewrap).
+    ``python``: interpreter to run (a path or a name on PATH; under bubblewrap its installation is
+    bound read-only). ``max_file_mb``: largest file the code may write. ``max_output_bytes``:
     bytes per call and stream after which the call is killed. ``max_code_chars``: longest accepted
     code. ``env``: extra environment variables for the child, merged over the scrubbed defaults.
     ``start_timeout_s``: seconds allowed for interpreter start-up. ``scan_limit``: files scanned for
-    ``new_files``. See the module docstring for what is and is not isolated.
+    ``new_files``. ``isolation``: ``"auto"``, ``"bwrap"`` (required) or ``"rlimits"``; None reads
+    ``$MMSEARCH_KIT_SANDBOX`` (default ``"auto"``). ``readonly_dirs``: top-level workspace folders
+    the harness itself writes into (the loop persists long results in ``tool_results/``); under
+    bubblewrap they are bound read-only, so the code can read them but can neither plant a symlink
+    in them nor replace them (which would make the harness write through it). See the module
+    docstring for what each mode does and does not isolate.
 
-    Raises ``ValueError`` for bad arguments, ``NotADirectoryError`` when ``workspace`` is a file.
+    Raises ``ValueError`` for bad arguments (an unknown isolation mode included),
+    ``NotADirectoryError`` when ``workspace`` is a file.
     Use ``async with CodeSandbox(ws) as box: result = await box.run("print(1)")`` or call
     :meth:`close` explicitly.
     """
@@ -299,7 +522,8 @@ class CodeSandbox:
     def __init__(self, workspace: Path | str, *, timeout_s: float = 30, memory_mb: int = 2048, cpu_s: int = 60,
                  max_output_chars: int = 20000, max_procs: int | None = 64, python: str = sys.executable,
                  max_file_mb: int = 512, max_output_bytes: int = 256 * 2**20, max_code_chars: int = 1_000_000,
-                 env: Mapping[str, str] | None = None, start_timeout_s: float = 30, scan_limit: int = 10_000):
+                 env: Mapping[str, str] | None = None, start_timeout_s: float = 30, scan_limit: int = 10_000,
+                 isolation: str | None = None, readonly_dirs: tuple[str, ...] = ("tool_results",)):
         ws = Path(workspace).expanduser().resolve()
         if ws.exists() and not ws.is_dir():
             raise NotADirectoryError(f"workspace {ws} exists and is not a directory")
@@ -319,6 +543,11 @@ class CodeSandbox:
             raise ValueError(f"python interpreter {python!r} not found or not executable")
         if env is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
             raise ValueError("env must map str to str")
+        self.isolation_requested = _requested_mode(isolation)
+        bad = [d for d in readonly_dirs if not isinstance(d, str) or not d or "/" in d or d in (".", "..", _KIT_DIR)]
+        if bad:
+            raise ValueError(f"readonly_dirs must be plain top-level folder names, got {bad!r}")
+        self.readonly_dirs = tuple(readonly_dirs)
         self.workspace = ws
         self.timeout_s = float(timeout_s)
         self.memory_mb = memory_mb
@@ -344,6 +573,11 @@ class CodeSandbox:
         self._lost_note: str | None = None  # why the previous interpreter was lost between calls
         self.starts = 0  # interpreters started so far (1 + restarts)
         self.last_start_s: float | None = None  # seconds the latest start-up took
+        self._mode: str | None = None  # resolved isolation, fixed at the first start
+        self._bwrap: str | None = None
+        self._ro_dirs: list[str] = []
+        self._owner: tuple[int, int] | None = None  # (uid, gid) of the sandbox user (root + bwrap only)
+        self._token = secrets.token_hex(8)  # marks the child's environment (fallback clean-up)
         _LIVE.add(self)
 
     # ------------------------------------------------------------------ public API
@@ -356,6 +590,17 @@ class CodeSandbox:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def isolation(self) -> str:
+        """The isolation in use (``"bwrap"`` or ``"rlimits"``); before the first start, the one that
+        will be used. Raises :class:`CodeSandboxError` when bubblewrap is required but unavailable."""
+        return self._mode or resolve_isolation(self.isolation_requested)
+
+    @property
+    def sandbox_uid(self) -> int | None:
+        """The unprivileged uid the code runs as when the harness is root under bubblewrap, else None."""
+        return self._owner[0] if self._owner else None
 
     async def run(self, code: str) -> CodeResult:
         """Execute ``code`` in the persistent interpreter and return a :class:`CodeResult`.
@@ -373,6 +618,11 @@ class CodeSandbox:
             if self._closed:
                 raise CodeSandboxClosed("run() called on a closed CodeSandbox")
             t0 = time.monotonic()
+            if self._mode is None:  # first call: CodeSandboxError when bwrap is required but missing
+                await asyncio.to_thread(self._prepare_isolation)
+            if self._owner is not None:
+                await asyncio.to_thread(_give_tree, self.workspace, self._owner,
+                                        frozenset({_KIT_DIR, *self.readonly_dirs}), self.scan_limit)
             before = await asyncio.to_thread(_snapshot, self.workspace, self.scan_limit)
             restarted = False
             notes: list[str] = []
@@ -405,7 +655,13 @@ class CodeSandbox:
         self._kill_tree()  # at once, without waiting for a running call to finish
         async with self._lock:
             await self._discard()
-            shutil.rmtree(self.workspace.joinpath(_KIT_DIR, *_SCRATCH), ignore_errors=True)
+            if self._mode == "rlimits":
+                await asyncio.to_thread(self._kill_escaped)
+            kit_dir = self.workspace / _KIT_DIR
+            if kit_dir.is_symlink():  # planted by the code: remove the link, never what it points to
+                kit_dir.unlink()
+            else:  # rmtree itself refuses a symlinked top and never follows links inside
+                shutil.rmtree(kit_dir.joinpath(*_SCRATCH), ignore_errors=True)
         _LIVE.discard(self)
 
     async def __aenter__(self) -> "CodeSandbox":
@@ -422,10 +678,91 @@ class CodeSandbox:
 
     # ------------------------------------------------------------------ launching
     def _launch_argv(self, res_fd: int, config: dict) -> list[str]:
-        """The command line of the child. The single place to prepend an isolation wrapper
-        (e.g. ``bwrap --unshare-net ... --``) later. ``-I``: ignore PYTHON* variables and user site;
-        ``-B``: no ``.pyc`` files in the workspace."""
-        return [self.python, "-I", "-B", str(_WORKER), str(res_fd), json.dumps(config)]
+        """The command line of the child: the driver under ``python -I -B`` (``-I``: ignore PYTHON*
+        variables and user site; ``-B``: no ``.pyc`` files in the workspace), wrapped in bubblewrap
+        in ``"bwrap"`` mode."""
+        if self._mode != "bwrap":
+            return [self.python, "-I", "-B", str(_WORKER), str(res_fd), json.dumps(config)]
+        assert self._bwrap is not None
+        return [self._bwrap, *self._bwrap_args(), "--",
+                self.python, "-I", "-B", _DRIVER_IN_SANDBOX, str(res_fd), json.dumps(config)]
+
+    def _bwrap_args(self) -> list[str]:
+        """bubblewrap options: namespaces, a read-only root with only what Python needs, the
+        workspace read-write (see the module docstring)."""
+        args = _namespace_flags(os.geteuid() == 0, self._owner is not None)
+        made: set[str] = set()
+
+        def parents(dest: str) -> None:
+            for d in _ancestors(dest):
+                if d not in made and not _covered(d, bound):
+                    args.extend(["--perms", "0755", "--dir", d])
+                    made.add(d)
+
+        # Kernel filesystems and the private tmpfs first: later binds may lie below /tmp.
+        args += ["--proc", "/proc", "--dev", "/dev",
+                 "--perms", "1777", "--size", str(_SHM_BYTES), "--tmpfs", "/dev/shm",
+                 "--perms", "1777", "--size", str(_SHM_BYTES), "--tmpfs", "/tmp"]
+        bound: list[str] = ["/usr"]
+        args += ["--ro-bind", "/usr", "/usr"]
+        for name in _ROOT_LINKS:
+            path = "/" + name
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+                bound.append(path)
+        args += ["--perms", "0755", "--dir", "/etc"]
+        made.add("/etc")
+        for pattern in _ETC_KEEP:
+            for path in sorted(glob.glob("/etc/" + pattern)):
+                if os.path.exists(path):
+                    args += ["--ro-bind", path, path]
+        for d in self._ro_dirs:
+            parents(d)
+            args += ["--ro-bind", d, d]
+            bound.append(d)
+        ws = str(self.workspace)
+        parents(ws)
+        args += ["--bind", ws, ws]
+        for d in self.readonly_dirs:  # mount points: the code can neither write in them nor replace them
+            args += ["--ro-bind", f"{ws}/{d}", f"{ws}/{d}"]
+        args += ["--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", "/run/sandbox",
+                 "--ro-bind", str(_WORKER), _DRIVER_IN_SANDBOX,
+                 "--remount-ro", "/", "--chdir", "/"]  # the driver enters the workspace itself
+        return args
+
+    def _prepare_isolation(self) -> None:
+        """Resolve the isolation mode once (blocking: runs the cached bwrap probe and, for another
+        interpreter, asks it for its prefixes) and pick the sandbox user when running as root."""
+        mode = resolve_isolation(self.isolation_requested)
+        if mode == "bwrap":
+            self._bwrap = bwrap_probe().path
+            dirs = [d for d in _interpreter_dirs(self.python) if not _covered(d, ["/usr"])]
+            if "/" in dirs:
+                raise CodeSandboxError(f"the interpreter {self.python} lives directly under / ; "
+                                       "binding its installation would expose the whole filesystem")
+            dirs.sort(key=len)
+            self._ro_dirs = [d for i, d in enumerate(dirs) if not _covered(d, dirs[:i])]
+            if os.geteuid() == 0:
+                uid = _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
+                self._owner = (uid, uid)
+        self._mode = mode
+
+    def _prepare_workspace(self, scratch: Path) -> None:
+        """Create the scratch folder (and, under bubblewrap, the read-only harness folders) without
+        following anything the code may have planted; under a sandbox user, hand the workspace and
+        scratch to it. Runs only while no process of the sandbox is alive."""
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        dirs = [self.workspace / _KIT_DIR, scratch, scratch / "tmp"]
+        if self._mode == "bwrap":
+            dirs += [self.workspace / d for d in self.readonly_dirs]
+        for d in dirs:
+            _real_dir(d)
+        if self._owner is None:
+            return
+        for d in (self.workspace, self.workspace / _KIT_DIR, scratch, scratch / "tmp"):
+            os.chown(d, *self._owner, follow_symlinks=False)
 
     def _child_env(self) -> dict[str, str]:
         """A fresh environment: nothing is inherited from the parent (no proxies, keys, tokens)."""
@@ -448,6 +785,9 @@ class CodeSandbox:
             "OMP_NUM_THREADS": "1",
             "OPENBLAS_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
+            "USER": "sandbox",
+            "LOGNAME": "sandbox",
+            "KIT_SANDBOX_ID": self._token,
         }
         env.update(self.extra_env)
         return env
@@ -456,8 +796,12 @@ class CodeSandbox:
         nproc = None
         if self.max_procs is not None:
             # RLIMIT_NPROC is per real user, system-wide: give headroom above what already runs.
-            # Root is exempt anyway, so skip the process scan there.
-            nproc = self.max_procs if os.geteuid() == 0 else _user_task_count() + self.max_procs
+            # Root is exempt anyway, so skip the process scan there; a sandbox user of its own
+            # starts from zero (+1: the interpreter itself).
+            if self._owner is not None:
+                nproc = self.max_procs + 1
+            else:
+                nproc = self.max_procs if os.geteuid() == 0 else _user_task_count() + self.max_procs
         return {
             "as_bytes": self.memory_mb * 2**20,
             "cpu_s": [self.cpu_s, self.cpu_s + 5],  # SIGXCPU at the soft limit, SIGKILL 5 s later
@@ -468,13 +812,18 @@ class CodeSandbox:
 
     async def _start(self) -> None:
         t0 = time.monotonic()
+        if self._mode is None:
+            await asyncio.to_thread(self._prepare_isolation)  # CodeSandboxError when bwrap is required
         scratch = self.workspace.joinpath(_KIT_DIR, *_SCRATCH)
-        (scratch / "tmp").mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self._prepare_workspace, scratch)
         loop = asyncio.get_running_loop()
+        config: dict = {"limits": self._limits(), "cwd": str(self.workspace)}
+        if self._owner is not None:
+            config["drop_to"] = {"uid": self._owner[0], "gid": self._owner[1]}
         res_r, res_w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._launch_argv(res_w, {"limits": self._limits()}),
+                *self._launch_argv(res_w, config),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                 cwd=self.workspace, env=self._child_env(), pass_fds=(res_w,), start_new_session=True,
                 limit=_STREAM_LIMIT,
@@ -609,7 +958,7 @@ class CodeSandbox:
         if failure == "lost":
             await _wait_exit(proc, 2.0)
         exit_desc = self._describe_exit() if failure == "lost" else ""
-        rc = proc.returncode
+        rc = self._exit_code()
         self._kill_tree()
         if not await _wait_exit(proc, 5.0):
             log.warning("sandbox interpreter %s did not exit after SIGKILL", proc.pid)
@@ -652,9 +1001,17 @@ class CodeSandbox:
                 t.cancel()
         await asyncio.gather(*pumps.values(), return_exceptions=True)
 
-    def _describe_exit(self) -> str:
+    def _exit_code(self) -> int | None:
+        """The interpreter's exit status like ``Popen.returncode`` (negative: killed by that signal).
+        bubblewrap reports a child killed by signal N as exit status 128 + N; map it back."""
         proc = self._proc
         rc = proc.returncode if proc is not None else None
+        if rc is not None and self._mode == "bwrap" and 128 < rc < 128 + 65:
+            return -(rc - 128)
+        return rc
+
+    def _describe_exit(self) -> str:
+        rc = self._exit_code()
         if rc is None:
             return "status unknown"
         if rc < 0:
@@ -687,6 +1044,27 @@ class CodeSandbox:
                 p.kill()  # psutil checks the PID still names the same process
             except psutil.Error:
                 pass
+
+    def _kill_escaped(self) -> None:
+        """Fallback mode only: kill processes that left the process group and were orphaned before
+        the group was killed, found by the sandbox's marker in their environment. (Under bubblewrap
+        the PID namespace makes this unnecessary.) A process that re-executed itself with a new
+        environment is not found: see the module docstring."""
+        marker = f"KIT_SANDBOX_ID={self._token}".encode()
+        me = os.getpid()
+        for p in psutil.process_iter():
+            if p.pid == me:
+                continue
+            try:
+                with open(f"/proc/{p.pid}/environ", "rb") as f:
+                    env = f.read()
+            except OSError:
+                continue
+            if marker in env.split(b"\0"):
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
 
     async def _discard(self) -> None:
         """Forget the current interpreter after it is dead (or kill it first)."""

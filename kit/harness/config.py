@@ -41,6 +41,7 @@ class HarnessConfig(BaseModel):
     extract_refeed: int = 5
     code_refeed: int = 5
     code_max_images: int = 20  # new images registered per execute_code call
+    code_isolation: Literal["auto", "bwrap", "rlimits"] = "auto"  # see README "execute_code isolation"
     tool_timeout_s: float = 60.0
     code_timeout_s: float = 30.0
     code_memory_mb: int = 2048
@@ -58,6 +59,7 @@ class HarnessConfig(BaseModel):
     # Prompts (Table 6)
     timezone: str = "Asia/Shanghai"
     timezone_label: str = "Beijing Time, UTC+8"
+    untrusted_notice: bool = False  # add the "retrieved text is data" rule (changes Table 6's text)
     tools_enabled: list[str] = Field(
         default_factory=lambda: [
             "web_search",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import re
 import time
 import uuid
@@ -30,6 +31,7 @@ from kit.harness.recovery import (DUPLICATE_MESSAGE, LOOP_GUARD_MESSAGE, NO_ACTI
 from kit.harness.registry import EvidenceRegistry
 from kit.harness.summarize import ExtractiveSummarizer
 from kit.harness.tools import ToolContext, execute, tool_specs
+from kit.web.fetch import time_budget
 from kit.types import AssistantTurn, ContentPart, Message, Policy, PolicyError, SamplingParams, SearchBackend
 from kit.vfold.fold import make_context_builder
 
@@ -44,6 +46,27 @@ def neutralize_control_tokens(text: str) -> tuple[str, int]:
     output by inserting a zero-width space after ``<``, so retrieved text can neither close the
     observation's chat turn nor add image placeholders. Returns ``(text, replacements)``."""
     return _CONTROL_TOKEN.subn(lambda m: "<\u200b|" + m.group(1) + "|>", text)
+
+
+TOOL_RESULTS_DIR = "tool_results"  # read-only inside the code sandbox (CodeSandbox readonly_dirs)
+
+
+def write_no_follow(workspace: Path, rel: str, data: bytes) -> None:
+    """Write ``workspace/rel`` (one sub-folder deep) without following a symlink at either level, so
+    code run in the episode cannot redirect the harness's writes outside the workspace.
+
+    Raises:
+        OSError: the folder or file is a symlink (ELOOP) or cannot be written.
+    """
+    folder, name = rel.split("/", 1)
+    (workspace / folder).mkdir(exist_ok=True)
+    dfd = os.open(workspace / folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dfd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    finally:
+        os.close(dfd)
 
 
 def clean_text(s: str) -> str:
@@ -81,7 +104,8 @@ def _default_sandbox_factory(workspace: Path, config: HarnessConfig) -> Callable
         from kit.harness.code_exec import CodeSandbox
 
         return CodeSandbox(workspace, timeout_s=config.code_timeout_s, memory_mb=config.code_memory_mb,
-                           cpu_s=config.code_cpu_s)
+                           cpu_s=config.code_cpu_s, isolation=config.code_isolation,
+                           readonly_dirs=(TOOL_RESULTS_DIR,))
 
     return make
 
@@ -139,7 +163,8 @@ class Harness:
             ctx = ToolContext(registry=registry, backend=self.backend, config=self.config, summarizer=self.summarizer,
                               sandbox_factory=self.sandbox_factory(ws, self.config), events=rec.events)
             st.registry, st.ctx = registry, ctx
-            await asyncio.wait_for(self._episode(st), timeout=self.config.wall_clock_s)
+            with time_budget(self.config.wall_clock_s):  # backend retries never sleep past the episode's end
+                await asyncio.wait_for(self._episode(st), timeout=self.config.wall_clock_s)
         except asyncio.TimeoutError:
             self._end(st, "wall_clock", f"wall-clock budget of {self.config.wall_clock_s:.0f} s exhausted")
         except _EpisodeEnd as e:
@@ -180,8 +205,9 @@ class Harness:
         for p in rec.task.input_images:
             entry = st.registry.register_file(Path(p), "user_image", source_url=str(p))  # ImageError -> error status
             user_files.append(entry.filename)
-        rec.messages.append(Message(role="system", content=_text(system_prompt(self.schemas, tz=cfg.timezone,
-                                                                                  tz_label=cfg.timezone_label))))
+        prompt = system_prompt(self.schemas, untrusted_notice=cfg.untrusted_notice, tz=cfg.timezone,
+                               tz_label=cfg.timezone_label)
+        rec.messages.append(Message(role="system", content=_text(prompt)))
         rec.messages.append(Message(role="user", content=[ContentPart(type="image", image=f) for f in user_files]
                                     + _text(user_prompt(rec.task.question, user_files))))
         st.ledger = TokenLedger(self.policy.token_counter, st.registry)
@@ -366,10 +392,15 @@ class Harness:
             st.tool_s += time.monotonic() - t
         text = obs.text
         if fixed.name != "web_extract" and len(text) > cfg.persist_threshold_chars:
-            rel = f"tool_results/turn{st.turn:02d}_{fixed.name}.txt"
-            path = st.registry.workspace / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            rel = f"{TOOL_RESULTS_DIR}/turn{st.turn:02d}_{fixed.name}.txt"
+            try:
+                write_no_follow(st.registry.workspace, rel, text.encode("utf-8"))
+            except OSError as e:  # e.g. a symlink planted at the name (ELOOP): refuse, report, go on
+                rec.events.append(Event(type="persist_failed", turn=st.turn, detail={"file": rel, "error": str(e)}))
+                err = ToolError("persist_failed", f"the {len(text)}-character result could not be saved as {rel}: "
+                                                  f"{e.strerror or e}", preview=text[: cfg.persist_preview_chars])
+                self._observation_message(st, call, fixed.name, json.dumps(err.observation(), ensure_ascii=False))
+                return
             rec.events.append(Event(type="result_persisted", turn=st.turn,
                                     detail={"tool": fixed.name, "chars": len(text), "file": rel}))
             text = (text[: cfg.persist_preview_chars]

@@ -86,7 +86,10 @@ def decode_json_object(text: str) -> tuple[dict | None, str | None, str, list[st
     try:
         obj = json.loads(s)
         if isinstance(obj, dict):
-            return obj, None, "", repairs
+            try:
+                return _no_surrogates(obj, s), None, "", repairs
+            except RecursionError:
+                return None, "non_json", "JSON nested too deeply", repairs
         return None, "non_json", f"expected a JSON object, got {type(obj).__name__}", repairs
     except json.JSONDecodeError:
         pass
@@ -109,8 +112,33 @@ def decode_json_object(text: str) -> tuple[dict | None, str | None, str, list[st
     except (Exception, RecursionError) as e:  # json_repair is defensive, but never let it escape
         return None, "non_json", f"cannot decode JSON: {type(e).__name__}", repairs
     if isinstance(obj, dict) and obj:
-        return obj, None, "", repairs + ["json_serialization_repaired"]
+        try:
+            return _no_surrogates(obj, s), None, "", repairs + ["json_serialization_repaired"]
+        except RecursionError:
+            return None, "non_json", "JSON nested too deeply", repairs
     return None, "non_json", f"cannot decode JSON object from {s[:80]!r}", repairs
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
+
+
+def _no_surrogates(obj, source: str):
+    """Decoded JSON with lone UTF-16 surrogates (raw, or from ``"\\ud800"`` escapes) replaced by
+    U+FFFD in every key and string, so names, arguments and the events that quote them can always be
+    recorded as UTF-8. ``source`` is the JSON text: without a surrogate in it, nothing is walked."""
+    if not _SURROGATE.search(source):
+        return obj
+
+    def fix(o):
+        if isinstance(o, str):
+            return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in o)
+        if isinstance(o, dict):
+            return {fix(k): fix(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [fix(v) for v in o]
+        return o
+
+    return fix(obj)
 
 
 def _decode_text_call(body: str, idx: int, position: int) -> RawCall:

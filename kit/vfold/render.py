@@ -155,7 +155,9 @@ def _display_tables() -> tuple[dict[int, str], dict[int, str]]:
     for c in range(0xD800, 0xE000):
         base[c] = f"\\u{c:04x}"
     for c in list(range(0xFDD0, 0xFDF0)) + [p * 0x10000 + 0xFFFE for p in range(17)] + [p * 0x10000 + 0xFFFF for p in range(17)]:
-        base[c] = f"\\u{c:04x}"
+        # fixed-width escapes (\uHHHH in the BMP, \UHHHHHHHH beyond) so a following hex letter never
+        # reads as part of the escape
+        base[c] = f"\\u{c:04x}" if c <= 0xFFFF else f"\\U{c:08x}"
     mark = dict(base)
     brk = dict(base)
     brk[0x0A] = ""
@@ -234,14 +236,14 @@ class Layout:
         return "".join(out)
 
 
-_ESCAPE = re.compile(r"\^([@A-Z\[\\\]\^_?])|\\x([0-9a-f]{2})|\\u([0-9a-f]{4,5})")
+_ESCAPE = re.compile(r"\^([@A-Z\[\\\]\^_?])|\\x([0-9a-f]{2})|\\u([0-9a-f]{4})|\\U([0-9a-f]{8})")
 
 
 def _undisplay(s: str, mark: str | None) -> str:
     def sub(m: re.Match) -> str:
         if m.group(1):
             return "\x7f" if m.group(1) == "?" else chr(ord(m.group(1)) - 0x40)
-        return chr(int(m.group(2) or m.group(3), 16))
+        return chr(int(m.group(2) or m.group(3) or m.group(4), 16))
 
     s = _ESCAPE.sub(sub, s)
     return s.replace(mark, "\n") if mark else s

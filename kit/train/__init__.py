@@ -1,0 +1,11 @@
+"""Agentic SFT (WeAgent-MMSearch §6.1, Appendix A; POINTS-Seeker §3.2.3 Agentic Seeding).
+
+* :mod:`kit.train.sft_data` — episode records → model inputs with the assistant-only loss mask,
+  length filters (4,096 tokens per response, 48K per trajectory), the padding collator.
+* :mod:`kit.train.sft` — trainers: TRL ``SFTTrainer`` (CPU, multi-GPU through accelerate) and Unsloth
+  ``FastVisionModel`` (one GPU, imported lazily), parameter groups, metrics.
+* :mod:`kit.train.mixtures` — Agentic Seeding mixtures of hub sources with weights.
+* :mod:`kit.train.sft_eval` — before/after evaluation: tool-call validity, format compliance, loss.
+
+Nothing here imports ``trl``, ``peft`` or ``unsloth`` at module import time (``trl`` costs ~10 s).
+"""
