@@ -24,7 +24,7 @@ from kit.harness.config import HarnessConfig
 from kit.harness.context import ContextBuilder, TokenLedger
 from kit.harness.episode import EpisodeRecord, Event, Task
 from kit.harness.errors import ToolError
-from kit.harness.parsing import RawCall, cited_images, parse_turn
+from kit.harness.parsing import RawCall, cited_images, clean_text, parse_turn
 from kit.harness.prompts import NO_ACTION_MESSAGE, SYNTHESIS_PROMPT, system_prompt, user_prompt
 from kit.harness.recovery import (DUPLICATE_MESSAGE, LOOP_GUARD_MESSAGE, NO_ACTION_LOOP_MESSAGE, DuplicateSuppressor,
                                   LoopGuard, repair_call)
@@ -67,18 +67,6 @@ def write_no_follow(workspace: Path, rel: str, data: bytes) -> None:
             f.write(data)
     finally:
         os.close(dfd)
-
-
-def clean_text(s: str) -> str:
-    """Replace lone UTF-16 surrogates (which cannot be encoded as UTF-8, so would make the record
-    unserializable) with U+FFFD."""
-    if not isinstance(s, str):
-        return s
-    try:
-        s.encode("utf-8")
-        return s
-    except UnicodeEncodeError:
-        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8", "replace").decode("utf-8")
 
 
 def clean_turn(turn: AssistantTurn) -> AssistantTurn:

@@ -122,23 +122,34 @@ def decode_json_object(text: str) -> tuple[dict | None, str | None, str, list[st
 _SURROGATE = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
 
 
+def clean_text(s: str) -> str:
+    """Replace lone UTF-16 surrogates (which cannot be encoded as UTF-8, so would make the record
+    unserializable) with U+FFFD; a valid surrogate pair is joined into its character."""
+    if not isinstance(s, str):
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8", "replace").decode("utf-8")
+
+
+def scrub(obj):
+    """:func:`clean_text` applied to every key and string of nested dicts, lists and tuples."""
+    if isinstance(obj, str):
+        return clean_text(obj)
+    if isinstance(obj, dict):
+        return {scrub(k): scrub(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub(v) for v in obj]
+    return obj
+
+
 def _no_surrogates(obj, source: str):
     """Decoded JSON with lone UTF-16 surrogates (raw, or from ``"\\ud800"`` escapes) replaced by
     U+FFFD in every key and string, so names, arguments and the events that quote them can always be
     recorded as UTF-8. ``source`` is the JSON text: without a surrogate in it, nothing is walked."""
-    if not _SURROGATE.search(source):
-        return obj
-
-    def fix(o):
-        if isinstance(o, str):
-            return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in o)
-        if isinstance(o, dict):
-            return {fix(k): fix(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [fix(v) for v in o]
-        return o
-
-    return fix(obj)
+    return scrub(obj) if _SURROGATE.search(source) else obj
 
 
 def _decode_text_call(body: str, idx: int, position: int) -> RawCall:

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness
+from kit.harness.parsing import scrub
 
 EPISODES = "episodes.jsonl"
 
@@ -69,18 +70,6 @@ def read_episodes(path: str | Path, *, repair: bool = False) -> list[EpisodeReco
     return out
 
 
-def _scrub(obj):
-    from kit.harness.loop import clean_text
-
-    if isinstance(obj, str):
-        return clean_text(obj)
-    if isinstance(obj, dict):
-        return {_scrub(k): _scrub(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_scrub(v) for v in obj]
-    return obj
-
-
 class EpisodeWriter:
     """Appends records as JSON lines, one fsync per record, from many concurrent episodes."""
 
@@ -93,7 +82,7 @@ class EpisodeWriter:
         try:
             line = rec.model_dump_json() + "\n"
         except ValueError:  # unserializable text slipped through: scrub it rather than lose the episode
-            line = EpisodeRecord.model_validate(_scrub(rec.model_dump())).model_dump_json() + "\n"
+            line = EpisodeRecord.model_validate(scrub(rec.model_dump())).model_dump_json() + "\n"
         async with self._lock:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(line)
