@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 CONSTRAINTS := requirements/constraints-cpu.txt
 PROFILE ?= smoke
 
-.PHONY: setup demo test test-fast test-vllm bench kernel clean-results
+.PHONY: setup demo sequence results-docs test test-fast test-vllm bench kernel clean-results
 
 setup: $(VENV)/.installed
 
@@ -24,6 +24,12 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 
 demo: setup
 	$(PY) -m kit.cli notebook 01 --profile $(PROFILE)
+
+sequence: setup   # every notebook 01 -> 07 headless into results/smoke/ (make sequence RESUME=--resume to continue)
+	$(PY) -m kit.cli sequence --run $(PROFILE) --profile $(PROFILE) $(RESUME)
+
+results-docs: setup   # regenerate the README results section and CITATION.cff from results/
+	$(PY) scripts/render_results.py --write
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not vllm and not gpu"

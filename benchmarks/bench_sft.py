@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_sft.py [--arch qwen2_vl] [--vocab local] [--steps 20] [--batch 2]
 
-Builds a tiny random Qwen-VL, encodes multi-turn multi-image records (tests/test_sft_data.make_record
+Builds a tiny random Qwen-VL, encodes multi-turn multi-image records (kit.train.sample_records.sample_record
 layout, tool schemas rendered), trains ``--steps`` steps with TRL ``SFTTrainer`` and prints:
 
 * tokens/s (non-padding tokens per second of training) and peak RSS (MiB);
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=8)
     a = ap.parse_args()
 
-    from test_sft_data import make_record
+    from kit.train.sample_records import sample_record as make_record
 
     from kit.models.processor import load_image_only_processor
     from kit.models.tiny import build_tiny_checkpoint

@@ -1,16 +1,27 @@
-"""Command line: run the kit's notebooks headless with Papermill.
+"""Command line: run the kit's notebooks headless with Papermill, publish, download and replay.
 
     python -m kit.cli notebook 01 --profile smoke [-p name value ...] [--out results/01_harness_demo]
+    python -m kit.cli sequence --run smoke [--only 01 03 06] [--profile smoke] [-p name value] [-p 06.name value]
+    python -m kit.cli sequence --run smoke --resume          # continue from the notebook that failed
+    python -m kit.cli publish results/06_evaluation --results-repo ORG/NAME --tag v0.1 [--dry-run]
+    python -m kit.cli download ORG/NAME --revision v0.1 [--repo-type dataset]
+    python -m kit.cli replay results/06_evaluation [--snapshot cache.sqlite] [--out DIR]
 
-Each run writes the executed notebook and the notebook's outputs into its results folder.
+``notebook`` writes the executed notebook and the notebook's outputs into its results folder.
+``sequence`` runs 01 → 07 (or a chosen subset, in order) into ``results/<run>/<notebook>/``, writes
+``results/<run>/sequence.json`` (the plan and each step's status) and ``results/<run>/manifest.json``,
+and stops at the first failing notebook; ``--resume`` reruns the plan from that notebook on.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import sys
+import time
 from pathlib import Path
+from typing import Any, Callable
 
 from kit.paths import PROJECT_ROOT
 
@@ -23,6 +34,30 @@ NOTEBOOKS = {
     "06": "06_evaluation",
     "07": "07_publish",
 }
+PROFILES = ("smoke", "paper")
+SEQUENCE_FILE = "sequence.json"
+
+
+class SequenceError(RuntimeError):
+    """A sequence cannot start or resume (missing notebook, unknown key, nothing to resume, conflicting plan)."""
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook of a sequence failed; ``key`` names it and ``executed`` is the partially executed copy."""
+
+    def __init__(self, key: str, executed: Path, cause: BaseException):
+        self.key, self.executed, self.cause = key, executed, cause
+        super().__init__(f"notebook {key} ({NOTEBOOKS.get(key, key)}) failed: {type(cause).__name__}: "
+                         f"{_first_line(cause)}; executed copy with the failing cell: {executed}")
+
+
+def _first_line(e: BaseException) -> str:
+    if getattr(e, "ename", None):  # papermill.PapermillExecutionError: the failing cell's exception
+        return f"cell {getattr(e, 'exec_count', '?')}: {e.ename}: {e.evalue}"[:500]
+    text = str(e).strip().splitlines()
+    # Papermill's message starts with a banner line; the exception name and value follow it
+    useful = [t for t in text if t.strip() and not set(t.strip()) <= set("-=")]
+    return " | ".join(useful[:3])[:500] if useful else type(e).__name__
 
 
 def _value(text: str):
@@ -32,47 +67,305 @@ def _value(text: str):
         return text
 
 
+def notebook_name(key: str) -> str:
+    """``"06"`` → ``"06_evaluation"``; a full name passes through."""
+    return NOTEBOOKS.get(key, key)
+
+
 def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, out_dir: str | Path | None = None,
-                 kernel: str = "python3") -> Path:
+                 kernel: str = "python3", *, notebooks_dir: str | Path | None = None, progress: bool = False) -> Path:
     """Execute notebook ``key`` (``"01"`` or its name) headless and return the executed notebook path.
 
+    ``out_dir`` (default ``results/<name>``) receives the executed notebook; the notebook gets
+    ``profile`` and ``out_dir`` as parameters, plus ``params``. ``notebooks_dir`` defaults to
+    ``notebooks/`` (its cells run with that folder as working directory); ``progress`` shows a
+    per-cell progress bar.
+
     Raises:
-        FileNotFoundError: no such notebook in ``notebooks/``.
+        FileNotFoundError: no such notebook.
         papermill.PapermillExecutionError: a cell failed (the executed notebook is still written).
     """
     import papermill as pm
 
-    name = NOTEBOOKS.get(key, key)
-    src = PROJECT_ROOT / "notebooks" / f"{name}.ipynb"
+    nb_dir = Path(notebooks_dir) if notebooks_dir else PROJECT_ROOT / "notebooks"
+    name = notebook_name(key)
+    src = nb_dir / f"{name}.ipynb"
     if not src.exists():
-        raise FileNotFoundError(f"no notebook {src}; available: {sorted(p.stem for p in (PROJECT_ROOT / 'notebooks').glob('*.ipynb'))}")
+        raise FileNotFoundError(f"no notebook {src}; available: {sorted(p.stem for p in nb_dir.glob('*.ipynb'))}")
     out = Path(out_dir) if out_dir else PROJECT_ROOT / "results" / name
     out.mkdir(parents=True, exist_ok=True)
     parameters = {"profile": profile, "out_dir": str(out), **(params or {})}
     dest = out / f"{name}.ipynb"
-    pm.execute_notebook(str(src), str(dest), parameters=parameters, kernel_name=kernel, cwd=str(PROJECT_ROOT / "notebooks"),
-                        progress_bar=False)
+    pm.execute_notebook(str(src), str(dest), parameters=parameters, kernel_name=kernel, cwd=str(nb_dir),
+                        progress_bar=progress)
     return dest
 
 
-def main(argv: list[str] | None = None) -> int:
+# ---------------------------------------------------------------------------------------- sequence
+def parse_overrides(pairs: list[tuple[str, str]] | list[list[str]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Split ``-p`` pairs into overrides for every notebook (``name``) and per notebook (``06.name``).
+
+    Raises:
+        SequenceError: ``NN.name`` names an unknown notebook.
+    """
+    common: dict[str, Any] = {}
+    per: dict[str, dict[str, Any]] = {}
+    for name, raw in pairs:
+        head, dot, rest = name.partition(".")
+        if dot and head.isdigit():
+            if head not in NOTEBOOKS:
+                raise SequenceError(f"override {name!r}: no notebook {head} (known: {', '.join(NOTEBOOKS)})")
+            per.setdefault(head, {})[rest] = _value(raw)
+        else:
+            common[name] = _value(raw)
+    return common, per
+
+
+def plan_sequence(keys: list[str] | None, *, notebooks_dir: str | Path | None = None) -> list[str]:
+    """Ordered notebook keys to run: ``keys`` (any order, deduplicated) or all of 01 → 07.
+
+    Raises:
+        SequenceError: an unknown key, or a selected notebook file that does not exist (nothing is
+            skipped silently: the whole sequence refuses to start).
+    """
+    nb_dir = Path(notebooks_dir) if notebooks_dir else PROJECT_ROOT / "notebooks"
+    chosen = list(dict.fromkeys(keys)) if keys else list(NOTEBOOKS)
+    unknown = [k for k in chosen if k not in NOTEBOOKS]
+    if unknown:
+        raise SequenceError(f"unknown notebook key(s) {unknown}; known: {', '.join(NOTEBOOKS)}")
+    chosen.sort()
+    missing = [f"{k} ({nb_dir / (NOTEBOOKS[k] + '.ipynb')})" for k in chosen if not (nb_dir / f"{NOTEBOOKS[k]}.ipynb").exists()]
+    if missing:
+        raise SequenceError("missing notebook(s): " + ", ".join(missing) +
+                            "; choose the notebooks to run with --only")
+    return chosen
+
+
+def _write_state(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None = None, common: dict | None = None,
+                 per_notebook: dict[str, dict] | None = None, resume: bool = False, results_dir: str | Path | None = None,
+                 notebooks_dir: str | Path | None = None, progress: bool = True,
+                 echo: Callable[[str], None] = print, runner: Callable[..., Path] | None = None) -> dict[str, Any]:
+    """Run notebooks in order into ``<results_dir>/<run>/<notebook>/`` and return the sequence state.
+
+    The state (``sequence.json``) holds the plan (keys, profile, overrides) and per step: status
+    (``pending`` | ``running`` | ``ok`` | ``failed``), seconds, executed notebook, error. With
+    ``resume`` the recorded plan is reused: finished steps are reported as done and the run continues
+    from the first unfinished one (a notebook's own run folders resume inside it).
+
+    Raises:
+        SequenceError: bad plan, missing notebooks, nothing to resume, or a resume whose keys /
+            profile / overrides differ from the recorded plan.
+        NotebookFailed: a notebook failed; the state records it and later steps stay ``pending``.
+    """
+    if profile is not None and profile not in PROFILES:
+        raise SequenceError(f"unknown profile {profile!r}; choose one of {PROFILES}")
+    if not run or "/" in run or run in (".", ".."):
+        raise SequenceError(f"run name must be a plain folder name, got {run!r}")
+    root = Path(results_dir) if results_dir else PROJECT_ROOT / "results"
+    run_dir = root / run
+    state_path = run_dir / SEQUENCE_FILE
+    if resume:
+        if not state_path.exists():
+            raise SequenceError(f"nothing to resume: {state_path} does not exist")
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+        plan = state["plan"]
+        given = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir) if keys else None, "profile": profile,
+                 "common": common or None, "per_notebook": per_notebook or None}
+        given = json.loads(json.dumps(given, default=str))  # tuples → lists, as recorded
+        conflicts = {k: (plan[k], v) for k, v in given.items() if v is not None and v != plan[k]}
+        if conflicts:
+            raise SequenceError(f"--resume with a different plan than recorded in {state_path}: " +
+                                "; ".join(f"{k}: recorded {a!r}, given {b!r}" for k, (a, b) in conflicts.items()))
+        plan_sequence(plan["keys"], notebooks_dir=notebooks_dir)  # the files must still be there
+        if all(s["status"] == "ok" for s in state["steps"].values()):
+            echo(f"sequence {run!r} already finished; every notebook is reported as done")
+    else:
+        plan = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir), "profile": profile or "smoke",
+                "common": common or {}, "per_notebook": per_notebook or {}}
+        if state_path.exists():
+            old = json.loads(state_path.read_text(encoding="utf-8"))
+            if any(s["status"] != "ok" for s in old["steps"].values()):
+                echo(f"note: {state_path} records an unfinished sequence; starting over (use --resume to continue it)")
+        state = {"run": run, "plan": plan, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 "steps": {k: {"notebook": NOTEBOOKS[k], "status": "pending"} for k in plan["keys"]}}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    runner = runner or run_notebook
+    n = len(plan["keys"])
+    t_all = time.time()
+    for i, key in enumerate(plan["keys"], 1):
+        step = state["steps"][key]
+        label = f"[{i}/{n}] {key} {NOTEBOOKS[key]}"
+        if step["status"] == "ok":
+            echo(f"{label}: done in an earlier attempt ({step.get('seconds', 0):.1f} s), not rerun")
+            continue
+        params = {**plan["common"], **plan["per_notebook"].get(key, {})}
+        out = run_dir / NOTEBOOKS[key]
+        step.update(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), params=params,
+                    out_dir=str(out), error=None)
+        _write_state(state_path, state)
+        echo(f"{label}: running (profile {plan['profile']}{', params ' + json.dumps(params, default=str) if params else ''})")
+        t0 = time.time()
+        try:
+            executed = runner(key, plan["profile"], params, out, notebooks_dir=notebooks_dir, progress=progress)
+        except BaseException as e:  # noqa: BLE001 - recorded, then re-raised with the notebook named
+            executed = out / f"{NOTEBOOKS[key]}.ipynb"
+            step.update(status="failed", seconds=round(time.time() - t0, 2), error=f"{type(e).__name__}: {_first_line(e)}",
+                        executed=str(executed))
+            _write_state(state_path, state)
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise NotebookFailed(key, executed, e) from e
+        step.update(status="ok", seconds=round(time.time() - t0, 2), executed=str(executed))
+        _write_state(state_path, state)
+        echo(f"{label}: ok in {step['seconds']:.1f} s → {out}")
+    state["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    state["seconds_this_attempt"] = round(time.time() - t_all, 2)
+    _write_state(state_path, state)
+    from kit.manifest import write_manifest
+
+    write_manifest(run_dir, config={"sequence": plan, "steps": {k: {kk: v for kk, v in s.items() if kk != "params"}
+                                                                for k, s in state["steps"].items()}},
+                   seed=plan["common"].get("seed"), extra={"kind": "sequence"})
+    echo(f"sequence {run!r}: {n} notebook(s) ok in {run_dir}")
+    return state
+
+
+# ---------------------------------------------------------------------------------------- commands
+def _cmd_notebook(args) -> int:
+    try:
+        dest = run_notebook(args.key, args.profile, {k: _value(v) for k, v in args.param}, args.out,
+                            progress=args.progress)
+    except Exception as e:
+        print(f"notebook {args.key} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    print(f"executed notebook written to {dest}")
+    return 0
+
+
+def _cmd_sequence(args) -> int:
+    try:
+        common, per = parse_overrides(args.param)
+        run_sequence(args.run, args.only, profile=args.profile, common=common, per_notebook=per, resume=args.resume,
+                     results_dir=args.results_dir, notebooks_dir=args.notebooks_dir, progress=not args.no_progress)
+    except SequenceError as e:
+        print(f"sequence: {e}", file=sys.stderr)
+        return 2
+    except NotebookFailed as e:
+        print(f"sequence stopped: {e}\nfix the cause, then continue with: python -m kit.cli sequence --run {args.run} --resume",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_publish(args) -> int:
+    from kit.hub.publish import PublishError, plan_run, publish
+
+    try:
+        plan = plan_run(args.run_dir, results_repo=args.results_repo, cache_repo=args.cache_repo,
+                        dataset_repos=dict(args.dataset), checkpoint_repos=dict(args.checkpoint), tag=args.tag,
+                        private=args.private)
+        print(plan.listing())
+        if args.dry_run:
+            print("dry run: nothing uploaded")
+            return 0
+        for res in publish(plan):
+            print(f"published {res['repo_type']} {res['repo_id']} at {res['commit']} tag {res['tag']}")
+    except (PublishError, FileNotFoundError, ValueError) as e:
+        print(f"publish: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _cmd_download(args) -> int:
+    from kit.hub.download import DownloadError, download
+
+    try:
+        res = download(args.repo_id, revision=args.revision, repo_type=args.repo_type, cache_dir=args.cache_dir,
+                       allow_patterns=args.include or None)
+    except (DownloadError, ValueError) as e:
+        print(f"download: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    print(f"{res.repo_type} {res.repo_id}@{res.revision} (commit {res.commit}) → {res.path}")
+    return 0
+
+
+def _cmd_replay(args) -> int:
+    import asyncio
+
+    from kit.eval.replay import ReplayError, replay_run
+
+    try:
+        report = asyncio.run(replay_run(args.run_dir, snapshot=args.snapshot, out_dir=args.out,
+                                            allow_config_drift=args.allow_drift))
+    except (ReplayError, FileNotFoundError, ValueError) as e:
+        print(f"replay: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 0 if report.identical else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``kit`` argument parser (``notebook``, ``sequence``, ``publish``, ``download``, ``replay``)."""
     ap = argparse.ArgumentParser(prog="kit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
+
     nb = sub.add_parser("notebook", help="run one notebook headless with Papermill")
     nb.add_argument("key", help="notebook number (01..07) or name")
-    nb.add_argument("--profile", default="smoke", choices=["smoke", "paper"])
+    nb.add_argument("--profile", default="smoke", choices=PROFILES)
     nb.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="parameter override (Python literal or string)")
     nb.add_argument("--out", default=None, help="results folder (default results/<notebook name>)")
-    args = ap.parse_args(argv)
-    if args.cmd == "notebook":
-        try:
-            dest = run_notebook(args.key, args.profile, {k: _value(v) for k, v in args.param}, args.out)
-        except Exception as e:
-            print(f"notebook {args.key} failed: {type(e).__name__}: {e}", file=sys.stderr)
-            return 1
-        print(f"executed notebook written to {dest}")
-    return 0
+    nb.add_argument("--progress", action="store_true", help="per-cell progress bar")
+
+    sq = sub.add_parser("sequence", help="run 01 → 07 (or --only a subset) headless into results/<run>/")
+    sq.add_argument("--run", required=True, help="run name: outputs go to results/<run>/<notebook>/")
+    sq.add_argument("--only", nargs="+", default=None, metavar="NN", help="notebook keys to run (in 01 → 07 order)")
+    sq.add_argument("--profile", default=None, choices=PROFILES, help="default smoke (on --resume: the recorded one)")
+    sq.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="override for every notebook (NAME) or one notebook (NN.NAME)")
+    sq.add_argument("--resume", action="store_true", help="continue the recorded plan from its failed notebook")
+    sq.add_argument("--results-dir", default=None, help="parent of the run folder (default results/)")
+    sq.add_argument("--notebooks-dir", default=None, help="notebook folder (default notebooks/)")
+    sq.add_argument("--no-progress", action="store_true", help="no per-cell progress bar")
+
+    pb = sub.add_parser("publish", help="publish a run's results, cache snapshot, datasets and checkpoints")
+    pb.add_argument("run_dir", help="a results folder (results/<run> or results/<run>/<notebook>)")
+    pb.add_argument("--results-repo", default=None, help="dataset repo for evaluation results")
+    pb.add_argument("--cache-repo", default=None, help="dataset repo for the tool-response cache snapshot")
+    pb.add_argument("--dataset", nargs=2, action="append", default=[], metavar=("FOLDER", "REPO"),
+                    help="publish a dataset folder (relative to run_dir) to REPO")
+    pb.add_argument("--checkpoint", nargs=2, action="append", default=[], metavar=("FOLDER", "REPO"),
+                    help="publish a checkpoint folder (LoRA adapter or merged model) to REPO")
+    pb.add_argument("--tag", required=True, help="revision tag to create on every repo (e.g. v0.1-smoke)")
+    pb.add_argument("--private", action="store_true")
+    pb.add_argument("--dry-run", action="store_true", help="list exactly what would be uploaded; upload nothing")
+
+    dl = sub.add_parser("download", help="download a published repo at a revision into the standard HF cache")
+    dl.add_argument("repo_id")
+    dl.add_argument("--revision", required=True, help="tag, branch or commit sha")
+    dl.add_argument("--repo-type", default="model", choices=["model", "dataset"])
+    dl.add_argument("--cache-dir", default=None, help="default: the standard Hugging Face cache")
+    dl.add_argument("--include", nargs="+", default=None, help="glob patterns of files to fetch")
+
+    rp = sub.add_parser("replay", help="re-run an evaluation from its tool-cache snapshot, offline, and compare")
+    rp.add_argument("run_dir", help="evaluation results folder (manifest.json, predictions/, cache.sqlite)")
+    rp.add_argument("--snapshot", default=None, help="cache snapshot (default run_dir/cache.sqlite)")
+    rp.add_argument("--out", default=None, help="replay outputs (default a fresh temporary folder)")
+    rp.add_argument("--allow-drift", action="store_true",
+                    help="replay even when the harness configuration changed since the run (differences listed)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return {"notebook": _cmd_notebook, "sequence": _cmd_sequence, "publish": _cmd_publish, "download": _cmd_download,
+            "replay": _cmd_replay}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,17 @@
 """Run manifests (docs/contracts.md "Run"): everything needed to rerun a notebook or CLI run.
 
 ``results/<run>/manifest.json`` records the git commit (and whether the tree was dirty), the config,
-the seed, package versions, sha256 of the data files used and the model identity.
+the seed(s), the Python and platform, the versions of the packages that shape results plus every
+installed distribution, the sha256 of the data files and folders used, and the model identity
+(with a content hash of a local checkpoint folder). :func:`compare_manifests` lists what differs
+between two runs that should be reruns of each other.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -18,7 +23,13 @@ from typing import Any
 from kit.paths import PROJECT_ROOT, file_sha256
 
 PACKAGES = ("mmsearch-kit", "torch", "transformers", "tokenizers", "libzim", "tantivy", "bm25s", "imagehash", "pillow",
-            "httpx", "pydantic", "papermill", "trl", "peft", "datasets", "vllm", "unsloth", "verl")
+            "httpx", "pydantic", "papermill", "trl", "peft", "datasets", "huggingface_hub", "accelerate", "numpy",
+            "pandas", "vllm", "unsloth", "verl")
+# environment variables that change what a run reads or does (values recorded; never secrets)
+ENV_VARS = ("MMSEARCH_KIT_DATA", "MMSEARCH_KIT_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_ENDPOINT",
+            "HF_HOME", "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "OMP_NUM_THREADS")
+# fields compared by compare_manifests (the ones that decide whether two runs should agree)
+RERUN_FIELDS = ("git", "python", "packages", "seed", "seeds", "config", "model", "data")
 
 
 def git_state(root: Path = PROJECT_ROOT) -> dict[str, Any]:
@@ -42,27 +53,124 @@ def package_versions(names=PACKAGES) -> dict[str, str]:
     return out
 
 
+def all_package_versions() -> dict[str, str]:
+    """``{distribution name (lower case): version}`` of every installed distribution (a full freeze)."""
+    out = {}
+    for d in metadata.distributions():
+        name = (d.metadata.get("Name") or "").lower()
+        if name:
+            out[name] = d.version
+    return dict(sorted(out.items()))
+
+
+def tree_sha256(path: str | os.PathLike) -> dict[str, Any]:
+    """Content hash of a file or folder: ``{"sha256", "files", "bytes"}``.
+
+    A folder hashes the sorted lines ``relative/path<TAB>sha256`` of its regular files (symlinks
+    and ``.git`` skipped), so renaming or changing any file changes the hash.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+    """
+    p = Path(path)
+    if p.is_file():
+        return {"sha256": file_sha256(p), "files": 1, "bytes": p.stat().st_size}
+    if not p.is_dir():
+        raise FileNotFoundError(f"{p} does not exist")
+    h = hashlib.sha256()
+    n = size = 0
+    for f in sorted(q for q in p.rglob("*") if q.is_file() and not q.is_symlink() and ".git" not in q.relative_to(p).parts):
+        h.update(f"{f.relative_to(p).as_posix()}\t{file_sha256(f)}\n".encode())
+        n += 1
+        size += f.stat().st_size
+    return {"sha256": h.hexdigest(), "files": n, "bytes": size}
+
+
+def model_identity(model: dict[str, Any] | None) -> dict[str, Any]:
+    """``model`` plus a content hash of its local checkpoint folder or file (key ``path``), when it exists
+    and no ``sha256`` was given. Hub ids and endpoints are kept as given."""
+    info = dict(model or {})
+    path = info.get("path")
+    if path and "sha256" not in info and Path(path).exists():
+        info["checkpoint"] = tree_sha256(path)
+    return info
+
+
+def env_snapshot(names=ENV_VARS) -> dict[str, str]:
+    """Values of the environment variables in ``names`` that are set (none of them holds a secret)."""
+    return {n: os.environ[n] for n in names if n in os.environ}
+
+
 def write_manifest(run_dir: str | Path, *, config: dict[str, Any], seed: int | None, data_files: list[str | Path] = (),
-                   model: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> Path:
+                   model: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
+                   seeds: dict[str, int] | None = None) -> Path:
     """Write ``run_dir/manifest.json`` and return its path.
 
-    ``data_files`` are hashed (sha256); ``model`` should identify the policy (name, path or endpoint,
-    checkpoint hash, whether it is a tiny random smoke model).
+    Args:
+        config: the run's full configuration (JSON-able; other values are written with ``str``).
+        seed: the run's base seed; ``seeds`` names any derived seeds (per repeat, per data split).
+        data_files: files or folders whose content the run read; each is hashed (:func:`tree_sha256`).
+        model: policy identity (name, path or endpoint, smoke flag); a local ``path`` is hashed.
+        extra: further top-level keys (labels, cache statistics).
+        A listed path that does not exist is recorded as ``"missing"``.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    data = {}
+    for p in data_files:
+        if not Path(p).exists():
+            data[str(p)] = "missing"  # recorded, not dropped: a rerun must know the file was absent
+            continue
+        t = tree_sha256(p)
+        data[str(p)] = t["sha256"] if Path(p).is_file() else t
     manifest = {
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "git": git_state(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": package_versions(),
+        "all_packages": all_package_versions(),
+        "env": env_snapshot(),
         "seed": seed,
+        "seeds": seeds or {},
         "config": config,
-        "model": model or {},
-        "data": {str(p): file_sha256(p) for p in data_files if Path(p).is_file()},
+        "model": model_identity(model),
+        "data": data,
         **(extra or {}),
     }
     path = run_dir / "manifest.json"
-    path.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    tmp.replace(path)
     return path
+
+
+def read_manifest(run_dir_or_file: str | Path) -> dict[str, Any]:
+    """Load a manifest from a run folder or a ``manifest.json`` path.
+
+    Raises:
+        FileNotFoundError: no manifest there.
+    """
+    p = Path(run_dir_or_file)
+    p = p / "manifest.json" if p.is_dir() else p
+    if not p.is_file():
+        raise FileNotFoundError(f"no manifest at {p}")
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+def _diff(a: Any, b: Any, where: str, out: list[str]) -> None:
+    """Append ``where.key: a != b`` for every leaf that differs between two JSON-like values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            _diff(a.get(k, "<absent>"), b.get(k, "<absent>"), f"{where}.{k}" if where else str(k), out)
+    elif a != b:
+        out.append(f"{where}: {a!r} != {b!r}")
+
+
+def compare_manifests(a: dict[str, Any], b: dict[str, Any], fields=RERUN_FIELDS, *, ignore: tuple[str, ...] = ()) -> list[str]:
+    """Differences (``"path: a != b"``) between two manifests in the fields that decide a rerun;
+    paths starting with any of ``ignore`` (e.g. ``"git.dirty"``) are left out. Empty: same run setup."""
+    out: list[str] = []
+    for f in fields:
+        _diff(a.get(f), b.get(f), f, out)
+    return [d for d in out if not any(d.startswith(i) for i in ignore)]

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def run_backend(backend: str, model_path, examples, pad, steps: int, lora: int, out: Path) -> dict:
@@ -60,7 +59,7 @@ def main() -> int:
         print("unsloth is not installed: nothing to check (bring it as a wheel)")
         return 2
     import unsloth  # noqa: F401  (must be imported before transformers/trl to patch them)
-    from test_sft_data import make_record
+    from kit.train.sample_records import sample_record as make_record
 
     from kit.models.processor import load_image_only_processor
     from kit.models.tiny import build_tiny_checkpoint

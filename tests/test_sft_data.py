@@ -3,77 +3,26 @@ on multi-turn, multi-image records for the three tiny Qwen-VL architectures; fil
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
 import torch
 from PIL import Image
 
-from kit.harness.episode import EpisodeRecord, RegisteredImage, Task
 from kit.models.processor import load_image_only_processor
 from kit.models.tiny import build_tiny_checkpoint
 from kit.train.sft_data import (IGNORE_INDEX, ImageLoadError, NoAssistantTurn, ResponseTooLong, SFTCollator,
                                 SFTEncoder, TemplateError, TrajectoryTooLong)
-from kit.types import ContentPart, Message, ToolCall
+from kit.train.sample_records import ASSISTANT_TEXTS, sample_record
+from kit.types import ContentPart
 
 ARCHS = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
 
-ASSISTANT_TEXTS = [
-    '<think>I should search for the image.</think>\n<tool_call>\n{"name": "image_search", "arguments": {"query": "red barn"}}\n</tool_call>',
-    '<think>Look closer at the second one.</think>\n<tool_call>\n{"name": "web_search", "arguments": {"query": "barn ohio"}}\n</tool_call>',
-    "<think>Done.</think>\n<response>It is a barn <IMG: search_image_1.png></response>",
-]
-
-
-def _png(color, size=(64, 56)) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", size, color).save(buf, "PNG")
-    return buf.getvalue()
-
-
-def _reg(ref, kind, w=64, h=56):
-    return RegisteredImage(ref=ref, filename=ref + ".png", kind=kind, sha256="0" * 64, width=w, height=h, mime="image/png")
+make_record = sample_record
 
 
 def _text(t):
     return [ContentPart(type="text", text=t)]
-
-
-def make_record(ws, rid="ep-1", *, assistant=True, structured_call=False) -> EpisodeRecord:
-    """System, user with an image, assistant call, tool returning two images, assistant call,
-    a harness intervention (user), an intervention tool observation, final assistant answer."""
-    ws.mkdir(parents=True, exist_ok=True)
-    for name, c in [("user_image_1", "red"), ("search_image_1", "green"), ("search_image_2", (0, 0, 200))]:
-        (ws / f"{name}.png").write_bytes(_png(c))
-    msgs = [
-        Message(role="system", content=_text("You are a search agent.")),
-        Message(role="user", content=[ContentPart(type="image", image="user_image_1.png")] + _text("What is this?")),
-    ]
-    if assistant:
-        if structured_call:
-            msgs.append(Message(role="assistant", content=_text("<think>search</think>"), turn=1,
-                                tool_calls=[ToolCall(id="c1", name="image_search", arguments='{"query": "red barn"}')]))
-        else:
-            msgs.append(Message(role="assistant", content=_text(ASSISTANT_TEXTS[0]), turn=1))
-    msgs += [
-        Message(role="tool", name="image_search", tool_call_id="c1", turn=1,
-                content=_text("Found 2 images: ") + [ContentPart(type="image", image="search_image_1.png"),
-                                                   ContentPart(type="image", image="search_image_2.png")]),
-    ]
-    if assistant:
-        msgs.append(Message(role="assistant", content=_text(ASSISTANT_TEXTS[1]), turn=2))
-    msgs += [
-        Message(role="tool", name="web_search", tool_call_id="c2", turn=2, intervention=True,
-                content=_text("Duplicate call: this exact call was already made.")),
-        Message(role="user", intervention=True, turn=3, content=_text("You have used all turns. Answer now.")),
-    ]
-    if assistant:
-        msgs.append(Message(role="assistant", content=_text(ASSISTANT_TEXTS[2]), turn=3))
-    return EpisodeRecord(id=rid, task=Task(id="t", question="What is this?"), config_hash="x", messages=msgs,
-                         images=[_reg("user_image_1", "user_image"), _reg("search_image_1", "search_image"),
-                                 _reg("search_image_2", "search_image")],
-                         status="answered", trainable=True, workspace=str(ws))
 
 
 @pytest.fixture(scope="module", params=ARCHS)

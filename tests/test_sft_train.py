@@ -17,7 +17,7 @@ from kit.train.sft import BackendUnavailable, SFTConfig, param_groups, resolve_b
 from kit.train.sft_data import SFTEncoder
 from kit.train.sft_eval import check_generation, evaluate_sft
 
-from test_sft_data import make_record
+from kit.train.sample_records import sample_record as make_record
 
 pytest.importorskip("trl", reason="trl is in the 'train' extra (pip install -e '.[train]')")
 

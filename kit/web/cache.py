@@ -144,6 +144,27 @@ class ToolCache:
             self._db = None
 
 
+def snapshot_counts(path: str | Path) -> list[tuple[str, str, int]]:
+    """``(backend, operation, entries)`` rows of a cache file or snapshot, sorted; opened read-only.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not a tool cache (not SQLite, or no ``entries`` table).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"cache snapshot {p} does not exist")
+    try:
+        db = sqlite3.connect(f"file:{p}?mode=ro&immutable=1", uri=True)
+        try:
+            return db.execute("SELECT backend, op, COUNT(*) FROM entries GROUP BY backend, op "
+                              "ORDER BY backend, op").fetchall()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        raise ValueError(f"{p} is not a tool-cache snapshot: {e}") from e
+
+
 _HITS = TypeAdapter(list[SearchHit])
 _IMAGES = TypeAdapter(list[ImageHit])
 _REVERSE = TypeAdapter(ReverseImageResult)

@@ -1,0 +1,309 @@
+"""Replay: re-run an evaluation from a tool-response cache snapshot with no network and compare.
+
+A published run carries ``cache.sqlite`` (every search, image search, reverse image search and page
+fetch its episodes made, keyed by WeAgent §3.2's exact-match normalization). Replaying serves every
+tool call from that snapshot, read-only; the backend behind it is :class:`OfflineBackend`, which
+answers any call that the snapshot cannot serve with a recorded miss (never the network). With the
+same policy, seeds and judge (or judge cache), the episodes see identical tool observations and the
+items get identical scores; :func:`compare_evaluations` proves it item by item and observation by
+observation, and lists every difference.
+
+Encrypted benchmarks (MM-BrowseComp, MMSearch-Plus) run against a private cache that is never
+published: :func:`replay_run` reports them as not replayable instead of skipping them silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.eval.metrics import ItemResult
+from kit.harness.runner import read_episodes
+from kit.types import BackendError, ImageHit, Page, ReverseImageResult, SearchHit
+from kit.web.cache import CachedBackend, ToolCache, snapshot_counts
+
+# ItemResult fields that must agree between a run and its replay (timings and paths may differ)
+COMPARED_FIELDS = ("status", "score", "correct", "cited", "cited_images", "match", "turns", "tool_calls", "tool_counts",
+                   "response_sha256", "judge", "error")
+
+
+class ReplayError(RuntimeError):
+    """A replay cannot run or did not reproduce its source (missing manifest or snapshot, cache misses
+    in strict mode, configuration drift)."""
+
+
+class OfflineBackend:
+    """The backend behind a replay cache: every call is a miss, recorded and answered with a
+    non-retryable :class:`BackendError`; it has no network code at all.
+
+    ``name`` must equal the recorded backend's name: it is part of every cache key.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self.misses: list[tuple[str, str]] = []
+
+    def _miss(self, op: str, what: str):
+        self.misses.append((op, what))
+        raise BackendError(f"replay: {op} {what[:120]!r} is not in the cache snapshot (offline)", retryable=False)
+
+    async def search(self, query: str, num: int) -> list[SearchHit]:
+        self._miss("search", query)
+
+    async def image_search(self, query: str, num: int) -> list[ImageHit]:
+        self._miss("image_search", query)
+
+    async def reverse_image_search(self, image: bytes, num: int) -> ReverseImageResult:
+        self._miss("reverse_image_search", hashlib.sha256(image).hexdigest())
+
+    async def fetch(self, url: str) -> Page:
+        self._miss("fetch", url)
+
+
+def snapshot_backends(snapshot: str | Path) -> dict[str, int]:
+    """``{backend name: entries}`` recorded in a cache snapshot.
+
+    Raises:
+        FileNotFoundError: no snapshot file.
+        ReplayError: the file is not a tool cache.
+    """
+    try:
+        rows = snapshot_counts(snapshot)
+    except ValueError as e:
+        raise ReplayError(str(e)) from e
+    out: dict[str, int] = {}
+    for backend, _, n in rows:
+        out[backend] = out.get(backend, 0) + n
+    return out
+
+
+def replay_backend(snapshot: str | Path, name: str | None = None) -> tuple[CachedBackend, OfflineBackend]:
+    """A read-only cached backend over ``snapshot`` and its :class:`OfflineBackend` (for the misses).
+
+    ``name`` defaults to the snapshot's only backend.
+
+    Raises:
+        ReplayError: ``name`` is None and the snapshot holds several backends (or none).
+    """
+    names = snapshot_backends(snapshot)
+    if name is None:
+        if len(names) != 1:
+            raise ReplayError(f"snapshot {snapshot} holds backends {sorted(names)}: name the one to replay")
+        name = next(iter(names))
+    offline = OfflineBackend(name)
+    return CachedBackend(offline, ToolCache(snapshot, mode="readonly")), offline
+
+
+# ---------------------------------------------------------------------------------------- compare
+@dataclass
+class ReplayReport:
+    """Outcome of comparing a run with its replay."""
+
+    items_compared: int = 0
+    item_mismatches: list[str] = field(default_factory=list)
+    episodes_compared: int = 0
+    observation_mismatches: list[str] = field(default_factory=list)
+    only_in_original: list[str] = field(default_factory=list)
+    only_in_replay: list[str] = field(default_factory=list)
+    cache_misses: list[tuple[str, str]] = field(default_factory=list)  # during the episodes
+    load_misses: list[tuple[str, str]] = field(default_factory=list)  # while building tasks (see not_replayed)
+    not_replayed: dict[str, str] = field(default_factory=dict)  # benchmark -> reason
+    config_drift: list[str] = field(default_factory=list)  # recorded vs current harness configuration
+    cache_hits: int = 0
+
+    @property
+    def identical(self) -> bool:
+        """True when every compared item and observation agrees, nothing is missing on either side
+        and no tool call missed the snapshot."""
+        return (self.items_compared > 0 and not self.item_mismatches and not self.observation_mismatches
+                and not self.only_in_original and not self.only_in_replay and not self.cache_misses)
+
+    def summary(self) -> str:
+        lines = [f"replay: {'IDENTICAL' if self.identical else 'DIFFERENT'} — {self.items_compared} items, "
+                 f"{self.episodes_compared} episodes compared; {self.cache_hits} cache hits, "
+                 f"{len(self.cache_misses)} misses"]
+        for title, rows in (("item mismatches", self.item_mismatches), ("observation mismatches", self.observation_mismatches),
+                            ("only in the original", self.only_in_original), ("only in the replay", self.only_in_replay),
+                            ("cache misses", [f"{op} {w}" for op, w in self.cache_misses])):
+            if rows:
+                lines.append(f"{title} ({len(rows)}):")
+                lines += [f"  {r}" for r in rows[:20]] + ([f"  … {len(rows) - 20} more"] if len(rows) > 20 else [])
+        if self.load_misses:
+            lines.append(f"{len(self.load_misses)} tool call(s) made while building tasks missed the snapshot, "
+                         f"first: {self.load_misses[0]}")
+        for d in self.config_drift:
+            lines.append(f"configuration drift (replayed anyway): {d}")
+        for b, why in self.not_replayed.items():
+            lines.append(f"not replayed: {b}: {why}")
+        return "\n".join(lines)
+
+
+def _item_key(it: ItemResult) -> str:
+    return f"{it.benchmark}/{it.config}/r{it.repeat}/{it.task_id}"
+
+
+def _observations(rec) -> list[dict[str, Any]]:
+    """What the tools showed the model: tool messages (text and image refs) and the registered
+    images' content hashes, in order."""
+    obs = [{"name": m.name, "text": m.text(), "images": m.image_refs(), "intervention": m.intervention}
+           for m in rec.messages if m.role == "tool"]
+    return obs + [{"image": im.filename, "sha256": im.sha256} for im in rec.images]
+
+
+def compare_evaluations(original: str | Path, replay: str | Path, *, skip_benchmarks: tuple[str, ...] = ()) -> ReplayReport:
+    """Compare two evaluation folders (``predictions/`` and ``runs/``) item by item and episode by episode.
+
+    Items are matched by benchmark / config / repeat / task id and compared on :data:`COMPARED_FIELDS`;
+    episodes of each ``runs/<b>/<c>/r<k>/episodes.jsonl`` are matched by episode id and compared on
+    their tool observations and registered image hashes.
+    """
+    from kit.eval.runner import read_predictions
+
+    rep = ReplayReport()
+    a = {_item_key(i): i for i in read_predictions(original) if i.benchmark not in skip_benchmarks}
+    b = {_item_key(i): i for i in read_predictions(replay) if i.benchmark not in skip_benchmarks}
+    rep.only_in_original += sorted(set(a) - set(b))
+    rep.only_in_replay += sorted(set(b) - set(a))
+    for k in sorted(set(a) & set(b)):
+        rep.items_compared += 1
+        for f in COMPARED_FIELDS:
+            va, vb = getattr(a[k], f), getattr(b[k], f)
+            if va != vb:
+                rep.item_mismatches.append(f"{k}: {f} {va!r} != {vb!r}")
+    oa, ob = Path(original) / "runs", Path(replay) / "runs"
+    for ep_file in sorted(oa.rglob("episodes.jsonl")):
+        rel = ep_file.relative_to(oa)
+        if rel.parts[0] in skip_benchmarks:
+            continue
+        ra = {r.id: r for r in read_episodes(ep_file)}
+        rb = {r.id: r for r in read_episodes(ob / rel)}
+        rep.only_in_original += [f"{rel.parent}/{i}" for i in sorted(set(ra) - set(rb))]
+        rep.only_in_replay += [f"{rel.parent}/{i}" for i in sorted(set(rb) - set(ra))]
+        for i in sorted(set(ra) & set(rb)):
+            rep.episodes_compared += 1
+            xa, xb = _observations(ra[i]), _observations(rb[i])
+            if xa != xb:
+                n = next((j for j, (u, v) in enumerate(zip(xa, xb)) if u != v), min(len(xa), len(xb)))
+                rep.observation_mismatches.append(f"{rel.parent}/{i}: observation {n} differs "
+                                                  f"({len(xa)} vs {len(xb)} observations)")
+    return rep
+
+
+# ---------------------------------------------------------------------------------------- replay
+async def replay_evaluation(benchmarks, configs, *, policy, snapshot: str | Path, out_dir: str | Path,
+                            backend_name: str | None = None, strict: bool = True, **run_kwargs):
+    """Run :func:`kit.eval.runner.run_evaluation` with every tool call served from ``snapshot``.
+
+    Args:
+        benchmarks, configs, policy, run_kwargs: as for ``run_evaluation`` (same seed, temperature,
+            repeats and judge as the original run to reproduce it).
+        snapshot: the original run's tool-cache snapshot (opened read-only, immutable).
+        strict: raise when any tool call missed the snapshot (the replay then saw error
+            observations the original did not).
+
+    Returns:
+        ``(outcome, offline_backend, cache)``: the evaluation outcome, the offline backend (its
+        ``misses``), and the read-only cache (its ``stats``).
+
+    Raises:
+        ReplayError: ``strict`` and at least one miss.
+    """
+    from kit.eval.runner import run_evaluation
+
+    web, offline = replay_backend(snapshot, backend_name)
+    try:
+        outcome = await run_evaluation(benchmarks, configs, policy=policy, backend=web, out_dir=out_dir, **run_kwargs)
+    finally:
+        web.cache.close()
+    if strict and offline.misses:
+        raise ReplayError(f"{len(offline.misses)} tool call(s) missed the snapshot {snapshot}, first: {offline.misses[0]}")
+    return outcome, offline, web.cache
+
+
+def _policy_from_manifest(model: dict[str, Any]):
+    if model.get("kind") == "scripted-demonstrator":
+        from kit.policy.demonstrator import DemonstratorPolicy
+
+        return DemonstratorPolicy()
+    raise ReplayError(f"the run's policy {model.get('kind') or model} cannot be rebuilt from the manifest alone: "
+                      "pass policy= (the same model, served with the same seed)")
+
+
+async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None, out_dir: str | Path | None = None,
+                     policy=None, judge=None, data_dir: str | Path | None = None,
+                     allow_config_drift: bool = False) -> ReplayReport:
+    """Replay a notebook-06 evaluation folder offline from its manifest and cache snapshot, and compare.
+
+    The manifest supplies benchmarks, source, items per benchmark, configurations (checked against the
+    current code's: a drift is an error unless ``allow_config_drift``, then listed in the report), repeats, seed, temperature, judge and task ids. Local
+    benchmark files come from the shared data folder; encrypted benchmarks are reported as not
+    replayable (their cache is private).
+
+    Raises:
+        FileNotFoundError: no manifest or snapshot.
+        ReplayError: not an evaluation manifest, configuration drift, a policy or judge that cannot
+            be rebuilt, or task ids that differ from the recorded ones.
+    """
+    from kit.eval.configs import make_configs
+    from kit.eval.judges import RuleJudge
+    from kit.eval.runner import is_sensitive, load_benchmarks
+    from kit.manifest import _diff, read_manifest
+    from kit.paths import shared_data_dir
+
+    run_dir = Path(run_dir)
+    m = read_manifest(run_dir)
+    cfg = m.get("config", {})
+    if cfg.get("notebook") != "06_evaluation":
+        raise ReplayError(f"{run_dir} is not an evaluation run (manifest notebook {cfg.get('notebook')!r})")
+    snap = Path(snapshot) if snapshot else run_dir / "cache.sqlite"
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="replay_"))
+    web, offline = replay_backend(snap)
+    try:
+        loaded = await load_benchmarks(cfg["benchmarks"], source=cfg.get("source", "local"), limit=cfg.get("n_per_benchmark"),
+                                       web=web, data_dir=data_dir or shared_data_dir(), image_dir=out / "images")
+    finally:
+        web.cache.close()
+    load_misses = list(offline.misses)  # building tasks from the web (vistarget_zim) must replay too
+    report = ReplayReport()
+    recorded_ids = cfg.get("task_ids", {})
+    usable = {}
+    for key, lr in loaded.items():
+        if recorded_ids.get(key) and not lr.tasks:
+            report.not_replayed[key] = "could not be loaded offline: " + "; ".join(p.get("reason", str(p)) for p in lr.problems[:2])
+        elif is_sensitive(lr.tasks):
+            report.not_replayed[key] = "encrypted benchmark: its tool cache is private and not in the snapshot"
+        elif [t.id for t in lr.tasks] != recorded_ids.get(key, []):
+            raise ReplayError(f"benchmark {key}: tasks {[t.id for t in lr.tasks]} differ from the recorded "
+                              f"{recorded_ids.get(key)}")
+        else:
+            usable[key] = lr
+    if not usable:
+        raise ReplayError(f"nothing to replay in {run_dir}: {report.not_replayed}")
+    configs = make_configs(cfg["profile"], list(cfg["configs"]))
+    drift: list[str] = []
+    for name, c in configs.items():
+        now = json.loads(json.dumps(c.harness.model_dump() | {"text_only": c.text_only}, default=str))
+        _diff(cfg["configs"][name], now, name, drift)
+    if drift and not allow_config_drift:
+        raise ReplayError("the harness configuration differs from the recorded one (code changed since the run): "
+                          + "; ".join(drift) + " — pass allow_config_drift=True (CLI --allow-drift) to replay anyway")
+    if judge is None:
+        if cfg.get("judge") != "rule":
+            raise ReplayError(f"judge {cfg.get('judge')!r}: pass judge= (an LLM judge over the run's verdict cache)")
+        judge = RuleJudge("contains")
+    policy = policy or _policy_from_manifest(m.get("model", {}))
+    outcome, offline, cache = await replay_evaluation(
+        usable, configs, policy=policy, snapshot=snap, out_dir=out, repeats=cfg["repeats"], seed=m["seed"],
+        temperature=cfg["temperature"], judge=judge, labels=m.get("labels", []), strict=False,
+        private_dir=out / "private")
+    cmp = compare_evaluations(run_dir, out, skip_benchmarks=tuple(report.not_replayed))
+    cmp.not_replayed = report.not_replayed
+    cmp.config_drift = drift
+    cmp.cache_misses = list(offline.misses)
+    cmp.load_misses = load_misses
+    cmp.cache_hits = cache.stats["hits"]
+    return cmp
