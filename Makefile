@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 CONSTRAINTS := requirements/constraints-cpu.txt
 PROFILE ?= smoke
 
-.PHONY: setup demo sequence results-docs test test-fast test-vllm bench kernel clean-results
+.PHONY: setup demo data sequence results-docs test test-fast test-vllm bench kernel clean-results
 
 setup: $(VENV)/.installed
 
@@ -24,6 +24,9 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 
 demo: setup
 	$(PY) -m kit.cli notebook 01 --profile $(PROFILE)
+
+data: setup   # notebook 02 (synthesis -> validated tasks -> trajectories -> mixtures) into results/02_data_synthesis
+	$(PY) -m kit.cli notebook 02 --profile $(PROFILE)
 
 sequence: setup   # every notebook 01 -> 07 headless into results/smoke/ (make sequence RESUME=--resume to continue)
 	$(PY) -m kit.cli sequence --run $(PROFILE) --profile $(PROFILE) $(RESUME)

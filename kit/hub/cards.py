@@ -31,7 +31,8 @@ def _template(name: str) -> Path:
     return p
 
 
-def _md_table(rows: list[dict[str, Any]]) -> str:
+def md_table(rows: list[dict[str, Any]]) -> str:
+    """A Markdown table of ``rows`` (columns from the first row); ``"(none)"`` for no rows."""
     if not rows:
         return "(none)"
     cols = list(rows[0])
@@ -71,7 +72,8 @@ def render_model_card(template: str | Path, *, pretty_name: str, base_model: str
                                        license=license, **context))
 
 
-def _size_category(n: int) -> str:
+def size_category_for(n: int) -> str:
+    """The Hub's ``size_categories`` label for ``n`` items (``"n<1K"`` … ``"n>1M"``)."""
     for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
         if n < limit:
             return name
@@ -86,7 +88,7 @@ def evaluation_card(manifest: dict[str, Any], summary_md: str, *, repo_id: str, 
     return render_dataset_card(
         "evaluation_results.md", pretty_name=f"mmsearch-kit evaluation results ({tag})",
         tags=["mmsearch-kit", "evaluation", "multimodal-search"] + (["smoke"] if smoke else []),
-        size_category=_size_category(n_items), summary_table=summary_md.strip() or "(no summary table)", smoke=smoke,
+        size_category=size_category_for(n_items), summary_table=summary_md.strip() or "(no summary table)", smoke=smoke,
         commit=(manifest.get("git") or {}).get("commit"), dirty=(manifest.get("git") or {}).get("dirty"),
         profile=cfg.get("profile"), seed=manifest.get("seed"), repeats=cfg.get("repeats"), judge=cfg.get("judge"),
         policy=(manifest.get("model") or {}).get("kind") or (manifest.get("model") or {}).get("model"),
@@ -113,8 +115,8 @@ def cache_card(snapshot: Path, sha256: str, manifest: dict[str, Any], *, repo_id
     smoke = "smoke" in manifest.get("labels", []) or (manifest.get("config") or {}).get("profile") == "smoke"
     return render_dataset_card(
         "tool_cache_snapshot.md", pretty_name=f"mmsearch-kit tool-response cache snapshot ({run}, {tag})",
-        tags=["mmsearch-kit", "tool-cache", "replay"] + (["smoke"] if smoke else []), size_category=_size_category(total),
-        license="cc-by-sa-4.0", filename=snapshot.name, sha256=sha256, entries=total, counts_table=_md_table(counts),
+        tags=["mmsearch-kit", "tool-cache", "replay"] + (["smoke"] if smoke else []), size_category=size_category_for(total),
+        license="cc-by-sa-4.0", filename=snapshot.name, sha256=sha256, entries=total, counts_table=md_table(counts),
         commit=(manifest.get("git") or {}).get("commit"), run=run, smoke=smoke, repo_id=repo_id, tag=tag)
 
 
@@ -155,7 +157,7 @@ def dataset_card(folder: Path, manifest: dict[str, Any], *, repo_id: str, tag: s
     specific = CARDS_DIR / f"{folder.name}.md"
     return render_dataset_card(
         specific if specific.is_file() else "dataset.md", pretty_name=f"{folder.name} ({tag})",
-        tags=["mmsearch-kit"] + (["smoke"] if smoke else []), size_category=_size_category(len(files)),
+        tags=["mmsearch-kit"] + (["smoke"] if smoke else []), size_category=size_category_for(len(files)),
         description=f"folder `{folder.name}` of run `{run}`",
-        files_table=_md_table([{"extension": k, "files": v} for k, v in sorted(by_ext.items())]),
+        files_table=md_table([{"extension": k, "files": v} for k, v in sorted(by_ext.items())]),
         commit=(manifest.get("git") or {}).get("commit"), run=run, smoke=smoke, repo_id=repo_id, tag=tag)

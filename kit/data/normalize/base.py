@@ -1,0 +1,262 @@
+"""Shared machinery of the open-source adapters (WeAgent §4.5 "SFT normalization").
+
+An adapter turns one source row into a :class:`~kit.harness.episode.EpisodeRecord` whose assistant
+turns are in one of the two canonical forms (:func:`canonical_call`: ``<think>…</think><tool_call>…
+</tool_call>``; :func:`canonical_response`: ``<think>…</think><response>…</response>``) and whose
+tools carry a source namespace prefix (``RED_``, ``MMR1_``, ...). :func:`normalize_rows` runs an
+adapter over rows: malformed rows (:class:`NormalizeError`) and garbled text go to a quarantine
+jsonl with their reason, and everything is counted. The token-length filters (a response over
+4,096 tokens, a trajectory over 48K) are the SFT encoder's (:func:`token_filter` reuses
+:class:`kit.train.sft_data.SFTEncoder` and its ``ResponseTooLong`` / ``TrajectoryTooLong``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Protocol
+
+from kit.harness.episode import EpisodeRecord, RegisteredImage
+from kit.types import ContentPart, Message
+
+_MOJIBAKE = re.compile(r"(?:Ã[\x80-\xbf¡-ÿ]|â€|Â[\xa0-\xbf]|ï¿½)")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+class NormalizeError(ValueError):
+    """A source row cannot be converted; ``reason`` is the quarantine key."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason, self.detail = reason, detail
+
+
+def garbled(text: str, *, max_bad_ratio: float = 0.01) -> str | None:
+    """Why ``text`` looks corrupted, or ``None``: U+FFFD replacement characters, C0/C1 control
+    characters other than tab/newline, lone surrogates, mojibake sequences (UTF-8 read as Latin-1),
+    each beyond ``max_bad_ratio`` of the characters (at least one bad character counts for short text)."""
+    if not text:
+        return None
+    n = len(text)
+    if text.isascii():  # replacement chars, surrogates and mojibake are all non-ASCII: one scan suffices
+        bad = {"control_chars": len(_CONTROL.findall(text))}
+    else:
+        bad = {"replacement_char": text.count("\ufffd"),
+               "control_chars": len(_CONTROL.findall(text)),
+               "surrogates": len(_SURROGATE.findall(text)),
+               "mojibake": len(_MOJIBAKE.findall(text))}
+    for k, v in bad.items():
+        if v and v / n >= max_bad_ratio or v >= 3:
+            return k
+    return None
+
+
+def canonical_call(think: str, name: str, arguments: dict[str, Any]) -> str:
+    """Canonical intermediate action: ``<think>…</think>`` + one ``<tool_call>`` JSON."""
+    return (f"<think>{think.strip()}</think>\n<tool_call>\n"
+            + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>")
+
+
+def canonical_response(think: str, answer: str) -> str:
+    """Canonical terminal turn: ``<think>…</think><response>…</response>``."""
+    return f"<think>{think.strip()}</think>\n<response>{answer.strip()}</response>"
+
+
+def text_msg(role: str, text: str, **kw) -> Message:
+    return Message(role=role, content=[ContentPart(type="text", text=text)], **kw)
+
+
+def store_image(data: bytes, workspace: Path, name: str) -> RegisteredImage:
+    """Write image bytes into ``workspace/<name>.<ext>`` and describe it as a registered image.
+
+    Raises:
+        NormalizeError: (``image_unreadable``) bytes that are not a decodable image.
+    """
+    import hashlib
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            w, h = im.size
+            fmt = (im.format or "PNG").lower()
+    except (UnidentifiedImageError, OSError, ValueError) as e:
+        raise NormalizeError("image_unreadable", str(e)) from e
+    ext = {"jpeg": "jpg"}.get(fmt, fmt)
+    workspace.mkdir(parents=True, exist_ok=True)
+    fn = f"{name}.{ext}"
+    (workspace / fn).write_bytes(data)
+    return RegisteredImage(ref=name, filename=fn, kind="user_image" if name.startswith("user") else "search_image",
+                           sha256=hashlib.sha256(data).hexdigest(), width=w, height=h, mime=f"image/{fmt}")
+
+
+_FILE_MEMO: dict[tuple[str, int, int], tuple[str, int, int, str]] = {}
+
+
+def store_file(src: Path, workspace: Path, name: str) -> RegisteredImage:
+    """Like :func:`store_image` for an image file: hard-linked into the workspace when possible
+    (copied otherwise); its sha256 and header are memoised by (path, size, mtime) so re-normalizing
+    a source does not re-hash its images.
+
+    Raises:
+        NormalizeError: (``image_unreadable``) not a decodable image; (``image_missing``) unreadable file.
+    """
+    import hashlib
+    import os
+    import shutil
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        st = src.stat()
+        key = (str(src), st.st_size, st.st_mtime_ns)
+        meta = _FILE_MEMO.get(key)
+        if meta is None:
+            data = src.read_bytes()  # one read serves the hash and the header
+            with Image.open(io.BytesIO(data)) as im:
+                meta = (hashlib.sha256(data).hexdigest(), im.size[0], im.size[1], (im.format or "PNG").lower())
+            _FILE_MEMO[key] = meta
+    except (UnidentifiedImageError, ValueError) as e:
+        raise NormalizeError("image_unreadable", f"{src.name}: {e}") from e
+    except OSError as e:
+        raise NormalizeError("image_missing", f"{src}: {e}") from e
+    sha, w, h, fmt = meta
+    fn = f"{name}.{ {'jpeg': 'jpg'}.get(fmt, fmt)}"
+    workspace.mkdir(parents=True, exist_ok=True)
+    dest = workspace / fn
+    try:
+        os.link(src, dest)
+    except FileExistsError:  # a rerun over the same workspace: replace the old entry
+        dest.unlink()
+        os.link(src, dest)
+    except OSError:  # other file system or no permission: copy
+        if dest.is_symlink():
+            dest.unlink()
+        shutil.copyfile(src, dest)
+    return RegisteredImage(ref=name, filename=fn, kind="user_image" if name.startswith("user") else "search_image",
+                           sha256=sha, width=w, height=h, mime=f"image/{fmt}")
+
+
+class Adapter(Protocol):
+    source: str
+    prefix: str
+
+    def to_episode(self, row: dict[str, Any], index: int, workspace_root: Path) -> EpisodeRecord: ...
+
+    def tool_schemas(self) -> list[dict[str, Any]]: ...
+
+
+@dataclass
+class NormalizeReport:
+    """Counts of one normalization run; ``seconds`` is wall time, ``records_per_s`` throughput."""
+
+    source: str
+    read: int = 0
+    kept: int = 0
+    quarantined: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "read": self.read, "kept": self.kept,
+                "quarantined": dict(self.quarantined), "seconds": round(self.seconds, 4),
+                "records_per_s": round(self.read / self.seconds, 1) if self.seconds else None}
+
+
+def _all_text(rec: EpisodeRecord) -> str:
+    return "\n".join([rec.task.question] + [m.text() for m in rec.messages])
+
+
+def _convert(adapter: Adapter, i: int, row: Any, ws_root: Path) -> tuple[Any, EpisodeRecord | NormalizeError]:
+    rid = row.get("id") if isinstance(row, dict) else None
+    try:
+        if not isinstance(row, dict):
+            raise NormalizeError("not_an_object", type(row).__name__)
+        rec = adapter.to_episode(row, i, ws_root)
+        why = garbled(_all_text(rec))
+        if why:
+            raise NormalizeError("garbled_text", why)
+    except NormalizeError as e:
+        return rid, e
+    return rid, rec
+
+
+def normalize_rows(adapter: Adapter, rows: Iterable[dict[str, Any]], out_dir: str | Path, *, workers: int = 1,
+                   window: int = 64) -> tuple[list[EpisodeRecord], NormalizeReport]:
+    """Convert rows; write ``<source>.jsonl`` (episode records) and ``<source>_quarantine.jsonl``
+    (one ``{"index", "id", "reason", "detail"}`` per rejected row) under ``out_dir``.
+
+    Rows that are not dicts, rows the adapter rejects and rows with garbled text are quarantined
+    with their reason; nothing is dropped without a line in the quarantine file.
+
+    ``workers`` > 1 converts rows ``window`` at a time in threads (output order = input order): it
+    pays off where reading and hashing images is slow (network file systems), since both release
+    the GIL; on local disks the serial path measured as fast or faster (benchmarks/bench_data.py).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+    from itertools import islice
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ws_root = out / "workspaces"
+    ws_root.mkdir(exist_ok=True)
+    rep = NormalizeReport(adapter.source)
+    kept: list[EpisodeRecord] = []
+    t0 = time.perf_counter()
+    pool = ThreadPoolExecutor(workers) if workers > 1 else None
+    it = enumerate(rows)
+    try:
+        with open(out / f"{adapter.source}_quarantine.jsonl", "w", encoding="utf-8") as q, \
+                open(out / f"{adapter.source}.jsonl", "w", encoding="utf-8") as f:
+            while batch := list(islice(it, window)):
+                if pool is None:
+                    results = [_convert(adapter, i, row, ws_root) for i, row in batch]
+                else:
+                    results = list(pool.map(lambda ir: _convert(adapter, ir[0], ir[1], ws_root), batch))
+                for (i, _), (rid, res) in zip(batch, results):
+                    rep.read += 1
+                    if isinstance(res, NormalizeError):
+                        rep.quarantined[res.reason] += 1
+                        q.write(json.dumps({"index": i, "id": str(rid) if rid is not None else None,
+                                            "reason": res.reason, "detail": res.detail[:300]},
+                                           ensure_ascii=False) + "\n")
+                        continue
+                    kept.append(res)
+                    f.write(res.model_dump_json() + "\n")
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    rep.kept = len(kept)
+    rep.seconds = time.perf_counter() - t0
+    return kept, rep
+
+
+def token_filter(records: list[EpisodeRecord], encoder) -> tuple[list[EpisodeRecord], dict[str, Any]]:
+    """Apply the Appendix A length filters through ``encoder`` (a :class:`kit.train.sft_data.SFTEncoder`
+    built with the source's namespaced tool schemas); returns the records that encode and the
+    encoder's counts by reason (``response_over_limit``, ``trajectory_over_limit``, ``not_trainable``, ...)."""
+    from kit.train.sft_data import SFTDataError
+
+    kept, skipped = [], Counter()
+    for r in records:
+        if not r.trainable:
+            skipped["not_trainable"] += 1
+            continue
+        try:
+            encoder.encode(r)
+        except SFTDataError as e:
+            skipped[e.reason] += 1
+            continue
+        kept.append(r)
+    return kept, {"kept": len(kept), "skipped": dict(skipped)}
+
+
+def tool_schema(name: str, description: str, params: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description,
+                                             "parameters": {"type": "object", "properties": params,
+                                                            "required": required}}}

@@ -1,0 +1,274 @@
+"""Adapter for chat-format agent trajectories (Metis, OpenSearch-VL, REDSearcher releases).
+
+These sources publish trajectories as chat messages: ``messages`` (a list, or a JSON string of
+one) of ``{"role", "content"}``, where content is a string or a list of ``{"type": "text"|"image"}``
+parts, and images in a parallel ``images`` column (base64 strings, raw bytes, ``{"bytes": ...}``
+dicts or file paths) consumed in order by ``<image>`` placeholders or image parts. Assistant turns
+carry structured ``tool_calls`` or Qwen-style ``<tool_call>{json}</tool_call>`` text, reasoning in
+``<think>`` (or a ``reasoning_content`` field) and the final answer in ``<answer>``/``<response>``
+tags or as plain text. Observations come as ``tool`` messages or as user turns wrapped in
+``<tool_response>``. Every assistant turn is rewritten to a canonical form; each tool name gets the
+source prefix.
+
+The column layout was checked against the Metis-ColdStart viewer (``messages`` JSON string,
+``images`` base64). REDSearcher publishes its SFT sets for ms-swift (github.com/RedSearchAgent/REDSearcher:
+``honglyhly/REDSearcher_MM_SFT_5K`` multimodal, ``Zchu/REDSearcher_SFT_10K`` text; its RL prompts
+``Zchu/REDSearcher_RL_1K`` are ``prompt`` + ``label`` rows, not trajectories), so the adapter also reads
+ms-swift's agent layout (``tool_call`` messages holding ``{"name", "arguments"}`` JSON after the
+assistant's thinking, ``tool_response`` observations) and ShareGPT ``conversations`` of
+``{"from", "value"}`` (human / gpt / function_call / observation). :class:`ChatSource` lets a user remap
+the columns (``messages_key``, ``images_key``) if a release differs.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kit.data.normalize.base import NormalizeError, canonical_call, canonical_response, store_image, text_msg
+from kit.harness.episode import EpisodeRecord, Task
+from kit.types import ContentPart, Message
+
+_THINK = re.compile(r"<think>(.*?)</think>", re.S)
+_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+_ANSWER = re.compile(r"<(answer|response)>(.*?)</\1>", re.S)
+_TOOL_RESP = re.compile(r"^\s*<tool_response>(.*?)(?:</tool_response>\s*)?$", re.S)
+
+
+@dataclass(frozen=True)
+class ChatSource:
+    """One chat-format source: name, namespace prefix, hub id(s) and column keys."""
+
+    name: str
+    prefix: str
+    hub_ids: tuple[str, ...]
+    messages_key: str = "messages"
+    images_key: str = "images"
+
+
+METIS = ChatSource("metis", "METIS_", ("Accio-Lab/Metis-ColdStart",))
+OPENSEARCH_VL = ChatSource("opensearch_vl", "OSVL_", ("OpenSearch-VL/Search-VL-SFT-36K", "OpenSearch-VL/Search-VL-RL-8K"))
+REDSEARCHER = ChatSource("redsearcher", "RED_", ("honglyhly/REDSearcher_MM_SFT_5K", "Zchu/REDSearcher_SFT_10K"))
+#: ShareGPT speaker names -> roles (``from``/``value`` messages in a ``conversations`` column).
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system",
+                  "function_call": "tool_call", "observation": "tool_response", "tool": "tool_response"}
+
+
+def _image_bytes(item: Any) -> bytes:
+    if isinstance(item, (bytes, bytearray)):
+        return bytes(item)
+    if hasattr(item, "save") and hasattr(item, "size"):  # a PIL image (a decoded ``datasets.Image`` column)
+        import io
+
+        buf = io.BytesIO()
+        try:
+            item.save(buf, format=getattr(item, "format", None) or "PNG")
+        except (OSError, ValueError, KeyError) as e:
+            raise NormalizeError("image_unreadable", f"cannot re-encode a decoded image: {e}") from e
+        return buf.getvalue()
+    if isinstance(item, dict):
+        if item.get("bytes") is not None:
+            return _image_bytes(item["bytes"])
+        if item.get("path"):
+            return _image_bytes(item["path"])
+    if isinstance(item, str):
+        s = item.split(",", 1)[1] if item.startswith("data:") else item
+        if len(s) > 256 or not Path(s).suffix:
+            try:
+                return base64.b64decode(s, validate=True)
+            except (binascii.Error, ValueError) as e:
+                raise NormalizeError("image_unreadable", f"not base64: {e}") from e
+        p = Path(s)
+        if p.is_file():
+            return p.read_bytes()
+        raise NormalizeError("image_missing", s[:120])
+    raise NormalizeError("image_unreadable", f"unsupported image item {type(item).__name__}")
+
+
+class ChatAdapter:
+    """Chat-format trajectories -> :class:`EpisodeRecord` (see module docstring).
+
+    ``to_episode`` raises :class:`NormalizeError` with reasons ``missing_messages``,
+    ``unparsable_json``, ``bad_message``, ``no_user_turn``, ``no_assistant_turn``, ``bad_tool_call``,
+    ``parallel_tool_calls``, ``image_count_mismatch``, ``image_missing``, ``image_unreadable``.
+    """
+
+    def __init__(self, spec: ChatSource):
+        self.spec = spec
+        self.source = spec.name
+        self.prefix = spec.prefix
+        self._tools: dict[str, dict] = {}
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """Schemas of the namespaced tools seen so far (argument names from the calls)."""
+        return list(self._tools.values())
+
+    def _note_tool(self, name: str, args: dict) -> None:
+        if name not in self._tools:
+            self._tools[name] = {"type": "function", "function": {
+                "name": name, "description": f"{self.source} tool {name[len(self.prefix):]}",
+                "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in args}, "required": []}}}
+
+    def _calls(self, m: dict, text: str) -> list[tuple[str, dict]]:
+        out = []
+        for c in m.get("tool_calls") or []:
+            fn = c.get("function", c) if isinstance(c, dict) else None
+            if not isinstance(fn, dict) or not fn.get("name"):
+                raise NormalizeError("bad_tool_call", str(c)[:200])
+            args = fn.get("arguments", {})
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args) if args.strip() else {}
+                except json.JSONDecodeError as e:
+                    raise NormalizeError("bad_tool_call", f"arguments are not JSON: {e}") from e
+            out.append((str(fn["name"]), args if isinstance(args, dict) else {"input": args}))
+        for body in _CALL.findall(text):
+            try:
+                obj = json.loads(body)
+            except json.JSONDecodeError as e:
+                raise NormalizeError("bad_tool_call", f"<tool_call> is not JSON: {e}") from e
+            if not isinstance(obj, dict) or not obj.get("name"):
+                raise NormalizeError("bad_tool_call", body[:200])
+            args = obj.get("arguments", obj.get("parameters", {}))
+            out.append((str(obj["name"]), args if isinstance(args, dict) else {"input": args}))
+        return out
+
+    @staticmethod
+    def _standard(raw: list) -> list:
+        """ShareGPT and ms-swift agent messages -> ``{"role", "content", "tool_calls"?}``: each
+        ``tool_call`` message joins the assistant turn before it (a second one makes the turn
+        parallel), ``tool_response`` becomes a tool observation."""
+        out: list = []
+        for j, m in enumerate(raw):
+            if not isinstance(m, dict):
+                out.append(m)  # rejected with its position below
+                continue
+            role = m.get("role") or SHAREGPT_ROLES.get(str(m.get("from", "")).lower())
+            content = m.get("content", m.get("value"))
+            if role == "tool_call":
+                try:
+                    call = json.loads(content) if isinstance(content, str) else content
+                except json.JSONDecodeError as e:
+                    raise NormalizeError("bad_tool_call", f"message {j}: tool_call is not JSON: {e}") from e
+                prev = out[-1] if out and isinstance(out[-1], dict) else None
+                if prev is not None and prev.get("role") == "assistant" and not _CALL.search(str(prev.get("content") or "")) \
+                        and not _ANSWER.search(str(prev.get("content") or "")):
+                    prev["tool_calls"] = list(prev.get("tool_calls") or []) + [call]
+                else:
+                    out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            elif role == "tool_response":
+                out.append({"role": "tool", "content": content})
+            else:
+                out.append({**m, "role": role, "content": content})
+        return out
+
+    def to_episode(self, row: dict[str, Any], index: int, workspace_root: Path) -> EpisodeRecord:
+        key = self.spec.messages_key if self.spec.messages_key in row or "conversations" not in row else "conversations"
+        raw = row.get(key)
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise NormalizeError("unparsable_json", str(e)) from e
+        if not isinstance(raw, list) or not raw:
+            raise NormalizeError("missing_messages", f"no {self.spec.messages_key!r} (or 'conversations') list")
+        raw = self._standard(raw)
+        rid = f"{self.source}-{row.get('id', index)}"
+        ws = workspace_root / rid
+        images = list(row.get(self.spec.images_key) or [])
+        used = 0
+        msgs: list[Message] = []
+        regs = []
+        final = None
+        question = ""
+        pending: list[str] = []
+        turn = 0
+        for j, m in enumerate(raw):
+            if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool", "function"):
+                raise NormalizeError("bad_message", f"message {j}: {str(m)[:120]}")
+            role, content = m["role"], m.get("content")
+            parts: list[ContentPart] = []
+            if isinstance(content, list):
+                for p in content:
+                    if isinstance(p, dict) and p.get("type") in ("image", "image_url"):
+                        parts.append(ContentPart(type="image", image="<image>"))
+                    elif isinstance(p, dict) and p.get("type") == "text":
+                        parts.append(ContentPart(type="text", text=str(p.get("text", ""))))
+            elif isinstance(content, str) or content is None:
+                text = content or ""
+                for k, seg in enumerate(text.split("<image>")):
+                    if k:
+                        parts.append(ContentPart(type="image", image="<image>"))
+                    if seg:
+                        parts.append(ContentPart(type="text", text=seg))
+            else:
+                raise NormalizeError("bad_message", f"message {j} content is {type(content).__name__}")
+            fixed = []
+            for p in parts:
+                if p.type == "image":
+                    if used >= len(images):
+                        raise NormalizeError("image_count_mismatch", f"more image slots than {len(images)} images")
+                    kind = "user_image" if role == "user" and not msgs or (role == "user" and j <= 2) else "search_image"
+                    reg = store_image(_image_bytes(images[used]), ws, f"{kind}_{used + 1}")
+                    used += 1
+                    regs.append(reg)
+                    fixed.append(ContentPart(type="image", image=reg.filename))
+                else:
+                    fixed.append(p)
+            text = "".join(p.text or "" for p in fixed if p.type == "text")
+            if role == "system":
+                msgs.append(Message(role="system", content=fixed or [ContentPart(type="text", text="")]))
+            elif role == "user" and _TOOL_RESP.match(text) and pending:
+                name = pending.pop(0)
+                obs = _TOOL_RESP.match(text).group(1).strip()
+                imgs = [p for p in fixed if p.type == "image"]
+                msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{turn}", turn=turn,
+                                    content=imgs + [ContentPart(type="text", text=obs)]))
+            elif role == "user":
+                if not question:
+                    question = text.strip()
+                msgs.append(Message(role="user", content=fixed, turn=turn))
+            elif role in ("tool", "function"):
+                name = pending.pop(0) if pending else f"{self.prefix}{m.get('name', 'tool')}"
+                msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{turn}", turn=turn,
+                                    content=fixed or [ContentPart(type="text", text="")]))
+            else:
+                turn += 1
+                th = _THINK.search(text)
+                think = th.group(1) if th else str(m.get("reasoning_content") or "")
+                calls = self._calls(m, text)
+                if len(calls) > 1:
+                    raise NormalizeError("parallel_tool_calls", f"turn {turn} has {len(calls)} calls")
+                if calls:
+                    name, args = calls[0]
+                    name = self.prefix + name
+                    self._note_tool(name, args)
+                    pending = [name]
+                    msgs.append(text_msg("assistant", canonical_call(think, name, args), turn=turn))
+                else:
+                    a = _ANSWER.search(text)
+                    ans = a.group(2) if a else _THINK.sub("", text).strip()
+                    if not ans:
+                        raise NormalizeError("bad_message", f"assistant turn {turn} has neither a call nor an answer")
+                    final = ans.strip()
+                    msgs.append(text_msg("assistant", canonical_response(think, final), turn=turn))
+        if not question:
+            raise NormalizeError("no_user_turn", rid)
+        if turn == 0:
+            raise NormalizeError("no_assistant_turn", rid)
+        if used != len(images):
+            raise NormalizeError("image_count_mismatch", f"{len(images)} images, {used} placeholders")
+        answers = [str(a) for a in ([row.get("answer")] if row.get("answer") else [])]
+        ok = final is not None and msgs[-1].role == "assistant"
+        return EpisodeRecord(
+            id=rid, task=Task(id=rid, question=question, answers=answers, source=self.source,
+                              metadata={k: row[k] for k in ("id", "source", "data_source") if k in row}),
+            config_hash=f"source:{self.source}", policy=self.source, backend=f"source:{self.source}", messages=msgs,
+            images=regs, final_response=final, status="answered" if ok else "error",
+            error=None if ok else "trajectory does not end with an answer", trainable=ok,
+            turns=turn, tool_calls=sum(1 for m in msgs if m.role == "tool"), workspace=str(ws), labels=[self.source])
