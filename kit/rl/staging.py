@@ -1,0 +1,300 @@
+"""Long-MDR staging: OPD warmup, progressive horizon expansion, entropy-triggered rescue, run log.
+
+Long-MDR (arXiv 2610.05195; only its abstract is public, see ``LONG_MDR.md`` of the design notes) names
+three components. The kit implements each as configuration with its own documented defaults:
+
+* **OPD warmup**: a stage of kind ``"opd"`` runs on-policy distillation steps (:mod:`kit.rl.opd`) before
+  reward RL.
+* **Progressive horizon expansion**: RL stages with growing turn / call / context / wall-clock budgets
+  (:func:`long_mdr_stages`: 10 → 20 → 50 → 75 turns, 32k → 64k → 128k → 128k tokens). A stage ends after
+  ``steps`` steps, or earlier on a reward plateau: once at least ``min_steps`` steps have run, the mean
+  reward of the last ``plateau_window`` steps exceeds the mean of the window before it by less than
+  ``plateau_delta``. The last stage never ends.
+* **Entropy-triggered rescue**: token entropy on model-generated tokens is tracked every step; when it
+  stays below ``entropy_threshold`` for ``patience`` steps while the reward is below
+  ``reward_saturation`` (not saturated), the configured action fires (``raise_temperature``,
+  ``entropy_bonus``, ``widen_clip``, or ``rollback`` to the last healthy checkpoint), is logged, and a
+  ``cooldown`` of steps passes before the next rescue. Thresholds are the kit's choices, not Long-MDR's.
+
+Every stage start, transition, rescue, skipped step and training step is a line in the run log
+(``run_log.jsonl``); :func:`plot_run_log` draws reward and entropy with the transitions and rescues.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from kit.harness.config import HarnessConfig
+
+RescueAction = Literal["raise_temperature", "entropy_bonus", "widen_clip", "rollback"]
+
+
+@dataclass
+class Stage:
+    """One training stage. ``kind``: ``"opd"`` (distillation warmup) or ``"rl"``. Budgets override the
+    base :class:`HarnessConfig` (``None`` keeps its value). ``steps``: fixed length (``None``: until a
+    plateau, or forever for the last stage)."""
+
+    name: str
+    kind: Literal["opd", "rl"] = "rl"
+    max_turns: int | None = None
+    max_calls: int | None = None
+    max_context_tokens: int | None = None
+    wall_clock_s: float | None = None
+    steps: int | None = None
+    min_steps: int = 1
+    plateau_window: int | None = None
+    plateau_delta: float = 0.01
+
+    def __post_init__(self):
+        if self.kind not in ("opd", "rl"):
+            raise ValueError(f"stage {self.name!r}: kind must be 'opd' or 'rl', got {self.kind!r}")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"stage {self.name!r}: steps must be >= 1 or None")
+        if self.plateau_window is not None and self.plateau_window < 1:
+            raise ValueError(f"stage {self.name!r}: plateau_window must be >= 1 or None")
+
+    def harness_config(self, base: HarnessConfig) -> HarnessConfig:
+        """``base`` with this stage's budgets (the reserve is shrunk if it would not fit the context)."""
+        upd = {k: getattr(self, k) for k in ("max_turns", "max_calls", "max_context_tokens", "wall_clock_s")
+               if getattr(self, k) is not None}
+        ctx = upd.get("max_context_tokens", base.max_context_tokens)
+        if base.synthesis_reserve_tokens >= ctx:
+            upd["synthesis_reserve_tokens"] = ctx // 8
+        return HarnessConfig(**{**base.model_dump(), **upd})
+
+
+def long_mdr_stages(opd_steps: int = 50, steps_per_stage: int = 200) -> list[Stage]:
+    """Paper-scale schedule (Long-MDR abstract: 10 → 20 → 50 → 75 turns, 32k → 128k context); call
+    budgets and wall clocks grow with the turns (the kit's choice)."""
+    return [
+        Stage("opd_warmup", "opd", max_turns=10, max_calls=16, max_context_tokens=32_768, wall_clock_s=900, steps=opd_steps),
+        Stage("h10", max_turns=10, max_calls=16, max_context_tokens=32_768, wall_clock_s=900, steps=steps_per_stage,
+              min_steps=50, plateau_window=20),
+        Stage("h20", max_turns=20, max_calls=32, max_context_tokens=65_536, wall_clock_s=1800, steps=steps_per_stage,
+              min_steps=50, plateau_window=20),
+        Stage("h50", max_turns=50, max_calls=80, max_context_tokens=131_072, wall_clock_s=3600, steps=steps_per_stage,
+              min_steps=50, plateau_window=20),
+        Stage("h75", max_turns=75, max_calls=120, max_context_tokens=131_072, wall_clock_s=5400),
+    ]
+
+
+@dataclass
+class RescueConfig:
+    """Entropy-triggered rescue (see module docstring). Entropy in nats per generated token."""
+
+    entropy_threshold: float = 0.3
+    reward_saturation: float = 0.9
+    patience: int = 2
+    cooldown: int = 5
+    action: RescueAction = "raise_temperature"
+    temperature_step: float = 0.1
+    max_temperature: float = 1.5
+    entropy_bonus: float = 1e-3
+    clip_widen_factor: float = 2.0
+
+    def __post_init__(self):
+        if self.action not in ("raise_temperature", "entropy_bonus", "widen_clip", "rollback"):
+            raise ValueError(f"unknown rescue action {self.action!r}")
+        if self.patience < 1 or self.cooldown < 0:
+            raise ValueError("patience must be >= 1 and cooldown >= 0")
+
+
+class RunLog:
+    """Append-only JSON-lines log of a run (``run_log.jsonl``): one object per event with ``type``,
+    ``step`` and ``time``. Re-opening an existing file appends (resume)."""
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path) if path is not None else None
+        self.events: list[dict[str, Any]] = []
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                self.events = [json.loads(x) for x in self.path.read_text().splitlines() if x.strip()]
+
+    def write(self, type_: str, step: int, **data: Any) -> dict[str, Any]:
+        ev = {"type": type_, "step": int(step), "time": round(time.time(), 3), **data}
+        self.events.append(ev)
+        if self.path is not None:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(ev, default=_json_default) + "\n")
+        return ev
+
+    def of_type(self, type_: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == type_]
+
+
+def _json_default(o):
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return str(o)
+
+
+@dataclass
+class Knobs:
+    """Training knobs the rescue may change: sampling temperature, entropy bonus coefficient, and a
+    factor on ε_hi."""
+
+    temperature: float = 1.0
+    entropy_coef: float = 0.0
+    eps_hi_scale: float = 1.0
+
+
+@dataclass
+class ScheduleState:
+    stage_index: int = 0
+    stage_step: int = 0
+    rewards: list[float] = field(default_factory=list)  # this stage's per-step reward means
+    low_entropy_run: int = 0
+    last_rescue_step: int | None = None
+    knobs: Knobs = field(default_factory=Knobs)
+
+
+class StageSchedule:
+    """Drives stages, transitions and rescues; the trainer calls :meth:`observe` after every step.
+
+    Args:
+        stages: at least one stage.
+        rescue: rescue settings (``None`` disables rescue).
+        log: the run log that receives ``stage_start``, ``transition`` and ``rescue`` events.
+        temperature: initial sampling temperature (paper: 1.0).
+    Raises:
+        ValueError: no stages.
+    """
+
+    def __init__(self, stages: list[Stage], rescue: RescueConfig | None = None, log: RunLog | None = None,
+                 temperature: float = 1.0):
+        if not stages:
+            raise ValueError("a schedule needs at least one stage")
+        self.stages = list(stages)
+        self.rescue = rescue
+        self.log = log or RunLog(None)
+        self.state = ScheduleState(knobs=Knobs(temperature=temperature))
+
+    @property
+    def stage(self) -> Stage:
+        return self.stages[self.state.stage_index]
+
+    @property
+    def knobs(self) -> Knobs:
+        return self.state.knobs
+
+    def start(self, step: int) -> None:
+        """Log the start of the current stage (call once at the beginning of a run)."""
+        self.log.write("stage_start", step, stage=self.stage.name, kind=self.stage.kind, budgets=self._budgets())
+
+    def _budgets(self) -> dict[str, Any]:
+        s = self.stage
+        return {"max_turns": s.max_turns, "max_calls": s.max_calls, "max_context_tokens": s.max_context_tokens,
+                "wall_clock_s": s.wall_clock_s}
+
+    def plateaued(self) -> bool:
+        """The current stage's reward plateau test (module docstring)."""
+        s, r = self.stage, self.state.rewards
+        w = s.plateau_window
+        if w is None or self.state.stage_step < s.min_steps or len(r) < 2 * w:
+            return False
+        recent, before = r[-w:], r[-2 * w:-w]
+        return (sum(recent) / w) - (sum(before) / w) < s.plateau_delta
+
+    def observe(self, step: int, reward_mean: float | None, entropy_mean: float | None) -> list[dict[str, Any]]:
+        """Record one finished step (``reward_mean``/``entropy_mean`` may be None/NaN for a skipped
+        step) and apply transitions and rescues. Returns the events written."""
+        st, out = self.state, []
+        st.stage_step += 1
+        if reward_mean is not None and math.isfinite(reward_mean):
+            st.rewards.append(float(reward_mean))
+        if self.stage.kind == "rl" and self.rescue is not None:
+            ev = self._check_rescue(step, reward_mean, entropy_mean)
+            if ev:
+                out.append(ev)
+        last = st.stage_index == len(self.stages) - 1
+        s = self.stage
+        reason = None
+        if not last and s.steps is not None and st.stage_step >= s.steps:
+            reason = "steps"
+        elif not last and self.plateaued():
+            reason = "plateau"
+        if reason:
+            prev = s.name
+            st.stage_index += 1
+            st.stage_step, st.rewards, st.low_entropy_run = 0, [], 0
+            out.append(self.log.write("transition", step, **{"from": prev, "to": self.stage.name, "reason": reason}))
+            out.append(self.log.write("stage_start", step, stage=self.stage.name, kind=self.stage.kind,
+                                      budgets=self._budgets()))
+        return out
+
+    def _check_rescue(self, step, reward_mean, entropy_mean) -> dict[str, Any] | None:
+        rc, st = self.rescue, self.state
+        if entropy_mean is None or not math.isfinite(entropy_mean) or reward_mean is None or not math.isfinite(reward_mean):
+            return None
+        if entropy_mean < rc.entropy_threshold and reward_mean < rc.reward_saturation:
+            st.low_entropy_run += 1
+        else:
+            st.low_entropy_run = 0
+            return None
+        cooling = st.last_rescue_step is not None and step - st.last_rescue_step <= rc.cooldown
+        if st.low_entropy_run < rc.patience or cooling:
+            return None
+        k, before = st.knobs, asdict(st.knobs)
+        if rc.action == "raise_temperature":
+            k.temperature = min(rc.max_temperature, k.temperature + rc.temperature_step)
+        elif rc.action == "entropy_bonus":
+            k.entropy_coef = rc.entropy_bonus if k.entropy_coef == 0 else k.entropy_coef * 2
+        elif rc.action == "widen_clip":
+            k.eps_hi_scale *= rc.clip_widen_factor
+        st.last_rescue_step = step
+        st.low_entropy_run = 0
+        return self.log.write("rescue", step, stage=self.stage.name, action=rc.action, entropy=entropy_mean,
+                              reward=reward_mean, threshold=rc.entropy_threshold, knobs_before=before,
+                              knobs_after=asdict(k))
+
+    def state_dict(self) -> dict[str, Any]:
+        return asdict(self.state)
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        d = dict(d)
+        d["knobs"] = Knobs(**d.get("knobs", {}))
+        self.state = ScheduleState(**d)
+
+
+def plot_run_log(events: list[dict[str, Any]], path: str | Path | None = None, title: str = "RL run"):
+    """Reward and entropy per step with stage transitions (dashed lines, labelled) and rescues (red
+    triangles). Returns the matplotlib figure (saved to ``path`` when given)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    steps = [e for e in events if e["type"] == "step"]
+    fig, ax = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
+    x = [e["step"] for e in steps]
+    ax[0].plot(x, [_nan(e.get("reward_mean")) for e in steps], marker="o", label="reward (mean)")
+    ax[1].plot(x, [_nan(e.get("entropy_mean")) for e in steps], marker="o", color="tab:green", label="token entropy")
+    for e in events:
+        if e["type"] == "transition":
+            for a in ax:
+                a.axvline(e["step"] + 0.5, ls="--", color="gray")
+            ax[0].annotate(e["to"], (e["step"] + 0.5, 1.0), xycoords=("data", "axes fraction"), fontsize=8,
+                           va="top")
+        if e["type"] == "rescue":
+            ax[1].plot([e["step"]], [e["entropy"]], marker="v", color="red", ms=10, label="rescue")
+        if e["type"] == "skip":
+            ax[0].plot([e["step"]], [0], marker="x", color="black", label="skipped step")
+    for a in ax:
+        h, lab = a.get_legend_handles_labels()
+        a.legend(dict(zip(lab, h)).values(), dict(zip(lab, h)).keys(), fontsize=8)
+    ax[1].set_xlabel("step")
+    fig.suptitle(title)
+    if path is not None:
+        fig.savefig(path, dpi=100, bbox_inches="tight")
+    return fig
+
+
+def _nan(v):
+    return math.nan if v is None else v

@@ -1,0 +1,98 @@
+"""FA-GSPO as a verl advantage estimator and policy loss (WeAgent-MMSearch §6.2, Eq. 4, 6, 7).
+
+Eligibility travels in the batch as the ``response_mask``: the ``kit_harness`` agent loop zeroes the
+mask of an excluded trajectory (context / wall-clock limit, aborted episode, incomplete max-turn
+synthesis, overlong turn, judge failure), so it enters neither the group statistics nor the loss.
+
+Advantage estimator ``fa_gspo``: for each group (verl ``uid``), eligible-only mean and unbiased std
+(:func:`kit.rl.objective.group_advantages`), ``A = (R − mean)/(σ + 1e-6)`` for groups with ``n_g ≥ 2``,
+0 otherwise. The Eq. 7 weight ``1/(|G_train|·n_g)`` is folded into the advantage as
+``A · N/(|G_train|·n_g)`` with ``N`` the number of trajectories in the batch: the policy loss below
+divides by ``N`` (verl's ``global_batch_size``: ``ppo_mini_batch_size × rollout.n`` sequences, excluded
+ones included), and the clipped term is
+positively homogeneous in ``A``, so the product is exactly Eq. 7. This holds when the optimizer step
+sees the whole rollout batch (``ppo_mini_batch_size = train_batch_size``, as in ``configs/verl``).
+
+Policy loss ``fa_gspo``: ``ρ_i = exp(mean over response tokens of (log π − log π_old))``,
+``S_i = min(ρ_i A_i, clip(ρ_i, 1 − clip_ratio_low, 1 + clip_ratio_high) A_i)``, loss
+``−Σ_i S_i / N`` (× data-parallel size, as verl's own aggregation, so gradients average to the global
+mean).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from verl.trainer.ppo.core_algos import register_adv_est, register_policy_loss
+
+from kit.rl.objective import group_advantages
+
+NAME = "fa_gspo"
+
+
+@register_adv_est(NAME)
+def compute_fa_gspo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
+                              config: Any = None, epsilon: float = 1e-6, **_: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """FA-GSPO advantages for verl.
+
+    Args:
+        token_level_rewards: ``[B, T]`` (the trajectory reward on its last token).
+        response_mask: ``[B, T]``; an all-zero row is an excluded trajectory.
+        index: ``[B]`` group id (verl ``uid``).
+    Returns:
+        ``(advantages, returns)``, both ``[B, T]``: the weighted advantage on every response token.
+    Raises:
+        ValueError: an eligible trajectory's reward is not finite.
+    """
+    scores = token_level_rewards.sum(dim=-1).detach().cpu().double()
+    eligible = (response_mask.sum(dim=-1) > 0).cpu()
+    groups: dict[Any, list[int]] = {}
+    for i, g in enumerate(index.tolist() if hasattr(index, "tolist") else list(index)):
+        groups.setdefault(g, []).append(i)
+    keys = list(groups)
+    rewards = [[float(scores[i]) if bool(eligible[i]) else float("nan") for i in groups[k]] for k in keys]
+    elig = [[bool(eligible[i]) for i in groups[k]] for k in keys]
+    adv = group_advantages(rewards, elig, delta=epsilon)
+    weights = adv.weights()
+    n_rows = int(scores.shape[0])
+    out = torch.zeros(scores.shape[0], dtype=torch.float32)
+    for gi, k in enumerate(keys):
+        for j, i in enumerate(groups[k]):
+            out[i] = adv.advantages[gi][j] * weights[gi][j] * n_rows
+    a = out.to(response_mask.device).unsqueeze(-1) * response_mask
+    return a, a
+
+
+@register_policy_loss(NAME)
+def compute_fa_gspo_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
+                                response_mask: torch.Tensor, loss_agg_mode: str = "seq-mean-token-mean",
+                                config: Any = None, rollout_is_weights: torch.Tensor | None = None
+                                ) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Sequence-level clipped FA-GSPO loss (module docstring). Shapes ``[B, T]``; returns
+    ``(loss, metrics)``. ``loss_agg_mode`` is ignored: Eq. 7 fixes the aggregation."""
+    mask = response_mask.to(log_prob.dtype)
+    lengths = mask.sum(-1)
+    live = lengths > 0
+    if not bool(live.any()):
+        return (log_prob * 0.0).sum(), {"actor/pg_clipfrac": 0.0, "actor/ppo_kl": 0.0, "actor/fa_gspo_rows": 0}
+    clip_lo = getattr(config, "clip_ratio_low", None) or getattr(config, "clip_ratio", 0.2)
+    clip_hi = getattr(config, "clip_ratio_high", None) or getattr(config, "clip_ratio", 0.2)
+    lp, old, m, n = log_prob[live], old_log_prob[live], mask[live], lengths[live]
+    a = (advantages[live] * m).sum(-1) / n
+    log_ratio = ((lp - old) * m).sum(-1) / n
+    ratio = torch.exp(torch.clamp(log_ratio, max=10.0))
+    clipped = torch.clamp(ratio, 1.0 - clip_lo, 1.0 + clip_hi)
+    s = torch.minimum(ratio * a, clipped * a)
+    if rollout_is_weights is not None:
+        s = s * ((rollout_is_weights[live] * m).sum(-1) / n)
+    info = getattr(config, "global_batch_info", None) or {}
+    dp = int(info.get("dp_size", 1) or 1)
+    total = info.get("global_batch_size") or int(mask.shape[0])
+    loss = -s.sum() / total * dp
+    with torch.no_grad():
+        metrics = {"actor/pg_clipfrac": float(((ratio * a) > (clipped * a)).float().mean()),
+                   "actor/ppo_kl": float((-(lp - old) * m).sum() / m.sum()),
+                   "actor/fa_gspo_ratio_mean": float(ratio.mean()), "actor/fa_gspo_rows": int(live.sum())}
+    return loss, metrics
