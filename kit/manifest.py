@@ -33,10 +33,13 @@ RERUN_FIELDS = ("git", "python", "packages", "seed", "seeds", "config", "model",
 
 
 def git_state(root: Path = PROJECT_ROOT) -> dict[str, Any]:
-    """``{"commit": sha or None, "dirty": bool or None}`` of the checkout at ``root``."""
+    """``{"commit": sha or None, "dirty": bool or None}`` of the checkout at ``root`` (dirty: uncommitted
+    changes outside ``results/``)."""
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=10).stdout
+        # run outputs under results/ do not make the code dirty
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", ".", ":(exclude)results"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout
         return {"commit": sha or None, "dirty": bool(dirty.strip())}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}

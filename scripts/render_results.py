@@ -23,7 +23,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-TABLE_FILES = ("table1.md", "summary.md", "strategies.md")
+TABLE_FILES = ("table1.md", "summary.md", "strategies.md", "before_after.md", "stage_counts.csv", "replay.md")
 MAX_TABLE_LINES = 14
 
 
@@ -49,7 +49,12 @@ def _table(run: Path) -> str:
     for name in TABLE_FILES:
         f = run / name
         if f.is_file():
-            lines = f.read_text(encoding="utf-8").strip().splitlines()
+            text = f.read_text(encoding="utf-8")
+            if f.suffix == ".csv":
+                import pandas as pd
+
+                text = pd.read_csv(f).to_markdown(index=False)
+            lines = text.strip().splitlines()
             cut = lines[:MAX_TABLE_LINES]
             if len(lines) > MAX_TABLE_LINES:
                 cut.append(f"\n… {len(lines) - MAX_TABLE_LINES} more lines in [`{name}`]({run.relative_to(run_root(run)).as_posix()}/{name})")

@@ -14,9 +14,9 @@ from kit.paths import PROJECT_ROOT
 def test_notebook_07_smoke(tmp_path, data_dir, monkeypatch):
     from kit.cli import run_notebook
 
-    src = PROJECT_ROOT / "results" / "06_evaluation"
+    src = PROJECT_ROOT / "results" / "smoke" / "06_evaluation"
     if not (src / "predictions").is_dir():
-        pytest.skip("results/06_evaluation is not committed in this checkout")
+        pytest.skip("results/smoke/06_evaluation is not committed in this checkout")
     monkeypatch.setenv("HF_TOKEN", "hf_notebookSevenToken123456")
     out = tmp_path / "nb"
     run_notebook("07", "smoke", {"source_run": str(src), "tag": "smoke-test"}, out)
