@@ -6,6 +6,7 @@
     python -m kit.cli publish results/06_evaluation --results-repo ORG/NAME --tag v0.1 [--dry-run]
     python -m kit.cli download ORG/NAME --revision v0.1 [--repo-type dataset]
     python -m kit.cli replay results/06_evaluation [--snapshot cache.sqlite] [--out DIR]
+    python -m kit.cli fetch-zim wikipedia_en_100_mini_2022-10 [--sha256 HEX]   # the local web on a fresh machine
 
 ``notebook`` writes the executed notebook and the notebook's outputs into its results folder.
 ``sequence`` runs 01 → 07 (or a chosen subset, in order) into ``results/<run>/<notebook>/``, writes
@@ -310,8 +311,21 @@ def _cmd_replay(args) -> int:
     return 0 if report.identical else 1
 
 
+def _cmd_fetch_zim(args) -> int:
+    from kit.web.kiwix import ZimDownloadError, download_zim
+
+    try:
+        path = download_zim(args.source, args.dest, sha256=args.sha256)
+    except (ZimDownloadError, ValueError) as e:
+        print(f"fetch-zim: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    print(f"archive ready: {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``kit`` argument parser (``notebook``, ``sequence``, ``publish``, ``download``, ``replay``)."""
+    """The ``kit`` argument parser (``notebook``, ``sequence``, ``publish``, ``download``, ``replay``,
+    ``fetch-zim``)."""
     ap = argparse.ArgumentParser(prog="kit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
@@ -359,13 +373,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default=None, help="replay outputs (default a fresh temporary folder)")
     rp.add_argument("--allow-drift", action="store_true",
                     help="replay even when the harness configuration changed since the run (differences listed)")
+
+    fz = sub.add_parser("fetch-zim", help="download a Kiwix ZIM archive (the local web) into the kit cache")
+    fz.add_argument("source", help="Kiwix archive name (e.g. wikipedia_en_100_mini_2022-10) or URL of a .zim file")
+    fz.add_argument("--sha256", default=None, help="expected sha256 (full or a prefix of >= 8 hex characters)")
+    fz.add_argument("--dest", default=None, help="target folder (default: <kit cache>/zim, found by zim_paths)")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return {"notebook": _cmd_notebook, "sequence": _cmd_sequence, "publish": _cmd_publish, "download": _cmd_download,
-            "replay": _cmd_replay}[args.cmd](args)
+            "replay": _cmd_replay, "fetch-zim": _cmd_fetch_zim}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Where the kit finds data and keeps caches (docs/contracts.md "Data location").
 
 Resolution order for shared data: an explicit path, then ``$MMSEARCH_KIT_DATA``, then ``../shared/data``
-beside the checkout. Callers that need a file and get ``None`` must say so clearly (tests skip with a
+beside the checkout; ZIM archives can also be downloaded from Kiwix into the cache (:mod:`kit.web.kiwix`). Callers that need a file and get ``None`` must say so clearly (tests skip with a
 reason; notebooks raise with instructions).
 """
 
@@ -34,9 +34,12 @@ def shared_data_dir(explicit: str | os.PathLike | None = None) -> Path | None:
 
 
 def zim_paths(data_dir: Path | None = None) -> list[Path]:
-    """All ``*.zim`` archives under ``<data>/zim`` (sorted), or ``[]`` when no data folder exists."""
+    """All ``*.zim`` archives under ``<data>/zim`` (sorted). Without a data folder: the archives
+    downloaded into ``cache_dir()/zim`` (``python -m kit.cli fetch-zim NAME``), else ``[]``."""
     d = data_dir or shared_data_dir()
     if d is None or not (d / "zim").is_dir():
+        if data_dir is None:
+            return sorted((cache_dir() / "zim").glob("*.zim"))
         return []
     return sorted((d / "zim").glob("*.zim"))
 
