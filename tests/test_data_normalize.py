@@ -202,3 +202,25 @@ def test_source_rows_from_local_release_files(tmp_path):
         list(source_rows())
     with pytest.raises(NormalizeError, match="source_unavailable"):
         list(source_rows(data_files=tmp_path / "missing.jsonl"))
+
+
+def test_adapter_bugs_quarantine_the_row_not_the_run(tmp_path):
+    """An adapter that raises something unforeseen on one row: that row is quarantined as
+    ``adapter_error`` with the exception named, the other rows are converted."""
+    from kit.data.normalize.base import normalize_rows
+    from kit.harness.episode import EpisodeRecord, Task
+
+    class Fragile:
+        source = "fragile"
+
+        def to_episode(self, row, index, workspace_root):
+            return EpisodeRecord(id=f"r{index}", task=Task(id=str(index), question=row["question"]), config_hash="x")
+
+        def tool_schemas(self):
+            return []
+
+    rows = [{"question": "Which river?"}, {"q": "typo in the key"}, {"question": "Which bridge?"}]
+    kept, rep = normalize_rows(Fragile(), rows, tmp_path)
+    assert [r.id for r in kept] == ["r0", "r2"] and rep.read == 3 and rep.quarantined == {"adapter_error": 1}
+    line = json.loads((tmp_path / "fragile_quarantine.jsonl").read_text())
+    assert line["index"] == 1 and line["reason"] == "adapter_error" and "KeyError" in line["detail"]

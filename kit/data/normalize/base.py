@@ -183,6 +183,8 @@ def _convert(adapter: Adapter, i: int, row: Any, ws_root: Path) -> tuple[Any, Ep
             raise NormalizeError("garbled_text", why)
     except NormalizeError as e:
         return rid, e
+    except Exception as e:  # an adapter tripping over a row it did not foresee: quarantine the row, keep going
+        return rid, NormalizeError("adapter_error", f"{type(e).__name__}: {e}")
     return rid, rec
 
 
