@@ -8,7 +8,7 @@ PIP := $(PY) -m pip
 CONSTRAINTS := requirements/constraints-cpu.txt
 PROFILE ?= smoke
 
-.PHONY: setup demo data sequence results-docs test test-fast test-vllm test-verl bench kernel clean-results
+.PHONY: setup demo data sequence results-docs test test-fast test-vllm test-verl bench
 
 setup: $(VENV)/.installed
 

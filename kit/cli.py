@@ -3,9 +3,9 @@
     python -m kit.cli notebook 01 --profile smoke [-p name value ...] [--out results/01_harness_demo]
     python -m kit.cli sequence --run smoke [--only 01 03 06] [--profile smoke] [-p name value] [-p 06.name value]
     python -m kit.cli sequence --run smoke --resume          # continue from the notebook that failed
-    python -m kit.cli publish results/06_evaluation --results-repo ORG/NAME --tag v0.1 [--dry-run]
-    python -m kit.cli download ORG/NAME --revision v0.1 [--repo-type dataset]
-    python -m kit.cli replay results/06_evaluation [--snapshot cache.sqlite] [--out DIR]
+    python -m kit.cli publish results/smoke/06_evaluation --results-repo ORG/NAME --tag v0.1 [--dry-run]
+    python -m kit.cli download ORG/NAME --revision v0.1 --repo-type dataset
+    python -m kit.cli replay results/smoke/06_evaluation [--snapshot cache.sqlite] [--out DIR]
     python -m kit.cli fetch-zim wikipedia_en_100_mini_2022-10 [--sha256 HEX]   # the local web on a fresh machine
 
 ``notebook`` writes the executed notebook and the notebook's outputs into its results folder.
@@ -84,6 +84,7 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
 
     Raises:
         FileNotFoundError: no such notebook.
+        ValueError: ``params`` names a parameter the notebook's parameters cell does not declare.
         papermill.PapermillExecutionError: a cell failed (the executed notebook is still written).
     """
     import papermill as pm
@@ -93,7 +94,12 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
     src = nb_dir / f"{name}.ipynb"
     if not src.exists():
         raise FileNotFoundError(f"no notebook {src}; available: {sorted(p.stem for p in nb_dir.glob('*.ipynb'))}")
-    out = Path(out_dir) if out_dir else PROJECT_ROOT / "results" / name
+    # cells run inside notebooks/: a relative out_dir is taken from the caller's working directory
+    out = Path(out_dir).resolve() if out_dir else PROJECT_ROOT / "results" / name
+    declared = _declared(src)
+    unknown = sorted(set(params or {}) - declared)
+    if unknown:
+        raise ValueError(f"notebook {name} has no parameter(s) {unknown}; its parameters: {sorted(declared)}")
     out.mkdir(parents=True, exist_ok=True)
     parameters = {"profile": profile, "out_dir": str(out), **(params or {})}
     dest = out / f"{name}.ipynb"
@@ -142,6 +148,36 @@ def plan_sequence(keys: list[str] | None, *, notebooks_dir: str | Path | None = 
     return chosen
 
 
+def _declared(notebook: Path) -> set[str]:
+    """Names assigned at the top level of a notebook's ``parameters`` cell (parsed with :mod:`ast`:
+    papermill's own inspector skips lines whose comments it cannot parse)."""
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    names: set[str] = set()
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
+            for node in ast.parse(cell.source).body:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                    if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+                names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    """A recorded ``sequence.json``. Raises :class:`SequenceError` when it is not one (damaged, edited)."""
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if not (isinstance(state, dict) and isinstance(state.get("plan"), dict) and isinstance(state.get("steps"), dict)
+                and {"keys", "profile", "common", "per_notebook"} <= set(state["plan"])
+                and all(isinstance(v, dict) and "status" in v for v in state["steps"].values())):
+            raise ValueError("missing plan or steps")
+    except (OSError, ValueError) as e:
+        raise SequenceError(f"{path} is not a readable sequence state ({type(e).__name__}: {e}); "
+                            "start the run again without --resume") from e
+    return state
+
+
 def _write_state(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=2, sort_keys=True, default=str), encoding="utf-8")
@@ -168,13 +204,13 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         raise SequenceError(f"unknown profile {profile!r}; choose one of {PROFILES}")
     if not run or "/" in run or run in (".", ".."):
         raise SequenceError(f"run name must be a plain folder name, got {run!r}")
-    root = Path(results_dir) if results_dir else PROJECT_ROOT / "results"
+    root = Path(results_dir).resolve() if results_dir else PROJECT_ROOT / "results"
     run_dir = root / run
     state_path = run_dir / SEQUENCE_FILE
     if resume:
         if not state_path.exists():
             raise SequenceError(f"nothing to resume: {state_path} does not exist")
-        state = json.loads(state_path.read_text(encoding="utf-8"))
+        state = _read_state(state_path)
         plan = state["plan"]
         given = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir) if keys else None, "profile": profile,
                  "common": common or None, "per_notebook": per_notebook or None}
@@ -190,11 +226,21 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         plan = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir), "profile": profile or "smoke",
                 "common": common or {}, "per_notebook": per_notebook or {}}
         if state_path.exists():
-            old = json.loads(state_path.read_text(encoding="utf-8"))
+            try:
+                old = _read_state(state_path)
+            except SequenceError as e:
+                echo(f"note: {e}; starting over")
+                old = {"steps": {}}
             if any(s["status"] != "ok" for s in old["steps"].values()):
                 echo(f"note: {state_path} records an unfinished sequence; starting over (use --resume to continue it)")
         state = {"run": run, "plan": plan, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "steps": {k: {"notebook": NOTEBOOKS[k], "status": "pending"} for k in plan["keys"]}}
+    # a common override goes to the notebooks that declare it; one that no planned notebook declares is a typo
+    nb_dir = Path(notebooks_dir) if notebooks_dir else PROJECT_ROOT / "notebooks"
+    declared = {k: _declared(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
+    stray = sorted(n for n in plan["common"] if not any(n in d for d in declared.values()))
+    if stray:
+        raise SequenceError(f"no planned notebook has parameter(s) {stray}")
     run_dir.mkdir(parents=True, exist_ok=True)
     runner = runner or run_notebook
     n = len(plan["keys"])
@@ -205,7 +251,7 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         if step["status"] == "ok":
             echo(f"{label}: done in an earlier attempt ({step.get('seconds', 0):.1f} s), not rerun")
             continue
-        params = {**plan["common"], **plan["per_notebook"].get(key, {})}
+        params = {**{n: v for n, v in plan["common"].items() if n in declared[key]}, **plan["per_notebook"].get(key, {})}
         out = run_dir / NOTEBOOKS[key]
         step.update(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), params=params,
                     out_dir=str(out), error=None)
@@ -242,6 +288,9 @@ def _cmd_notebook(args) -> int:
     try:
         dest = run_notebook(args.key, args.profile, {k: _value(v) for k, v in args.param}, args.out,
                             progress=args.progress)
+    except (FileNotFoundError, ValueError) as e:  # usage: no such notebook or parameter
+        print(f"notebook {args.key}: {e}", file=sys.stderr)
+        return 2
     except Exception as e:
         print(f"notebook {args.key} failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
@@ -265,9 +314,16 @@ def _cmd_sequence(args) -> int:
 
 
 def _cmd_publish(args) -> int:
+    import httpx
+    from huggingface_hub import get_token
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
     from kit.hub.publish import PublishError, plan_run, publish
 
+    plan = None
     try:
+        if Path(args.run_dir).is_file():
+            raise PublishError(f"{args.run_dir} is a file: give a results folder")
         plan = plan_run(args.run_dir, results_repo=args.results_repo, cache_repo=args.cache_repo,
                         dataset_repos=dict(args.dataset), checkpoint_repos=dict(args.checkpoint), tag=args.tag,
                         private=args.private)
@@ -275,11 +331,20 @@ def _cmd_publish(args) -> int:
         if args.dry_run:
             print("dry run: nothing uploaded")
             return 0
+        if not get_token():
+            raise PublishError("no Hugging Face token: run `hf auth login` or set HF_TOKEN (or use --dry-run)")
         for res in publish(plan):
             print(f"published {res['repo_type']} {res['repo_id']} at {res['commit']} tag {res['tag']}")
     except (PublishError, FileNotFoundError, ValueError) as e:
         print(f"publish: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    except (HfHubHTTPError, OfflineModeIsEnabled, httpx.HTTPError, OSError) as e:
+        print(f"publish: the Hub could not be reached or refused the upload: {type(e).__name__}: {_first_line(e)}",
+              file=sys.stderr)
+        return 1
+    finally:
+        if plan is not None:
+            plan.discard()
     return 0
 
 
@@ -290,7 +355,7 @@ def _cmd_download(args) -> int:
         res = download(args.repo_id, revision=args.revision, repo_type=args.repo_type, cache_dir=args.cache_dir,
                        allow_patterns=args.include or None)
     except (DownloadError, ValueError) as e:
-        print(f"download: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"download: {type(e).__name__}: {_first_line(e)}", file=sys.stderr)
         return 2
     print(f"{res.repo_type} {res.repo_id}@{res.revision} (commit {res.commit}) → {res.path}")
     return 0
@@ -316,7 +381,7 @@ def _cmd_fetch_zim(args) -> int:
 
     try:
         path = download_zim(args.source, args.dest, sha256=args.sha256)
-    except (ZimDownloadError, ValueError) as e:
+    except (ZimDownloadError, ValueError, OSError) as e:
         print(f"fetch-zim: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     print(f"archive ready: {path}")

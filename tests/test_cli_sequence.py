@@ -125,3 +125,42 @@ def test_real_notebook_subset_smoke(tmp_path, data_dir):
         d = tmp_path / "smoke" / NOTEBOOKS[k]
         assert (d / f"{NOTEBOOKS[k]}.ipynb").exists() and (d / "manifest.json").exists()
     assert (tmp_path / "smoke" / "manifest.json").exists()
+
+
+def test_bad_parameters_state_files_and_relative_out(tmp_path, nb_dir, monkeypatch, capsys):
+    """A misspelt parameter is refused before anything runs (one notebook: exit 2; a sequence: when no
+    planned notebook declares it); a damaged sequence.json is a clear error; a relative --out is taken
+    from the caller's working directory, not from notebooks/."""
+    from kit.cli import run_notebook
+
+    with pytest.raises(ValueError, match=r"no parameter\(s\) \['valeu'\]"):
+        run_notebook("01", "smoke", {"valeu": 2}, tmp_path / "o", notebooks_dir=nb_dir)
+    assert not (tmp_path / "o").exists()
+    res = tmp_path / "res"
+    with pytest.raises(SequenceError, match=r"no planned notebook has parameter\(s\) \['valeu'\]"):
+        run_sequence("r", ["01"], common={"valeu": 2}, results_dir=res, notebooks_dir=nb_dir, progress=False)
+    (res / "r").mkdir(parents=True)
+    (res / "r" / "sequence.json").write_text("{not json")
+    with pytest.raises(SequenceError, match="not a readable sequence state"):
+        run_sequence("r", resume=True, results_dir=res, notebooks_dir=nb_dir, progress=False)
+    (res / "r" / "sequence.json").write_text("{}")
+    with pytest.raises(SequenceError, match="not a readable sequence state"):
+        run_sequence("r", resume=True, results_dir=res, notebooks_dir=nb_dir, progress=False)
+    monkeypatch.chdir(tmp_path)
+    rc = main(["notebook", "01", "--out", "rel_out", "-p", "value", "5"] + [])  # real notebooks/ has no 'value'
+    assert rc == 2 and "no parameter(s) ['value']" in capsys.readouterr().err
+    dest = run_notebook("01", "smoke", {"value": 5}, "rel_out", notebooks_dir=nb_dir)
+    assert dest == tmp_path / "rel_out" / "01_harness_demo.ipynb"
+    assert json.loads((tmp_path / "rel_out" / "params.json").read_text())["value"] == 5
+
+
+def test_declared_parameters_of_the_real_notebooks():
+    """Every real notebook's parameters are found, including lines whose comments papermill's own
+    inspector cannot parse (a refused real parameter would make the notebook unusable from the CLI)."""
+    from kit.cli import _declared
+    from kit.paths import PROJECT_ROOT
+
+    for key, name in NOTEBOOKS.items():
+        assert {"profile", "out_dir"} <= _declared(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), key
+    assert {"data", "lr_language", "lr_vision"} <= _declared(PROJECT_ROOT / "notebooks" / "04_sft_unsloth.ipynb")
+    assert "stages" in _declared(PROJECT_ROOT / "notebooks" / "05_rl_long_mdr.ipynb")

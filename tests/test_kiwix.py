@@ -51,6 +51,8 @@ def test_urls_current_then_archived():
                                 f"https://download.kiwix.org/archive/zim/wikipedia/{NAME}.zim"]
     with pytest.raises(ValueError):
         kiwix_urls("../etc/passwd")
+    with pytest.raises(ValueError):
+        kiwix_urls("wikipedia en mini")
 
 
 def test_download_from_archive_path_with_resume_and_digest(archive, tmp_path):
@@ -88,6 +90,8 @@ def test_not_found_and_bad_input(tmp_path):
         download_zim("ftp://example.org/a.zim", tmp_path)
     with pytest.raises(ValueError):
         download_zim(NAME, tmp_path, sha256="xyz")
+    with pytest.raises(ValueError):
+        download_zim(NAME, tmp_path, sha256="a" * 65)
 
 
 def test_transport_errors_retry_then_fail(tmp_path):

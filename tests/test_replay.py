@@ -111,3 +111,27 @@ def test_cached_backend_name_is_part_of_the_key(tmp_path):
     c.close()
     assert snapshot_backends(tmp_path / "c.sqlite") == {"zim": 1}
     assert CachedBackend(OfflineBackend("zim"), ToolCache(tmp_path / "c.sqlite", mode="readonly")).name == "zim"
+
+
+async def test_replay_run_refuses_bad_folders(tmp_path):
+    """Not an evaluation, a damaged manifest, no predictions, or an output folder that already holds
+    results (a replay there would resume them and compare nothing new): clear ReplayErrors."""
+    from kit.eval.replay import ReplayError, replay_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text("[]")
+    with pytest.raises(ReplayError, match="not an evaluation run"):
+        await replay_run(run)
+    (run / "manifest.json").write_text("{oops")
+    with pytest.raises(ReplayError, match="not readable JSON"):
+        await replay_run(run)
+    (run / "manifest.json").write_text('{"config": {"notebook": "06_evaluation"}}')
+    with pytest.raises(ReplayError, match="no predictions"):
+        await replay_run(run)
+    (run / "predictions").mkdir()
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "x.jsonl").write_text("{}")
+    for out in (tmp_path / "busy", run):
+        with pytest.raises(ReplayError, match="not empty"):
+            await replay_run(run, out_dir=out)

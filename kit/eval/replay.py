@@ -255,12 +255,23 @@ async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None,
     from kit.paths import shared_data_dir
 
     run_dir = Path(run_dir)
-    m = read_manifest(run_dir)
-    cfg = m.get("config", {})
-    if cfg.get("notebook") != "06_evaluation":
-        raise ReplayError(f"{run_dir} is not an evaluation run (manifest notebook {cfg.get('notebook')!r})")
+    try:
+        m = read_manifest(run_dir)
+    except ValueError as e:  # JSON errors
+        raise ReplayError(f"{run_dir / 'manifest.json'} is not readable JSON: {e}") from e
+    cfg = m.get("config") if isinstance(m, dict) else None
+    if not isinstance(cfg, dict) or cfg.get("notebook") != "06_evaluation":
+        raise ReplayError(f"{run_dir} is not an evaluation run (its manifest names no notebook 06_evaluation)")
+    if not (run_dir / "predictions").is_dir():
+        raise ReplayError(f"{run_dir} holds no evaluation (no predictions/ folder) to compare with")
     snap = Path(snapshot) if snapshot else run_dir / "cache.sqlite"
-    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="replay_"))
+    if out_dir is not None:
+        out = Path(out_dir)
+        # a replay into a folder with results would resume them and compare nothing new
+        if out.resolve() == run_dir.resolve() or (out.exists() and any(out.iterdir())):
+            raise ReplayError(f"replay output folder {out} is not empty (or is the run itself): give a new folder")
+    else:
+        out = Path(tempfile.mkdtemp(prefix="replay_"))
     web, offline = replay_backend(snap)
     try:
         loaded = await load_benchmarks(cfg["benchmarks"], source=cfg.get("source", "local"), limit=cfg.get("n_per_benchmark"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -76,6 +77,12 @@ class PublishPlan:
     uploads: list[RepoUpload] = field(default_factory=list)
     staging: str | None = None  # folder holding generated files (the cache snapshot copy)
 
+    def discard(self) -> None:
+        """Remove the generated files (the cache snapshot copy); call when done with the plan."""
+        if self.staging:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self.staging = None
+
     def listing(self) -> str:
         """Human-readable dry-run listing: per repository the tag, the card and every file with size and sha256."""
         lines = [f"publish plan for run {self.run!r}: {len(self.uploads)} repositor{'y' if len(self.uploads) == 1 else 'ies'}"]
@@ -102,11 +109,22 @@ def _files(folder: Path, prefix: str = "", *, exclude: tuple[str, ...] = ()) -> 
     out = []
     for f in sorted(folder.rglob("*")):
         rel = f.relative_to(folder)
-        if (not f.is_file() or f.is_symlink() or any(p in EXCLUDE_NAMES for p in rel.parts)
+        # hidden files (.env, .netrc, editor state) are never published
+        if (not f.is_file() or f.is_symlink() or any(p in EXCLUDE_NAMES or p.startswith(".") for p in rel.parts)
                 or f.name.endswith(EXCLUDE_SUFFIXES) or rel.as_posix() in exclude):
             continue
         out.append(PlannedFile(str(f), f"{prefix}{rel.as_posix()}", f.stat().st_size, file_sha256(f)))
     return out
+
+
+def _inside(run_dir: Path, rel: str) -> Path:
+    """``run_dir / rel`` when it stays inside ``run_dir``; a published folder is always part of the run."""
+    if Path(rel).is_absolute():
+        raise PublishError(f"folder {rel!r} must be relative to the run folder {run_dir}")
+    folder = (run_dir / rel).resolve()
+    if not folder.is_relative_to(run_dir.resolve()):
+        raise PublishError(f"folder {rel!r} is outside the run folder {run_dir}")
+    return folder
 
 
 def _manifest(run_dir: Path) -> dict[str, Any]:
@@ -166,44 +184,48 @@ def plan_run(run_dir: str | Path, *, tag: str, results_repo: str | None = None, 
                                      cache_repo=cache_repo, n_items=n_items)
         plan.uploads.append(RepoUpload(_check_repo(results_repo), "dataset", "results", tag, files, card, private,
                                        f"Evaluation results of run {run} ({tag})"))
-    if cache_repo:
-        src = (eval_dir or run_dir) / CACHE_FILE
-        if not src.is_file():
-            raise PublishError(f"no tool-cache {src} to snapshot")
-        plan.staging = tempfile.mkdtemp(prefix="kit_publish_")
-        # a consistent copy through SQLite's backup API (the live file may have a WAL beside it)
-        cache = ToolCache(src, mode="readwrite")
-        try:
-            snap = cache.snapshot(Path(plan.staging) / CACHE_FILE)
-        finally:
-            cache.close()
-        sha = file_sha256(snap)
-        card = cards.cache_card(snap, sha, _manifest(eval_dir or run_dir) or manifest, repo_id=cache_repo, tag=tag, run=run)
-        plan.uploads.append(RepoUpload(_check_repo(cache_repo), "dataset", "cache", tag,
-                                       [PlannedFile(str(snap), CACHE_FILE, snap.stat().st_size, sha)], card, private,
-                                       f"Tool-response cache snapshot of run {run} ({tag})"))
-    smoke = "smoke" in manifest.get("labels", []) or (manifest.get("config") or {}).get("profile") == "smoke" \
-        or (manifest.get("model") or {}).get("smoke") is True
-    for rel, repo in dataset_repos.items():
-        folder = run_dir / rel
-        if not folder.is_dir():
-            raise FileNotFoundError(f"dataset folder {folder} does not exist")
-        files = _files(folder)
-        if not files:
-            raise PublishError(f"dataset folder {folder} is empty")
-        card = cards.dataset_card(folder, _manifest(folder) or manifest, repo_id=repo, tag=tag, run=run, smoke=smoke)
-        plan.uploads.append(RepoUpload(_check_repo(repo), "dataset", "dataset", tag, files, card, private,
-                                       f"Dataset {rel} of run {run} ({tag})"))
-    for rel, repo in checkpoint_repos.items():
-        folder = run_dir / rel
-        if not folder.is_dir():
-            raise FileNotFoundError(f"checkpoint folder {folder} does not exist")
-        info = cards.checkpoint_info(folder)
-        card = cards.checkpoint_card(folder, _manifest(folder) or manifest, repo_id=repo, tag=tag, run=run, smoke=smoke)
-        plan.uploads.append(RepoUpload(_check_repo(repo), "model", "lora" if info["adapter"] else "merged", tag,
-                                       _files(folder, exclude=("README.md",)), card, private,
-                                       f"{'LoRA adapter' if info['adapter'] else 'Merged checkpoint'} {rel} of run {run} ({tag})"))
-    check_no_token(plan)
+    try:  # whatever fails after the cache snapshot was staged must not leave it behind
+        if cache_repo:
+            src = (eval_dir or run_dir) / CACHE_FILE
+            if not src.is_file():
+                raise PublishError(f"no tool-cache {src} to snapshot")
+            plan.staging = tempfile.mkdtemp(prefix="kit_publish_")
+            # a consistent copy through SQLite's backup API (the live file may have a WAL beside it)
+            cache = ToolCache(src, mode="readwrite")
+            try:
+                snap = cache.snapshot(Path(plan.staging) / CACHE_FILE)
+            finally:
+                cache.close()
+            sha = file_sha256(snap)
+            card = cards.cache_card(snap, sha, _manifest(eval_dir or run_dir) or manifest, repo_id=cache_repo, tag=tag, run=run)
+            plan.uploads.append(RepoUpload(_check_repo(cache_repo), "dataset", "cache", tag,
+                                           [PlannedFile(str(snap), CACHE_FILE, snap.stat().st_size, sha)], card, private,
+                                           f"Tool-response cache snapshot of run {run} ({tag})"))
+        smoke = "smoke" in manifest.get("labels", []) or (manifest.get("config") or {}).get("profile") == "smoke" \
+            or (manifest.get("model") or {}).get("smoke") is True
+        for rel, repo in dataset_repos.items():
+            folder = _inside(run_dir, rel)
+            if not folder.is_dir():
+                raise FileNotFoundError(f"dataset folder {folder} does not exist")
+            files = _files(folder)
+            if not files:
+                raise PublishError(f"dataset folder {folder} is empty")
+            card = cards.dataset_card(folder, _manifest(folder) or manifest, repo_id=repo, tag=tag, run=run, smoke=smoke)
+            plan.uploads.append(RepoUpload(_check_repo(repo), "dataset", "dataset", tag, files, card, private,
+                                           f"Dataset {rel} of run {run} ({tag})"))
+        for rel, repo in checkpoint_repos.items():
+            folder = _inside(run_dir, rel)
+            if not folder.is_dir():
+                raise FileNotFoundError(f"checkpoint folder {folder} does not exist")
+            info = cards.checkpoint_info(folder)
+            card = cards.checkpoint_card(folder, _manifest(folder) or manifest, repo_id=repo, tag=tag, run=run, smoke=smoke)
+            plan.uploads.append(RepoUpload(_check_repo(repo), "model", "lora" if info["adapter"] else "merged", tag,
+                                           _files(folder, exclude=("README.md",)), card, private,
+                                           f"{'LoRA adapter' if info['adapter'] else 'Merged checkpoint'} {rel} of run {run} ({tag})"))
+        check_no_token(plan)
+    except BaseException:
+        plan.discard()
+        raise
     return plan
 
 

@@ -17,6 +17,7 @@ served to the local web.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -48,7 +49,7 @@ def kiwix_urls(name: str, mirror: str = KIWIX_MIRROR) -> list[str]:
         ValueError: ``name`` is empty or contains a path separator.
     """
     stem = name[:-4] if name.endswith(".zim") else name
-    if not stem or "/" in stem or "\\" in stem:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", stem):
         raise ValueError(f"not a Kiwix archive name: {name!r} (expected e.g. wikipedia_en_100_mini_2022-10)")
     project = stem.split("_", 1)[0]
     return [f"{mirror}/zim/{project}/{stem}.zim", f"{mirror}/archive/zim/{project}/{stem}.zim"]
@@ -111,8 +112,8 @@ def download_zim(source: str, dest_dir: str | Path | None = None, *, sha256: str
         ZimDownloadError: not found at any URL, transfer failed after ``attempts``, digest mismatch (the
             partial file is removed), or the file is not a readable ZIM.
     """
-    if sha256 is not None and (len(sha256) < 8 or any(c not in "0123456789abcdefABCDEF" for c in sha256)):
-        raise ValueError(f"sha256 must be at least 8 hex characters, got {sha256!r}")
+    if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{8,64}", sha256):
+        raise ValueError(f"sha256 must be 8 to 64 hex characters, got {sha256!r}")
     if "://" in source:
         if not source.startswith(("http://", "https://")) or not source.split("?")[0].endswith(".zim"):
             raise ValueError(f"expected an http(s) URL of a .zim file, got {source!r}")
@@ -124,7 +125,10 @@ def download_zim(source: str, dest_dir: str | Path | None = None, *, sha256: str
     dest.mkdir(parents=True, exist_ok=True)
     final = dest / name
     if final.exists():
-        _check(final, sha256)
+        try:
+            _check(final, sha256)
+        except ZimDownloadError as e:
+            raise ZimDownloadError(f"{e}; the file already at {final} is kept: delete it to download again") from e
         return final
     part = dest / (name + ".part")
     own = client is None
