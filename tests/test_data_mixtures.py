@@ -286,3 +286,35 @@ async def test_vistarget_build_split_solvability_and_review(run, data_dir, tmp_p
     text, _ = vistarget_card(split, name="vt", dataset_dir=vt, verdicts={"accept": 1}, offline=True)
     assert "held-out target image" in text and "| text_only |" in text and (vt / "README.md").is_file()
     assert OFFLINE_LABEL in json.loads((vt / "tasks.jsonl").read_text().splitlines()[0])["labels"]
+
+
+def test_load_sft_records_from_files_mixtures_and_the_hub(tmp_path, monkeypatch):
+    """Notebook 04's ``data`` parameter: an episodes file, a saved mixture (images rebuilt into
+    workspaces), and the same mixture published and fetched back as ``hub:dataset:owner/name@tag``
+    (through the in-process Hub stand-in); nothing loadable is a clear error."""
+    from kit.data.mixtures import DataSource, build_sft_mixture, load_sft_records, save_dataset
+    from kit.hub.localhub import LocalHub
+    from kit.hub.publish import plan_run, publish
+    from kit.train.sample_records import sample_record
+
+    eps = tmp_path / "eps" / "episodes.jsonl"
+    eps.parent.mkdir()
+    eps.write_text("".join(sample_record(tmp_path / "eps" / f"w{i}", rid=f"e{i}").model_dump_json() + "\n" for i in range(2)))
+    assert [r.id for r in load_sft_records(eps, tmp_path / "ws")] == ["e0", "e1"]
+    assert [r.id for r in load_sft_records(eps.parent, tmp_path / "ws")] == ["e0", "e1"]
+    ds, _ = build_sft_mixture([DataSource("demo", eps, "in-house")])
+    run = tmp_path / "results" / "run"
+    save_dataset(ds, run / "sft_mixture")
+    recs = load_sft_records(run / "sft_mixture", tmp_path / "ws_local")
+    assert sorted(r.id for r in recs) == ["e0", "e1"] and all(r.messages for r in recs)
+    monkeypatch.setenv("HF_TOKEN", "hf_mixtureTestToken123456")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    hub = LocalHub(tmp_path / "hub")
+    with hub.installed():
+        publish(plan_run(run, tag="t1", dataset_repos={"sft_mixture": "kit-org/demo-sft"}))
+        got = load_sft_records("hub:dataset:kit-org/demo-sft@t1", tmp_path / "ws_hub")
+    assert sorted(r.id for r in got) == ["e0", "e1"]
+    assert [m.text() for m in got[0].messages] == [m.text() for m in next(r for r in recs if r.id == got[0].id).messages]
+    with pytest.raises(FileNotFoundError, match="no episode records"):
+        load_sft_records(tmp_path / "results", tmp_path / "ws")

@@ -299,3 +299,39 @@ def sft_features():
 def rl_features():
     """The ``datasets.Features`` of RL mixture rows."""
     return _features("rl")
+
+
+def load_sft_records(source: str | Path, workspace_root: str | Path) -> list[EpisodeRecord]:
+    """Episode records for SFT from any of the places a notebook's ``data`` parameter may name.
+
+    ``source``: an ``episodes.jsonl`` file (workspaces beside it); a folder holding ``episodes.jsonl``
+    or ``sft_episodes.jsonl``; a saved mixture (:func:`save_dataset`: ``arrow/`` or ``data/*.parquet``);
+    or a published one, ``hub:dataset:owner/name@revision`` (:func:`kit.hub.download.resolve_ref`,
+    downloaded into the standard Hugging Face cache). Mixture rows are rebuilt into records whose
+    images are written under ``workspace_root``.
+
+    Raises:
+        FileNotFoundError: nothing loadable at ``source``.
+        ValueError: a bad hub reference; kit.hub.download.DownloadError: the download failed.
+    """
+    from kit.harness.runner import read_episodes
+    from kit.hub.download import resolve_ref
+
+    p = Path(resolve_ref(str(source), repo_type="dataset"))
+    if p.is_file():
+        return read_episodes(p)
+    for name in ("episodes.jsonl", "sft_episodes.jsonl"):
+        if (p / name).is_file():
+            return read_episodes(p / name)
+    if (p / "arrow").is_dir():
+        from datasets import load_from_disk
+
+        return records_from_sft_dataset(load_from_disk(str(p / "arrow")), workspace_root)
+    parquet = sorted(p.glob("data/*.parquet")) if p.is_dir() else []
+    if parquet:
+        from datasets import load_dataset
+
+        ds = load_dataset("parquet", data_files=[str(f) for f in parquet], split="train")
+        return records_from_sft_dataset(ds, workspace_root)
+    raise FileNotFoundError(f"no episode records at {p}: expected an episodes .jsonl file, a folder with "
+                            "episodes.jsonl / sft_episodes.jsonl, or a saved SFT mixture (arrow/ or data/*.parquet)")
