@@ -1,5 +1,6 @@
-"""Notebook 04 (agentic SFT) runs headless under the smoke profile and the held-out loss goes down
-versus the untrained tiny model."""
+"""Notebook 04 (agentic SFT) runs headless under the smoke profile: the held-out loss goes down and
+tool-call validity and format compliance rise versus the untrained tiny model (short-to-long context
+curriculum, ~4-5 min on 2 cores)."""
 
 from __future__ import annotations
 
@@ -15,19 +16,23 @@ def test_notebook_04_smoke_runs_headless(tmp_path, data_dir):
     from kit.cli import run_notebook
 
     out = tmp_path / "nb04"
-    executed = run_notebook("04", "smoke", {"n_tasks": 4, "n_heldout": 1, "epochs": 10.0, "backend": "trl"}, out)
+    executed = run_notebook("04", "smoke", {"backend": "trl"}, out)
     assert executed.exists()
     for f in ["examples.csv", "train_log.csv", "before_after.csv", "before_after.md", "manifest.json",
               "episodes/episodes.jsonl"]:
         assert (out / f).exists(), f
     log = pd.read_csv(out / "train_log.csv")
-    assert log.loss.iloc[-1] < log.loss.iloc[0]  # training lowers the loss (held-out check below)
+    assert set(log.stage) == {"short", "full"} and log.step.is_monotonic_increasing
+    for _, stage in log.groupby("stage"):  # each curriculum stage lowers its training loss
+        assert stage.loss.iloc[-1] < stage.loss.iloc[0]
     assert ((log.masked_token_share > 0) & (log.masked_token_share < 1)).all()
     ba = pd.read_csv(out / "before_after.csv").set_index("metric")
     assert ba.loc["loss", "after"] < ba.loc["loss", "before"]
-    # Tool-call validity rising above the untrained model's is NOT yet reached in this smoke budget (0 -> 0
-    # with 40 CPU steps); see the SFT report. Only the metric's range is checked here.
-    assert 0 <= ba.loc["tool_call_validity", "after"] <= 1
+    assert ba.loc["generations", "after"] == 12  # 4 held-out trajectories x 3 turns
+    # The untrained model writes no valid call; the trained one mostly does, in the full harness context.
+    assert ba.loc["tool_call_validity", "before"] == 0
+    assert ba.loc["tool_call_validity", "after"] >= 0.5
+    assert ba.loc["format_compliance", "after"] >= 0.5 > ba.loc["format_compliance", "before"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["labels"] == ["smoke"] and manifest["config"]["backend"] == "trl"
     assert "Smoke profile" in (out / "before_after.md").read_text()
