@@ -1,5 +1,6 @@
 """Notebook 05 (FA-GSPO with Long-MDR staging) runs headless under the smoke profile: warm start, one OPD
-step and RL steps through the local web, with metrics, Figure 7 statistics, run log and plot written."""
+step and RL steps through the local web that update the policy, with metrics, Figure 7 statistics, run log and
+plot written (~3.5 min on 2 cores)."""
 
 from __future__ import annotations
 
@@ -14,21 +15,24 @@ def test_notebook_05_smoke_runs_headless(tmp_path, data_dir):
     from kit.cli import run_notebook
 
     out = tmp_path / "nb05"
-    executed = run_notebook("05", "smoke", {"n_tasks": 4, "group_size": 3, "prompts_per_step": 2, "total_steps": 3,
-                                            "warm_steps": 12, "stages": "opd:1,h1:1,h2"}, out)
+    executed = run_notebook("05", "smoke", {"total_steps": 4, "stages": "opd:1,h1:2,h2"}, out)
     assert executed.exists()
     for f in ["metrics.csv", "recovery.csv", "run_plot.png", "summary.md", "manifest.json", "run/run_log.jsonl",
               "run/metrics.jsonl", "demonstrations/episodes.jsonl"]:
         assert (out / f).exists(), f
     m = pd.read_csv(out / "metrics.csv")
-    assert list(m.stage) == ["opd", "h1", "h2"] and (m.rollout_trajectories == 6).all()
+    assert list(m.stage) == ["opd", "h1", "h1", "h2"] and (m.rollout_trajectories == 8).all()
     assert m.opd_kl.iloc[0] > 0 and pd.notna(m.entropy_mean.iloc[0])
     rl = m[m.kind == "rl"]
     # every RL step either updated (finite loss) or was skipped with a reason; never neither
     assert (rl.loss.notna() ^ rl.skipped.notna()).all()
+    # the warm-started student earns mixed rewards on the yes/no claim checks: real FA-GSPO updates run
+    updated = rl[rl.loss.notna()]
+    assert len(updated) >= 1 and (updated.train_groups >= 1).all() and updated.ratio_mean.notna().all()
+    assert rl.rollout_eligible.sum() > 0 and rl.rollout_correct_rate.max() > 0
     events = [json.loads(x) for x in (out / "run" / "run_log.jsonl").read_text().splitlines()]
     types = [e["type"] for e in events]
-    assert types.count("transition") == 2 and types.count("step") == 3
+    assert types.count("transition") == 2 and types.count("step") == 4
     assert types.count("skip") == int(rl.skipped.notna().sum())
     rec = pd.read_csv(out / "recovery.csv").set_index("mechanism")
     assert set(rec.index) >= {"overlong_retry", "forced_final_answer", "invalid_tool_call", "context_limit", "wall_clock"}

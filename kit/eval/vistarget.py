@@ -15,6 +15,7 @@ are a diagnostic of the Target Match pipeline on real data, not VisTarget-Bench.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -96,3 +97,38 @@ async def build_zim_vistarget(web: SearchBackend, n: int, image_dir: str | Path,
     if pages == 0 and not res.tasks:
         raise BenchmarkError("the backend returned no page for the seed queries: cannot build VisTarget-style tasks")
     return res
+
+
+VERIFY_QUESTION = ('Is the picture with the caption "{caption}" shown on the Wikipedia page "{title}"? '
+                   "Answer yes or no.")
+_CAPTION_RE = re.compile(re.escape(QUESTION).replace(re.escape("{caption}"), "(?P<caption>.+)"), re.S)
+
+
+def verification_tasks(tasks: Sequence[Task]) -> list[Task]:
+    """Yes/no claim checks derived from :func:`build_zim_vistarget` tasks (one per task, same order).
+
+    Task ``i`` pairs its caption with its own page title (answer ``yes``) when ``i`` is even and with
+    the next task's title (answer ``no``) when odd, so the answers are balanced. Scored with the
+    ``exact`` rule (``metadata["rule_mode"]``): a hedged "yes or no" answer is wrong. A binary answer
+    gives even a barely trained policy a non-zero success rate, hence groups with mixed rewards; the
+    RL smoke run uses these next to the page-title questions.
+
+    Raises:
+        ValueError: fewer than two tasks, or a task whose question is not a VisTarget-style question.
+    """
+    if len(tasks) < 2:
+        raise ValueError("need at least two VisTarget-style tasks (a false claim borrows another task's title)")
+    out = []
+    for i, t in enumerate(tasks):
+        m = _CAPTION_RE.fullmatch(t.question)
+        if m is None or not t.answers:
+            raise ValueError(f"task {t.id} is not a VisTarget-style question with an answer")
+        true = i % 2 == 0
+        title = t.answers[0] if true else tasks[(i + 1) % len(tasks)].answers[0]
+        if not true and normalize_answer(title) == normalize_answer(t.answers[0]):
+            true = True  # the borrowed title is the same page: the claim holds
+        out.append(Task(id=f"{t.id}_verify", question=VERIFY_QUESTION.format(caption=m["caption"], title=title),
+                        answers=["yes" if true else "no"], source="vistarget_zim_verify",
+                        metadata={"rule_mode": "exact", "claimed_title": title, "page_title": t.answers[0],
+                                  "from_task": t.id}))
+    return out

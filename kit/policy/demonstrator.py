@@ -3,7 +3,9 @@
 It reads the observations in the context and follows a fixed plan: reverse image search on the user's
 image (or a web search without one), a web search on the question's content words (plus a
 knowledge-graph hint), ``web_extract`` on the best page with the question as goal, an image search for
-the page's subject, then a final ``<response>`` that cites a found image. Its outputs show the harness
+the page's subject, then a final ``<response>`` that cites a found image. A yes/no claim check ("Is the
+picture with the caption "…" shown on the Wikipedia page "…"? Answer yes or no.") is answered "Yes" when
+the claimed page is among the search hits for the caption, else "No". Its outputs show the harness
 working on real inputs without a model; they are labelled ``scripted-demonstrator`` and are never
 reported as model results. The data pipeline reuses it as its offline trajectory sampler.
 """
@@ -26,6 +28,13 @@ def content_words(text: str, k: int = 8) -> str:
     """The first ``k`` non-stopword words of ``text`` (a search query built from a question)."""
     words = re.findall(r"[\w'’-]+", text)
     return " ".join([w for w in words if w.lower() not in _STOP][:k]) or text[:80]
+
+
+_VERIFY_RE = re.compile(r'caption "(?P<caption>.+)" shown on the Wikipedia page "(?P<title>.+)"\? Answer yes or no\.', re.S)
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
 def _call(name: str, args: dict[str, Any], think: str) -> str:
@@ -57,19 +66,28 @@ class DemonstratorPolicy:
         kg = next((m.group(1) for o in observations for m in [re.search(r"Knowledge graph match: ([^\n—(]+)", o)] if m), None)
         urls = [u for o in observations for u in re.findall(r"URL: (\S+)", o)]
         images = [f for o in observations for f in re.findall(r"\b((?:search|page|code)_image_\d+\.\w+)", o)]
+        claim = _VERIFY_RE.search(question)
         plan = []
-        if user_images:
+        if claim:  # a yes/no claim check: one search on the caption, then the verdict
+            plan.append(("web_search", {"query": content_words(claim["caption"]), "num": 5},
+                         "Search the web for the caption."))
+        elif user_images:
             plan.append(("web_search_based_on_image", {"image": user_images[0], "num": 5},
                          "First find out what the image shows with a reverse image search."))
-        plan.append(("web_search", {"query": (kg.strip() + " " if kg else "") + content_words(question), "num": 5},
-                     "Search the web for the question's key terms."))
-        if urls:
-            plan.append(("web_extract", {"urls": [urls[0]], "goal": question}, "Read the most relevant page."))
-        plan.append(("web_search_for_image", {"query": (kg or content_words(question, 5)).strip(), "num": 4},
-                     "Look for an image that shows the answer's subject."))
+        if not claim:
+            plan.append(("web_search", {"query": (kg.strip() + " " if kg else "") + content_words(question), "num": 5},
+                         "Search the web for the question's key terms."))
+            if urls:
+                plan.append(("web_extract", {"urls": [urls[0]], "goal": question}, "Read the most relevant page."))
+            plan.append(("web_search_for_image", {"query": (kg or content_words(question, 5)).strip(), "num": 4},
+                         "Look for an image that shows the answer's subject."))
         if tools and step < len(plan) and plan[step][0] in allowed:
             name, args, think = plan[step]
             return _call(name, args, think)
+        if claim:
+            hits = {_norm(t) for o in observations for t in re.findall(r"^\s*\d+\. (.+)$", o, re.M)}
+            verdict = "Yes" if _norm(claim["title"]) in hits else "No"
+            return f"<think>Check whether the claimed page is among the hits.</think>\n<response>{verdict}.</response>"
         return self._answer(question, kg, observations, extracts, images)
 
     @staticmethod
