@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -193,7 +194,9 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
     The state (``sequence.json``) holds the plan (keys, profile, overrides) and per step: status
     (``pending`` | ``running`` | ``ok`` | ``failed``), seconds, executed notebook, error. With
     ``resume`` the recorded plan is reused: finished steps are reported as done and the run continues
-    from the first unfinished one (a notebook's own run folders resume inside it).
+    from the first unfinished one (a notebook's own run folders resume inside it). A notebook that
+    starts afresh (any step without ``resume``, a never-started step with it) first has its folder
+    ``<results_dir>/<run>/<notebook>/`` cleared, so no output of an earlier sequence is mixed in or resumed.
 
     Raises:
         SequenceError: bad plan, missing notebooks, nothing to resume, or a resume whose keys /
@@ -253,6 +256,10 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             continue
         params = {**{n: v for n, v in plan["common"].items() if n in declared[key]}, **plan["per_notebook"].get(key, {})}
         out = run_dir / NOTEBOOKS[key]
+        if out.is_dir() and (not resume or step["status"] == "pending"):
+            # outputs of an earlier sequence: a fresh notebook run must not resume or mix with them
+            shutil.rmtree(out)
+            echo(f"{label}: cleared the earlier outputs in {out}")
         step.update(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), params=params,
                     out_dir=str(out), error=None)
         _write_state(state_path, state)

@@ -94,6 +94,33 @@ def test_stop_at_failure_then_resume(tmp_path, nb_dir, capsys):
     assert manifest["kind"] == "sequence" and manifest["config"]["sequence"]["keys"] == ["01", "03", "06"]
 
 
+def test_fresh_sequence_clears_earlier_outputs_resume_keeps_them(tmp_path, nb_dir):
+    def runner(key, profile, params, out, **kw):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "ran.txt").write_text(key)
+        if key == "03" and (tmp_path / "fail").exists():
+            raise ValueError("boom")
+        return out / "x.ipynb"
+
+    stale = tmp_path / "r" / NOTEBOOKS["01"] / "run" / "checkpoints"
+    stale.mkdir(parents=True)
+    (stale / "COMPLETE").write_text("")
+    lines = []
+    (tmp_path / "fail").write_text("1")
+    with pytest.raises(NotebookFailed):
+        run_sequence("r", ["01", "03", "06"], results_dir=tmp_path, notebooks_dir=nb_dir, runner=runner, echo=lines.append)
+    assert not stale.exists() and any("cleared the earlier outputs" in x for x in lines)  # a fresh run starts clean
+    kept = tmp_path / "r" / NOTEBOOKS["03"] / "partial.txt"
+    kept.write_text("state of the failed notebook")
+    stale06 = tmp_path / "r" / NOTEBOOKS["06"] / "old.txt"
+    stale06.parent.mkdir(parents=True)
+    stale06.write_text("from an older sequence")
+    (tmp_path / "fail").unlink()
+    run_sequence("r", resume=True, results_dir=tmp_path, notebooks_dir=nb_dir, runner=runner, echo=lines.append)
+    assert kept.exists()  # the failed notebook resumes inside its folder
+    assert not stale06.exists() and (stale06.parent / "ran.txt").exists()  # a never-started one starts clean
+
+
 def test_resume_without_state_and_bad_run_name(tmp_path, nb_dir):
     with pytest.raises(SequenceError, match="nothing to resume"):
         run_sequence("none", resume=True, results_dir=tmp_path, notebooks_dir=nb_dir)

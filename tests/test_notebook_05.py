@@ -15,13 +15,13 @@ def test_notebook_05_smoke_runs_headless(tmp_path, data_dir):
     from kit.cli import run_notebook
 
     out = tmp_path / "nb05"
-    executed = run_notebook("05", "smoke", {"total_steps": 4, "stages": "opd:1,h1:2,h2"}, out)
+    executed = run_notebook("05", "smoke", {}, out)  # the smoke defaults: 4 steps of 2 prompts x 8 samples
     assert executed.exists()
     for f in ["metrics.csv", "recovery.csv", "run_plot.png", "summary.md", "manifest.json", "run/run_log.jsonl",
               "run/metrics.jsonl", "demonstrations/episodes.jsonl"]:
         assert (out / f).exists(), f
     m = pd.read_csv(out / "metrics.csv")
-    assert list(m.stage) == ["opd", "h1", "h1", "h2"] and (m.rollout_trajectories == 8).all()
+    assert list(m.stage) == ["opd", "h1", "h1", "h2"] and (m.rollout_trajectories == 16).all()
     assert m.opd_kl.iloc[0] > 0 and pd.notna(m.entropy_mean.iloc[0])
     rl = m[m.kind == "rl"]
     # every RL step either updated (finite loss) or was skipped with a reason; never neither

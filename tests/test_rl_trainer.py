@@ -102,12 +102,19 @@ def test_lora_checkpoint_and_resume(tiny, tmp_path):
     assert 0 < trainable < total
     assert all("lora_" in n for n, p in tr.model.named_parameters() if p.requires_grad)
     tr.rl_update(batch_of([[("Eiffel Tower", 1.0, "answered"), ("x", 0.0, "answered")]]), tr.schedule.knobs)
+    for k in range(4):  # logged metrics: steps 0-2 done before the checkpoint (step 1 logged twice), 3 after
+        tr._append_metrics({"step": k, "loss": float(k)})
+    tr._append_metrics({"step": 1, "loss": 10.0})
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 2, "lo')  # a line cut by a crash
     tr.step = 3
     tr.schedule.observe(2, 0.5, 1.0)
     tr.save_checkpoint()
     w = snapshot(tr)
     tr2 = make(tiny, tmp_path, finetune="lora", lora_rank=4)
     assert tr2.step == 3 and tr2.schedule.state.stage_step == 1
+    # the resumed trainer reports the steps before its checkpoint, last logged row per step
+    assert [(m["step"], m["loss"]) for m in tr2.history] == [(0, 0.0), (1, 10.0), (2, 2.0)]
     w2 = snapshot(tr2)
     assert all(torch.equal(w[n], w2[n]) for n in w)
     assert tr2.log.of_type("resume")

@@ -449,8 +449,24 @@ class RLTrainer:
         rng = torch.load(d / "rng.pt", weights_only=False)
         torch.set_rng_state(rng["torch_rng"])
         random.setstate(rng["python_rng"])
+        self.history = self._logged_history()
         self.log.write("resume", self.step, path=str(d), stage=self.schedule.stage.name)
         return True
+
+    def _logged_history(self) -> list[dict[str, Any]]:
+        """Metrics of the steps before ``self.step`` from ``metrics.jsonl`` (the last row of a step that
+        was logged twice, e.g. after a rollback), so a resumed run reports its whole history."""
+        path = self.out / "metrics.jsonl"
+        rows: dict[int, dict[str, Any]] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    m = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by a crash mid-write
+                    continue
+                if isinstance(m, dict) and isinstance(m.get("step"), int) and m["step"] < self.step:
+                    rows[m["step"]] = m
+        return [rows[k] for k in sorted(rows)]
 
     def _rollback(self) -> None:
         done = sorted(p for p in self._ckpt_dir().glob("step_*") if (p / "COMPLETE").exists() and p.suffix != ".tmp")

@@ -4,6 +4,7 @@
   length filters (4,096 tokens per response, 48K per trajectory), the padding collator.
 * :mod:`kit.train.sft` — trainers: TRL ``SFTTrainer`` (CPU, multi-GPU through accelerate) and Unsloth
   ``FastVisionModel`` (one GPU, imported lazily), parameter groups, metrics.
+* :mod:`kit.train.curriculum` — short-to-long context curriculum: compacted transcripts, then full ones.
 * :mod:`kit.train.mixtures` — Agentic Seeding mixtures of hub sources with weights.
 * :mod:`kit.train.sft_eval` — before/after evaluation: tool-call validity, format compliance, loss.
 
