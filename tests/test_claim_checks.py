@@ -57,7 +57,7 @@ async def test_demonstrator_checks_claims_on_the_local_web(tmp_path, data_dir):
     judge = RuleJudge("contains")
     verdicts = []
     for r in records:
-        calls = [m for m in r.messages if m.role == "assistant"][0].text()
+        calls = next(m for m in r.messages if m.role == "assistant").text()
         assert '"name": "web_search"' in calls  # one search on the caption, then the verdict
         assert r.final_response in ("Yes.", "No.")
         verdicts.append(judge.judge_task(r.task, r.final_response).correct)

@@ -101,7 +101,7 @@ async def build_zim_vistarget(web: SearchBackend, n: int, image_dir: str | Path,
 
 VERIFY_QUESTION = ('Is the picture with the caption "{caption}" shown on the Wikipedia page "{title}"? '
                    "Answer yes or no.")
-_CAPTION_RE = re.compile(re.escape(QUESTION).replace(re.escape("{caption}"), "(?P<caption>.+)"), re.S)
+_CAPTION_RE = re.compile(re.escape(QUESTION).replace(re.escape("{caption}"), "(?P<caption>.+)"), re.DOTALL)
 
 
 def verification_tasks(tasks: Sequence[Task]) -> list[Task]:

@@ -30,7 +30,7 @@ def content_words(text: str, k: int = 8) -> str:
     return " ".join([w for w in words if w.lower() not in _STOP][:k]) or text[:80]
 
 
-_VERIFY_RE = re.compile(r'caption "(?P<caption>.+)" shown on the Wikipedia page "(?P<title>.+)"\? Answer yes or no\.', re.S)
+_VERIFY_RE = re.compile(r'caption "(?P<caption>.+)" shown on the Wikipedia page "(?P<title>.+)"\? Answer yes or no\.', re.DOTALL)
 
 
 def _norm(text: str) -> str:
