@@ -8,12 +8,13 @@ image, and truncates only the system prompt and the tool observations, so a trai
 records so the model learns to keep that format at the real context length.
 
 Measured on the tiny smoke model (``tiny-qwen2_vl``, local vocabulary, 0.35 M parameters, 36 demonstrator
-trajectories, 4 held out, greedy generation inside the full ~11K-token harness context):
+trajectories, 4 held out, greedy generation inside the full ~11K-token harness context;
+``benchmarks/bench_sft_curriculum.py``):
 
-* full records only, 60 steps: held-out tool-call validity 0, format compliance 0;
-* compacted records only, 600 steps: validity 1.0 on compacted held-out contexts, but 0 / 0 in full ones
-  (the format learned at 2K tokens does not survive the longer context by itself);
-* 600 compacted + 60 full steps: validity 0.92-1.0, format compliance 1.0 in full contexts.
+* full records only, 72 steps: held-out tool-call validity 0, format compliance 0;
+* compacted records only, 576 steps: 1.0 / 1.0 in compacted held-out contexts, but 0 / 0.08 in full ones
+  (the format learned at ~2K tokens does not survive the longer context by itself);
+* 576 compacted + 72 full steps: validity 1.0, format compliance 1.0 in full contexts.
 
 This is a training-cost device for small budgets (CPU smoke runs); the paper (WeAgent §6.1) trains on
 full trajectories only, which is what ``short_context_epochs = 0`` does.
