@@ -4,7 +4,7 @@ An agent transcript is mostly what the model *reads* (system prompt with tool sc
 page extracts: 8-12K tokens per trajectory in the smoke runs) and little of what it *writes* (a few
 hundred tokens). :func:`compact_record` keeps every assistant turn, user turn, harness intervention and
 image, and truncates only the system prompt and the tool observations, so a training step on it costs
-~20x less. Stage 1 teaches the turn format on compacted transcripts; stage 2 continues on the full
+~9x less (0.22 s vs 2.1 s per smoke step on 2 cores). Stage 1 teaches the turn format on compacted transcripts; stage 2 continues on the full
 records so the model learns to keep that format at the real context length.
 
 Measured on the tiny smoke model (``tiny-qwen2_vl``, local vocabulary, 0.35 M parameters, 36 demonstrator
