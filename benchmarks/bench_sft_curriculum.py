@@ -75,6 +75,8 @@ def main() -> None:
         proc = load_image_only_processor(path)
         enc, short_enc = SFTEncoder(proc), SFTEncoder(proc, tools=[])
         examples, report = enc.encode_many(records)
+        if not 0 < a.heldout < len(examples):
+            raise SystemExit(f"--heldout must be between 1 and {len(examples) - 1}")
         held_ids = {e.id for e in examples[-a.heldout:]}
         train_ex = [e for e in examples if e.id not in held_ids]
         train_recs = [r for r in records if r.id in {e.id for e in train_ex}]

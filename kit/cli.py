@@ -256,6 +256,8 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             continue
         params = {**{n: v for n, v in plan["common"].items() if n in declared[key]}, **plan["per_notebook"].get(key, {})}
         out = run_dir / NOTEBOOKS[key]
+        if out.is_symlink():
+            raise SequenceError(f"{out} is a symbolic link: the sequence writes (and clears) a real folder there")
         if out.is_dir() and (not resume or step["status"] == "pending"):
             # outputs of an earlier sequence: a fresh notebook run must not resume or mix with them
             shutil.rmtree(out)

@@ -39,6 +39,8 @@ def test_bad_input_is_refused():
         verification_tasks([_task(0, "x", "A")])
     with pytest.raises(ValueError, match="not a VisTarget-style question"):
         verification_tasks([_task(0, "x", "A"), Task(id="q", question="What is this?", answers=["B"])])
+    with pytest.raises(ValueError, match="non-empty answer"):
+        verification_tasks([_task(0, "x", "A"), _task(1, "y", " ")])
 
 
 async def test_demonstrator_checks_claims_on_the_local_web(tmp_path, data_dir):

@@ -62,7 +62,7 @@ def test_train_sft_curriculum_runs_both_stages(tmp_path):
     assert (tmp_path / "run" / "full" / "final" / "config.json").exists()
     plain = train_sft_curriculum(path, recs, ex, tmp_path / "plain", cfg, short_context_epochs=0, backend="trl")
     assert plain["short"] is None and {r["stage"] for r in plain["log"]} == {"full"}
-    with pytest.raises(ValueError, match="no full-context examples"):
+    with pytest.raises(ValueError, match="nothing to train on"):
         train_sft_curriculum(path, recs, [], tmp_path / "none", cfg, short_context_epochs=0, backend="trl")
 
 

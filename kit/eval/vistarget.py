@@ -108,7 +108,9 @@ def verification_tasks(tasks: Sequence[Task]) -> list[Task]:
     """Yes/no claim checks derived from :func:`build_zim_vistarget` tasks (one per task, same order).
 
     Task ``i`` pairs its caption with its own page title (answer ``yes``) when ``i`` is even and with
-    the next task's title (answer ``no``) when odd, so the answers are balanced. Scored with the
+    the next task's title (answer ``no``) when odd, so the answers are balanced. A "no" label assumes
+    the borrowed page does not show the same picture (not checked; a shared image would make the label
+    wrong, which a pipeline check tolerates but a benchmark would not). Scored with the
     ``exact`` rule (``metadata["rule_mode"]``): a hedged "yes or no" answer is wrong. A binary answer
     gives even a barely trained policy a non-zero success rate, hence groups with mixed rewards; the
     RL smoke run uses these next to the page-title questions.
@@ -121,8 +123,8 @@ def verification_tasks(tasks: Sequence[Task]) -> list[Task]:
     out = []
     for i, t in enumerate(tasks):
         m = _CAPTION_RE.fullmatch(t.question)
-        if m is None or not t.answers:
-            raise ValueError(f"task {t.id} is not a VisTarget-style question with an answer")
+        if m is None or not t.answers or not normalize_answer(t.answers[0]):
+            raise ValueError(f"task {t.id} is not a VisTarget-style question with a non-empty answer")
         true = i % 2 == 0
         title = t.answers[0] if true else tasks[(i + 1) % len(tasks)].answers[0]
         if not true and normalize_answer(title) == normalize_answer(t.answers[0]):

@@ -455,7 +455,8 @@ class RLTrainer:
 
     def _logged_history(self) -> list[dict[str, Any]]:
         """Metrics of the steps before ``self.step`` from ``metrics.jsonl`` (the last row of a step that
-        was logged twice, e.g. after a rollback), so a resumed run reports its whole history."""
+        was logged twice, e.g. run again after a crash and a resume from an earlier checkpoint), so a
+        resumed run reports its whole history."""
         path = self.out / "metrics.jsonl"
         rows: dict[int, dict[str, Any]] = {}
         if path.exists():

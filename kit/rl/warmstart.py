@@ -61,9 +61,9 @@ def sft_warm_start(model_path: str | Path, records: list[EpisodeRecord], out_dir
     plan = [("short", [examples[((s - 1) * batch_size + k) % len(examples)] for k in range(batch_size)])
             for s in range(1, steps + 1)]
     if full_steps:
-        full, _ = SFTEncoder(proc, tools=tools).encode_many(records) if compact else (examples, report)
+        full, full_report = SFTEncoder(proc, tools=tools).encode_many(records) if compact else (examples, report)
         if not full:
-            raise ValueError(f"no full-context demonstration could be encoded: {report.as_dict()}")
+            raise ValueError(f"no full-context demonstration could be encoded: {full_report.as_dict()}")
         plan += [("full", [full[s % len(full)]]) for s in range(full_steps)]
     collate = SFTCollator(enc.pad_token_id)
     model = AutoModelForImageTextToText.from_pretrained(str(model_path), dtype=torch.float32)

@@ -69,12 +69,14 @@ def train_sft_curriculum(model_path: str | Path, records: list[EpisodeRecord], e
         ``out_dir/short`` and ``out_dir/full`` (each with ``final/``); a finished stage 1 is reused.
 
     Raises:
-        ValueError: no compacted record can be encoded (stage 1) or no examples (stage 2).
+        ValueError: no records or no examples, or no compacted record can be encoded (stage 1).
     """
     from kit.models.processor import load_image_only_processor
     from kit.train.sft import train_sft
     from kit.train.sft_data import SFTEncoder
 
+    if not records or not examples:
+        raise ValueError(f"nothing to train on: {len(records)} records, {len(examples)} full-context examples")
     out = Path(out_dir)
     short = None
     start = Path(model_path)
@@ -87,8 +89,6 @@ def train_sft_curriculum(model_path: str | Path, records: list[EpisodeRecord], e
         scfg = short_cfg or replace(cfg, epochs=short_context_epochs, max_steps=-1)
         short = train_sft(model_path, short_ex, out / "short", scfg, backend=backend, resume=resume)
         start = short.output_dir / "final"
-    if not examples:
-        raise ValueError("no full-context examples for stage 2")
     full = train_sft(start, examples, out / "full", cfg, backend=backend, resume=resume)
     rows, offset = [], 0
     for name, res in (("short", short), ("full", full)):
