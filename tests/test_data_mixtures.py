@@ -102,7 +102,9 @@ def test_rl_mixture_and_cards(run, tmp_path):
     n = tasks_from_episodes(recs, tmp_path / "mmr1_tasks.jsonl")
     ds, report = build_rl_mixture([DataSource("synth", out / "splits" / "rl_prompts.jsonl", "in-house"),
                                    DataSource("mmsearch_r1", tmp_path / "mmr1_tasks.jsonl", "open-source")])
-    assert len(ds) == counts["stage4"]["rl"] + n
+    missing = sum("input_image_missing" in r.labels for r in recs)
+    assert missing == 10 and report["mmsearch_r1"]["input_image_missing"] == missing
+    assert len(ds) == counts["stage4"]["rl"] + n - missing
     synth = [r for r in ds if r["source"] == "synth"]
     assert all(r["target_image"] is not None and 0 <= r["solve_rate"] <= 1 for r in synth)
     mm = next(r for r in ds if r["source"] == "mmsearch_r1")
@@ -113,7 +115,7 @@ def test_rl_mixture_and_cards(run, tmp_path):
                                filters=filters, smoke=True, offline=True)
     assert [p.name for p in paths] == ["README.md", "rl_mixture.md"] and paths[1].read_text() == text
     assert text.startswith("---\n") and "synthetic-offline" in text and "size_categories" in text
-    assert f"| mmsearch_r1 | open-source | {n} |" in text and "| normalize | image_missing | 10 |" in text
+    assert f"| mmsearch_r1 | open-source | {n - missing} |" in text
     bad = tmp_path / "bad.jsonl"
     bad.write_text(Task(id="q", question="q?").model_dump_json() + "\n")
     ds2, rep2 = build_rl_mixture([DataSource("bad", bad, "open-source")])

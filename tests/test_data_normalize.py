@@ -35,14 +35,15 @@ def test_mmsearch_r1_real_traces(traces, tmp_path):
     assert all(x["reason"] for x in q)
     failed = [r for r in recs if r.status == "error"]
     assert failed and all(not r.trainable and r.error for r in failed)  # traces ending in tool failures
-    assert any('"error"' in m.text() for r in failed for m in r.messages if m.role == "tool")
+    # a hard tool failure ended the episode before any observation: none is invented (issue 14)
+    assert all(r.messages[-1].role == "assistant" for r in failed)
     for r in recs:
         for m in r.messages:
             if m.role == "assistant":
                 assert CANON.match(m.text()), m.text()[:200]
             if m.role == "tool":
                 assert m.name.startswith("MMR1_")
-        assert r.messages[1].image_refs() == ["user_image_1.png"]
+        assert r.messages[1].image_refs() == ["user_image_1.png"] or "input_image_missing" in r.labels
 
 
 def test_mmsearch_r1_case_files_and_sft_acceptance(traces, tmp_path):
@@ -130,7 +131,7 @@ def test_threaded_normalization_matches_serial_and_reruns(traces, tmp_path):
     serial, rep1 = normalize_rows(ad, rows, tmp_path / "a", workers=1)
     threaded, rep2 = normalize_rows(ad, rows, tmp_path / "b", workers=2, window=7)
     assert [r.id for r in serial] == [r.id for r in threaded] and rep1.quarantined == rep2.quarantined
-    assert [r.images[0].sha256 for r in serial] == [r.images[0].sha256 for r in threaded]
+    assert [[i.sha256 for i in r.images] for r in serial] == [[i.sha256 for i in r.images] for r in threaded]
     assert (tmp_path / "a" / "mmsearch_r1_quarantine.jsonl").read_text() == \
         (tmp_path / "b" / "mmsearch_r1_quarantine.jsonl").read_text()
     # rerun into the same folder: workspace images are replaced, not duplicated or failed

@@ -160,10 +160,10 @@ def _draw(rows: list, quota: int | None, rng: random.Random) -> list:
     return [rows[i] for i in sorted(rng.sample(range(len(rows)), quota))]
 
 
-def _draw_sources(sources, size, seed, model, keep, to_row, excluded: str):
-    """Validate each source's jsonl rows as ``model``, keep those passing ``keep``, draw its quota and
-    convert with ``to_row``; rows come back shuffled, with a per-source report (``excluded`` counts
-    the rows ``keep`` refused)."""
+def _draw_sources(sources, size, seed, model, reject, to_row, reasons: tuple[str, ...]):
+    """Validate each source's jsonl rows as ``model``, drop those for which ``reject`` names a reason,
+    draw its quota and convert with ``to_row``; rows come back shuffled, with a per-source report that
+    counts every reason in ``reasons`` (0 when none applied)."""
     _check(sources)
     quotas = _quotas(sources, size)
     rng = random.Random(seed)
@@ -173,14 +173,25 @@ def _draw_sources(sources, size, seed, model, keep, to_row, excluded: str):
             items = [model.model_validate(r) for r in _read_jsonl(Path(s.path))]
         except ValueError as e:
             raise MixtureDataError(f"source {s.name}: {e}") from e
-        good = [x for x in items if keep(x)]
+        why = [reject(x) for x in items]
+        good = [x for x, w in zip(items, why) if w is None]
         quota = None if quotas is None else quotas[s.name]
         drawn = _draw(good, quota, rng)
         rows += [to_row(x, s.name, s.origin) for x in drawn]
         report[s.name] = {"origin": s.origin, "available": len(good), "quota": quota, "drawn": len(drawn),
-                          excluded: len(items) - len(good)}
+                          **{r: why.count(r) for r in reasons}}
     rng.shuffle(rows)
     return rows, report
+
+
+def _rl_reject(t: Task) -> str | None:
+    """Why a task cannot be an RL prompt: no reference answer (nothing to judge), or the input image
+    the question is about is missing (a normalized trace labelled ``input_image_missing``)."""
+    if not any(str(a).strip() for a in t.answers):
+        return "no_answer"
+    if "input_image_missing" in (t.metadata.get("labels") or []):
+        return "input_image_missing"
+    return None
 
 
 def build_sft_mixture(sources: Sequence[DataSource], *, size: int | None = None, seed: int = 0):
@@ -197,7 +208,8 @@ def build_sft_mixture(sources: Sequence[DataSource], *, size: int | None = None,
     Raises:
         MixtureDataError: bad sources, malformed records, missing images.
     """
-    rows, report = _draw_sources(sources, size, seed, EpisodeRecord, lambda r: r.trainable, sft_row, "not_trainable")
+    rows, report = _draw_sources(sources, size, seed, EpisodeRecord, lambda r: None if r.trainable else "not_trainable",
+                                 sft_row, ("not_trainable",))
     return _dataset(rows, "sft"), report
 
 
@@ -206,26 +218,32 @@ def build_rl_mixture(sources: Sequence[DataSource], *, size: int | None = None, 
 
     Sources are task jsonl files (``rl_prompts.jsonl`` of the synthesis splits, or
     :func:`tasks_from_episodes` of normalized traces, usually after :mod:`kit.data.rl_filter`).
-    Tasks without a reference answer are excluded and counted (``no_answer``). Sizing as in
+    Tasks without a reference answer (``no_answer``) or whose input image is missing
+    (``input_image_missing``) are excluded and counted. Sizing as in
     :func:`build_sft_mixture`.
 
     Raises:
         MixtureDataError: bad sources, malformed tasks, missing images.
     """
-    rows, report = _draw_sources(sources, size, seed, Task, lambda t: any(str(a).strip() for a in t.answers), rl_row,
-                                 "no_answer")
+    rows, report = _draw_sources(sources, size, seed, Task, _rl_reject, rl_row, ("no_answer", "input_image_missing"))
     return _dataset(rows, "rl"), report
 
 
 def tasks_from_episodes(records: Iterable[EpisodeRecord], out_path: str | Path) -> int:
     """Write the tasks of (normalized) episode records as an RL prompt jsonl; returns the count.
-    The task's input images are kept as absolute paths so :func:`rl_row` can embed them."""
+    The task's input images are kept as absolute paths so :func:`rl_row` can embed them; a record
+    labelled ``input_image_missing`` passes that label on to its task, so :func:`build_rl_mixture`
+    excludes and counts it."""
     p = Path(out_path)
     p.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     with open(p, "w", encoding="utf-8") as f:
         for r in records:
-            t = r.task.model_copy(update={"input_images": [str(Path(x).resolve()) for x in r.task.input_images]})
+            meta = dict(r.task.metadata)
+            if "input_image_missing" in r.labels:
+                meta["labels"] = [*(meta.get("labels") or []), "input_image_missing"]
+            t = r.task.model_copy(update={"input_images": [str(Path(x).resolve()) for x in r.task.input_images],
+                                          "metadata": meta})
             f.write(t.model_dump_json() + "\n")
             n += 1
     return n

@@ -51,7 +51,7 @@ TABLE_ORDER = list(BENCHMARKS)
 # Local real files (shared data folder, benchmarks/...) and how to read them.
 LOCAL_FILES: dict[str, tuple[str, Callable[..., LoadResult]]] = {
     "fvqa": ("fvqa_mmsearch_r1", lambda p, limit: _fvqa_result(p, limit)),
-    "mmbrowsecomp": ("mm_browsecomp_sample", lambda p, limit: load_mm_browsecomp(p, limit)),
+    "mmbrowsecomp": ("mm_browsecomp_sample", lambda p, limit, **kw: load_mm_browsecomp(p, limit, **kw)),
     "livevqa": ("livevqa_news_sample", lambda p, limit: load_livevqa(p, limit)),
     "infoseek": ("infoseek_mini/mini_data.pq", lambda p, limit: load_infoseek(p, limit)),
 }
@@ -89,7 +89,7 @@ def parse_spec(spec: str, default_source: str = "local") -> tuple[str, str]:
 
 def load_benchmark(spec: str, *, source: str = "local", data_dir: str | Path | None = None, limit: int | None = None,
                    local_path: str | Path | None = None, revision: str | None = None, allow_unpinned: bool = False,
-                   image_dir: str | Path | None = None) -> LoadResult:
+                   image_dir: str | Path | None = None, missing_images: str = "problem") -> LoadResult:
     """Load one benchmark by spec (see the module docstring).
 
     Args:
@@ -97,6 +97,9 @@ def load_benchmark(spec: str, *, source: str = "local", data_dir: str | Path | N
         data_dir: the shared data folder (default :func:`kit.paths.shared_data_dir`).
         local_path: for ``hub`` specs, a local copy laid out like the repository; for
             ``local:vistarget``, the VisTarget JSONL file.
+        missing_images: ``"problem"`` (default: a row whose image file is absent is a per-row
+            problem) or ``"text_only"`` (such a row loads without images, labelled
+            ``text_only:missing_images``); MM-BrowseComp and hub benchmarks only.
 
     Raises:
         UnknownBenchmarkError: unknown name, or a local spec with no local files for it.
@@ -110,7 +113,7 @@ def load_benchmark(spec: str, *, source: str = "local", data_dir: str | Path | N
         if key not in HUB_SOURCES:
             raise UnknownBenchmarkError(f"{key!r} has no published source in the registry; registered: {sorted(HUB_SOURCES)}")
         return load_hub_benchmark(key, local_path=local_path, revision=revision, allow_unpinned=allow_unpinned,
-                                  limit=limit, image_dir=image_dir)
+                                  limit=limit, image_dir=image_dir, missing_images=missing_images)
     if key == "vistarget":
         if local_path is None:
             raise BenchmarkError("local:vistarget needs local_path: the VisTarget JSONL file")
@@ -123,4 +126,8 @@ def load_benchmark(spec: str, *, source: str = "local", data_dir: str | Path | N
     if root is None:
         raise BenchmarkError("no shared data folder: set MMSEARCH_KIT_DATA or pass data_dir")
     rel, fn = LOCAL_FILES[key]
+    if missing_images != "problem":
+        if key != "mmbrowsecomp":
+            raise BenchmarkError(f"missing_images={missing_images!r} applies to MM-BrowseComp and hub benchmarks, not local:{key}")
+        return fn(root / "benchmarks" / rel, limit, missing_images=missing_images)
     return fn(root / "benchmarks" / rel, limit)

@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kit.eval.crypto import DecryptionError, decrypt_text
-from kit.eval.loaders import (BenchmarkError, LoadResult, _aslist, _answers, default_image_dir, image_to_bytes,
-                              livevqa_tasks, mmbrowsecomp_task, mmsearch_r1_task, save_image_bytes, sha256_text)
+from kit.eval.loaders import (MISSING_IMAGES, BenchmarkError, LoadResult, _aslist, _answers, default_image_dir,
+                              image_to_bytes, livevqa_tasks, mmbrowsecomp_task, mmsearch_r1_task, row_id,
+                              save_image_bytes, sha256_text)
 from kit.harness.episode import Task
 
 MMSEARCH_PLUS_CANARY = "MMSearch-Plus"  # the authors' hint: the repository name without the user
@@ -69,6 +70,13 @@ class RowContext:
     image_dir: Path
     resolve_image: Callable[[str], Path]
     file: str = ""
+    missing_images: str = "problem"  # MM-BrowseComp: "text_only" loads rows with absent images, labelled
+
+
+def _id(row: dict[str, Any], key: str, i: int) -> str:
+    """The row's ``key`` when the release has that column (null or empty there: a missing-id
+    problem), else the row number."""
+    return row_id(row, key) if key in row else str(i)
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,7 @@ def _mmsearch(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
     answers = _answers([row.get("gt_answer")], _aslist(row.get("alternative_gt_answers")))
     if not answers:
         raise BenchmarkError("no gt_answer")
-    return [Task(id=f"mmsearch_{row.get('sample_id', i)}", question=q, input_images=[_one_image(row["query_image"], ctx, "mmsearch")],
+    return [Task(id=f"mmsearch_{_id(row, 'sample_id', i)}", question=q, input_images=[_one_image(row["query_image"], ctx, "mmsearch")],
                  answers=answers, source="mmsearch",
                  metadata={"rule_mode": "f1", "area": row.get("area"), "subfield": row.get("subfield"),
                            "timestamp": str(row.get("timestamp") or "")})]
@@ -132,7 +140,7 @@ def _mmsearch_plus(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
         raise BenchmarkError(f"decryption failed: {e}") from e
     if not question or not answers:
         raise BenchmarkError("empty question or answer after decryption")
-    return [Task(id=f"mmsearch_plus_{row.get('id', i)}", question=question, input_images=[_one_image(imgs[0], ctx, "mmsearch_plus")],
+    return [Task(id=f"mmsearch_plus_{_id(row, 'id', i)}", question=question, input_images=[_one_image(imgs[0], ctx, "mmsearch_plus")],
                  answers=answers, source="mmsearch_plus",
                  metadata={"sensitive": True, "category": row.get("category"), "difficulty": row.get("difficulty"),
                            "subtask": row.get("subtask"), "question_sha256": sha256_text(question),
@@ -146,7 +154,7 @@ def _simplevqa(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
     answers = _answers(_aslist(row.get("answer")), [])
     if not q or not answers:
         raise BenchmarkError("empty question or answer")
-    return [Task(id=f"simplevqa_{row.get('data_id', i)}", question=q, input_images=[_one_image(row.get("image"), ctx, "simplevqa")],
+    return [Task(id=f"simplevqa_{_id(row, 'data_id', i)}", question=q, input_images=[_one_image(row.get("image"), ctx, "simplevqa")],
                  answers=answers, source="simplevqa",
                  metadata={k: row.get(k) for k in ("original_category", "vqa_category", "source", "atomic_fact")})]
 
@@ -176,7 +184,7 @@ def _packed(prefix: str) -> Callable[[dict[str, Any], int, RowContext], list[Tas
             for k, im in enumerate(_aslist(row.get("images"))):
                 images.append(_one_image(im, ctx, prefix))
         stem = Path(ctx.file).stem.removeprefix(prefix + "_")
-        tid = row.get("id", row.get("idx", f"{stem}_{i}"))
+        tid = _id(row, "id", i) if "id" in row else _id(row, "idx", i) if "idx" in row else f"{stem}_{i}"
         return [Task(id=f"{prefix}_{tid}", question=q, input_images=images, answers=answers, source=prefix,
                      metadata={"file": Path(ctx.file).name, "row": i})]
 
@@ -192,7 +200,7 @@ def _fvqa(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
 
 
 def _mmbrowsecomp(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
-    return [mmbrowsecomp_task(row, ctx.resolve_image, source="mm_browsecomp")]
+    return [mmbrowsecomp_task(row, ctx.resolve_image, source="mm_browsecomp", missing_images=ctx.missing_images)]
 
 
 HUB_SOURCES: dict[str, HubSource] = {s.key: s for s in [
@@ -307,7 +315,7 @@ def _rows(src: HubSource, local_path: Path | None, revision: str | None) -> tupl
 
 def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revision: str | None = None,
                        allow_unpinned: bool = False, limit: int | None = None, image_dir: str | Path | None = None,
-                       strict: bool = False) -> LoadResult:
+                       strict: bool = False, missing_images: str = "problem") -> LoadResult:
     """Load benchmark ``name`` from its published repository at the pinned revision, or from a
     local copy laid out like that repository.
 
@@ -318,6 +326,11 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
         allow_unpinned: load from the network without any revision (recorded in ``info``).
         limit: stop after this many tasks.
         image_dir: where image bytes are materialized (default: the kit cache).
+        missing_images: ``"problem"`` (default: a row whose image is absent is a per-row problem)
+            or ``"text_only"`` (MM-BrowseComp: such a row loads without images, labelled
+            ``metadata["text_only"]``; see :func:`kit.eval.loaders.mmbrowsecomp_task`).
+
+    Missing and duplicate ids are per-row problems with reasons; the other rows load.
 
     Returns:
         :class:`LoadResult` with tasks, per-row problems and rows filtered by the subset rule.
@@ -328,6 +341,8 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
         BenchmarkError: missing ``datasets``, missing data files, or ``strict`` and a bad row.
     """
     src = get_source(name)
+    if missing_images not in MISSING_IMAGES:
+        raise ValueError(f"missing_images must be one of {MISSING_IMAGES}, got {missing_images!r}")
     local = Path(local_path) if local_path is not None else None
     rev = revision or src.revision
     if local is None and rev is None and not allow_unpinned:
@@ -359,9 +374,9 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
                  "revision_evidence": src.revision_evidence, "notes": src.notes})
     res = LoadResult(name, info=info)
     for fname, i, row in rows:
-        ctx = RowContext(name, img_dir, resolve, fname)
+        ctx = RowContext(name, img_dir, resolve, fname, missing_images)
         try:
-            res.tasks += src.convert(dict(row), i, ctx)
+            res.add(src.convert(dict(row), i, ctx), f"{fname}:{i}")
         except SkipRow as e:
             res.skip(str(e))
         except (BenchmarkError, DecryptionError, KeyError, TypeError, ValueError, AttributeError) as e:

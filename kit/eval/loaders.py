@@ -138,6 +138,21 @@ class LoadResult:
         """Record a row that could not be loaded (never includes decrypted text)."""
         self.problems.append({"benchmark": self.benchmark, "row": row, "id": task_id, "reason": reason})
 
+    def add(self, tasks: list[Task], row: Any) -> list[Task]:
+        """Append ``tasks`` converted from ``row``; a task whose id is already loaded is not added
+        but reported as a problem of that row (a duplicate id would make episodes collide and stop
+        the whole run). Returns the tasks added."""
+        seen = self.__dict__.setdefault("_first_row", {t.id: None for t in self.tasks})
+        added = []
+        for t in tasks:
+            if t.id in seen:
+                self.problem(row, f"duplicate id {t.id!r} (first loaded from row {seen[t.id]})", t.id)
+                continue
+            seen[t.id] = row
+            self.tasks.append(t)
+            added.append(t)
+        return added
+
     def skip(self, reason: str) -> None:
         """Count a row excluded by the benchmark's subset rule."""
         self.filtered[reason] = self.filtered.get(reason, 0) + 1
@@ -145,7 +160,24 @@ class LoadResult:
     def summary(self) -> dict[str, Any]:
         """Counts for reports: tasks, problem rows, filtered rows."""
         return {"benchmark": self.benchmark, "tasks": len(self.tasks), "problems": len(self.problems),
-                "filtered": sum(self.filtered.values()), "filtered_by_reason": dict(self.filtered)}
+                "filtered": sum(self.filtered.values()), "filtered_by_reason": dict(self.filtered),
+                "text_only": sum(1 for t in self.tasks if (t.metadata or {}).get("text_only"))}
+
+
+TEXT_ONLY_LABEL = "text_only:missing_images"
+MISSING_IMAGES = ("problem", "text_only")
+
+
+def row_id(row: dict[str, Any], key: str) -> str:
+    """The row's id from field ``key`` as text.
+
+    Raises:
+        BenchmarkError: ``missing id``: the field is absent, null, empty, a boolean or not a scalar.
+    """
+    v = row.get(key)
+    if v is None or isinstance(v, bool) or not isinstance(v, (str, int, float)) or not str(v).strip():
+        raise BenchmarkError(f"missing id: field {key!r} is {'absent' if key not in row else repr(v)[:40]}")
+    return str(v).strip()
 
 
 def sha256_text(text: str) -> str:
@@ -270,7 +302,8 @@ def _file_info(path: Path) -> dict[str, Any]:
 MMBC_QUESTION_MARKER = "Question: "
 
 
-def mmbrowsecomp_task(row: dict[str, Any], resolve_image: Callable[[str], Path], *, source: str) -> Task:
+def mmbrowsecomp_task(row: dict[str, Any], resolve_image: Callable[[str], Path], *, source: str,
+                      missing_images: str = "problem") -> Task:
     """One MM-BrowseComp row (still encrypted, as published) -> :class:`Task`, decrypting in memory.
 
     ``question``, ``answer`` and every ``checklist`` item are decrypted with the row's ``canary``
@@ -278,9 +311,19 @@ def mmbrowsecomp_task(row: dict[str, Any], resolve_image: Callable[[str], Path],
     its question, answers, checklist and any model response must never be written to outputs; the
     metadata carries their sha256 instead. ``resolve_image`` maps each image URL to a local file.
 
+    ``missing_images="text_only"``: a row whose image file is absent is loaded without its images
+    and labelled (``metadata["text_only"]``, ``metadata["missing_images"]`` with the file names, and
+    :data:`TEXT_ONLY_LABEL` in ``metadata["labels"]``, which the evaluation copies onto each item).
+
     Raises:
-        BenchmarkError: missing fields, failed decryption, or an image that cannot be resolved.
+        BenchmarkError: missing fields, failed decryption, or (default ``missing_images="problem"``)
+            an image that cannot be resolved; ``ValueError`` for an unknown ``missing_images``.
     """
+    if missing_images not in MISSING_IMAGES:
+        raise ValueError(f"missing_images must be one of {MISSING_IMAGES}, got {missing_images!r}")
+    if not isinstance(row, dict):
+        raise BenchmarkError(f"row is a JSON {type(row).__name__}, not an object")
+    row_id(row, "id")
     for key in ("id", "question", "answer", "canary"):
         if row.get(key) in (None, ""):
             raise BenchmarkError(f"missing field {key!r}")
@@ -293,18 +336,35 @@ def mmbrowsecomp_task(row: dict[str, Any], resolve_image: Callable[[str], Path],
         raise BenchmarkError(f"decryption failed: {e}") from e
     if not question or not answer:
         raise BenchmarkError("empty question or answer after decryption")
-    images = [str(resolve_image(u)) for u in _aslist(row.get("images"))]
-    return Task(id=f"mmbc_{row['id']}", question=question, input_images=images, answers=[answer], source=source,
-                metadata={"sensitive": True, "mmbc_id": row["id"], "category": row.get("category"),
+    images, missing = [], []
+    for u in _aslist(row.get("images")):
+        try:
+            images.append(str(resolve_image(u)))
+        except BenchmarkError as e:
+            if missing_images != "text_only":
+                raise
+            missing.append({"ref": str(u)[:200], "reason": str(e)[:200]})
+    extra: dict[str, Any] = {}
+    if missing:  # text-only on request: no partial image set, the question is asked without images
+        images = []
+        extra = {"text_only": True, "missing_images": missing, "labels": [TEXT_ONLY_LABEL]}
+    return Task(id=f"mmbc_{row_id(row, 'id')}", question=question, input_images=images, answers=[answer], source=source,
+                metadata={**extra, "sensitive": True, "mmbc_id": row["id"], "category": row.get("category"),
                           "subtask": row.get("subtask"), "level": row.get("level"),
                           "checklist": checklist, "checklist_property": row.get("checklist_property"),
                           "judge_question": question.split(MMBC_QUESTION_MARKER)[-1].strip(),
                           "question_sha256": sha256_text(question), "answer_sha256": sha256_text(answer)})
 
 
-def load_mm_browsecomp(root: str | Path, limit: int | None = None, *, strict: bool = False) -> LoadResult:
+def load_mm_browsecomp(root: str | Path, limit: int | None = None, *, strict: bool = False,
+                       missing_images: str = "problem") -> LoadResult:
     """Load MM-BrowseComp rows from the ``*.jsonl`` files in ``root`` (published, encrypted format)
     with their images from ``root/images`` (image fields are URLs: resolved by file name).
+
+    Per-row problems (reported, the rest loads): a line that is not JSON or not UTF-8, a missing or
+    duplicate id, failed decryption, an absent image file (``missing_images="problem"``, the
+    default); ``missing_images="text_only"`` loads such a row without images, labelled (see
+    :func:`mmbrowsecomp_task`).
 
     Decrypted text stays in the returned tasks only (see :func:`mmbrowsecomp_task`).
 
@@ -315,18 +375,22 @@ def load_mm_browsecomp(root: str | Path, limit: int | None = None, *, strict: bo
     files = sorted(root.glob("*.jsonl"))
     if not files:
         raise BenchmarkError(f"{root} has no .jsonl file (expected MM-BrowseComp's published JSONL)")
-    res = LoadResult("mmbrowsecomp", info={"files": [_file_info(f) for f in files], "format": "MM-BrowseComp JSONL"})
+    if missing_images not in MISSING_IMAGES:
+        raise ValueError(f"missing_images must be one of {MISSING_IMAGES}, got {missing_images!r}")
+    res = LoadResult("mmbrowsecomp", info={"files": [_file_info(f) for f in files], "format": "MM-BrowseComp JSONL",
+                                           "missing_images": missing_images})
     img_dir = root / "images"
     for f in files:
-        for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
+        for i, raw in enumerate(f.read_bytes().splitlines(), 1):
+            if not raw.strip():
                 continue
             rid = None
             try:
-                row = json.loads(line)
-                rid = row.get("id")
-                res.tasks.append(mmbrowsecomp_task(row, lambda u: resolve_by_name(u, img_dir), source="mm_browsecomp"))
-            except (json.JSONDecodeError, BenchmarkError, AttributeError, TypeError) as e:
+                row = json.loads(raw.decode("utf-8"))  # per line: one badly encoded line is one problem
+                rid = row.get("id") if isinstance(row, dict) else None
+                res.add([mmbrowsecomp_task(row, lambda u: resolve_by_name(u, img_dir), source="mm_browsecomp",
+                                           missing_images=missing_images)], f"{f.name}:{i}")
+            except (ValueError, BenchmarkError, AttributeError, TypeError) as e:  # JSON/Unicode errors are ValueErrors
                 reason = f"{type(e).__name__}: {e}"
                 if strict:
                     raise BenchmarkError(f"{f.name} line {i}: {reason}") from e
@@ -385,7 +449,7 @@ def livevqa_tasks(row: dict[str, Any], image: Path, *, levels: Iterable[int] = (
             answers = _answers(gt_list, [])
             if not answers:
                 raise BenchmarkError("level-2 question without Ground_Truth_List")
-        out.append(Task(id=f"livevqa_{row.get('id')}_l{level}", question=question, input_images=[str(image)],
+        out.append(Task(id=f"livevqa_{row_id(row, 'id')}_l{level}", question=question, input_images=[str(image)],
                         answers=answers, source=f"{source}_l{level}", metadata=meta))
     return out
 
@@ -420,12 +484,13 @@ def load_livevqa(root: str | Path, limit: int | None = None, *, levels: Iterable
             try:
                 if not isinstance(row, dict):
                     raise BenchmarkError(f"row is a {type(row).__name__}, not an object")
-                image = resolve_by_name(row.get("img_path") or "", img_dir)
-                res.tasks += livevqa_tasks(row, image, levels=levels, source="livevqa_news")
-            except BenchmarkError as e:
+                row_id(row, "id")
+                image = resolve_by_name(str(row.get("img_path") or ""), img_dir)
+                res.add(livevqa_tasks(row, image, levels=levels, source="livevqa_news"), f"{f.name}:{i}")
+            except (BenchmarkError, TypeError, AttributeError, ValueError) as e:
                 if strict:
                     raise BenchmarkError(f"{f.name} row {i}: {e}") from e
-                res.problem(f"{f.name}:{i}", f"BenchmarkError: {e}",
+                res.problem(f"{f.name}:{i}", f"{type(e).__name__}: {e}",
                             row.get("id") if isinstance(row, dict) else None)
             rows_done += 1
             if limit is not None and rows_done >= limit:
@@ -451,6 +516,8 @@ def mmsearch_r1_task(row: dict[str, Any], index: int, *, prefix: str, image_dir:
     if not question:
         raise BenchmarkError("no user question in prompt")
     rm = row.get("reward_model") or {}
+    if not isinstance(rm, dict):
+        raise BenchmarkError(f"reward_model is a {type(rm).__name__}, not an object")
     gt = rm.get("ground_truth")
     if isinstance(gt, dict):  # some releases nest {"target": [...]}
         gt = gt.get("target")
@@ -463,7 +530,8 @@ def mmsearch_r1_task(row: dict[str, Any], index: int, *, prefix: str, image_dir:
         if data is None:
             raise BenchmarkError("empty image cell")
         images.append(str(save_image_bytes(data, image_dir, prefix)))
-    tid = str(row.get("data_id") or f"{prefix}_{index}")
+    # rows of releases without ids (InfoSeek) are numbered; a data_id column with a null is a missing id
+    tid = row_id(row, "data_id") if "data_id" in row else f"{prefix}_{index}"
     return Task(id=tid, question=question, input_images=images, answers=answers, source=source,
                 metadata={"category": row.get("category"), "data_source": row.get("data_source"), "row": index})
 
@@ -496,11 +564,12 @@ def load_mmsearch_r1_parquet(path: str | Path, limit: int | None = None, *, benc
     res = LoadResult(benchmark, info={"files": [_file_info(path)], "format": "MMSearch-R1 parquet"})
     for i, row in enumerate(read_parquet_rows(path)):
         try:
-            res.tasks.append(mmsearch_r1_task(row, i, prefix=prefix, image_dir=img_dir, source=benchmark))
-        except BenchmarkError as e:
+            res.add([mmsearch_r1_task(row, i, prefix=prefix, image_dir=img_dir, source=benchmark)], f"{path.name}:{i}")
+        except (BenchmarkError, TypeError, AttributeError, ValueError) as e:
             if strict:
                 raise BenchmarkError(f"{path.name} row {i}: {e}") from e
-            res.problem(f"{path.name}:{i}", f"BenchmarkError: {e}", row.get("data_id"))
+            res.problem(f"{path.name}:{i}", f"{type(e).__name__}: {e}",
+                        row.get("data_id") if isinstance(row, dict) else None)
         if limit is not None and len(res.tasks) >= limit:
             break
     return res
@@ -528,11 +597,11 @@ def load_vistarget_jsonl(path: str | Path, limit: int | None = None, *, strict: 
         raise BenchmarkError(f"{path} does not exist")
     res = LoadResult("vistarget", info={"files": [_file_info(path)], "format": "VisTarget JSONL"})
     base = path.parent
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(path.read_bytes().splitlines(), 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line.decode("utf-8"))
             target = (base / row["target_image"]).resolve()
             if not target.is_file():
                 raise BenchmarkError(f"target image {row['target_image']!r} not found")
@@ -543,13 +612,14 @@ def load_vistarget_jsonl(path: str | Path, limit: int | None = None, *, strict: 
                     raise BenchmarkError(f"input image {p!r} not found")
                 inputs.append(str(q))
             answers = _answers(_aslist(row.get("answers")), [])
-            if not str(row.get("question") or "").strip() or not answers:
+            if not isinstance(row.get("question"), str) or not row["question"].strip() or not answers:
                 raise BenchmarkError("empty question or answers")
-            res.tasks.append(Task(id=str(row["id"]), question=row["question"].strip(), input_images=inputs,
+            res.add([Task(id=row_id(row, "id"), question=row["question"].strip(), input_images=inputs,
                                   answers=answers, target_image=str(target), source="vistarget",
                                   metadata={k: v for k, v in row.items()
-                                            if k not in ("id", "question", "answers", "target_image", "input_images")}))
-        except (json.JSONDecodeError, KeyError, BenchmarkError, TypeError) as e:
+                                            if k not in ("id", "question", "answers", "target_image", "input_images")})],
+                    f"{path.name}:{i}")
+        except (ValueError, KeyError, BenchmarkError, TypeError, AttributeError) as e:
             if strict:
                 raise BenchmarkError(f"{path.name} line {i}: {e}") from e
             res.problem(f"{path.name}:{i}", f"{type(e).__name__}: {e}")

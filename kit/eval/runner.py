@@ -106,7 +106,7 @@ async def score_record(rec: EpisodeRecord, benchmark: str, config: str, repeat: 
         question_sha256=sha256_text(task.question),
         response_sha256=None if rec.final_response is None else sha256_text(rec.final_response),
         response=None if sensitive else rec.final_response, answers=None if sensitive else list(task.answers),
-        labels=list(rec.labels))
+        labels=list(rec.labels) + [x for x in (task.metadata or {}).get("labels", []) if x not in rec.labels])
     if task.target_image is not None:
         if not tool_cited:
             item.match = False
@@ -219,12 +219,14 @@ def summary_rows(benchmarks: dict[str, LoadResult], items: list[ItemResult]) -> 
 async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int | None = None, web=None,
                           data_dir: str | Path | None = None, image_dir: str | Path | None = None,
                           local_paths: dict[str, str] | None = None, revisions: dict[str, str] | None = None,
-                          allow_unpinned: bool = False) -> dict[str, LoadResult]:
+                          allow_unpinned: bool = False, missing_images: str = "problem") -> dict[str, LoadResult]:
     """Load every spec; a spec that cannot be loaded at all (unknown name, missing data folder,
     unpinned revision, unreadable file) becomes an empty :class:`LoadResult` whose single problem
     says why — reported and counted, never dropped. ``vistarget_zim`` is built from ``web``.
 
-    Keys are benchmark names (the spec itself when it names no benchmark).
+    Keys are benchmark names (the spec itself when it names no benchmark). ``missing_images``
+    (``"problem"`` or ``"text_only"``) applies to MM-BrowseComp and hub benchmarks (see
+    :func:`kit.eval.benchmarks.load_benchmark`); the others ignore it.
     """
     from kit.eval.benchmarks import load_benchmark, parse_spec
     from kit.eval.hub_loaders import UnknownBenchmarkError, UnpinnedRevisionError
@@ -245,7 +247,8 @@ async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int
             else:
                 lr = load_benchmark(spec, source=source, data_dir=data_dir, limit=limit, local_path=local_paths.get(key),
                                     revision=revisions.get(key), allow_unpinned=allow_unpinned,
-                                    image_dir=Path(image_dir) / key if image_dir else None)
+                                    image_dir=Path(image_dir) / key if image_dir else None,
+                                    missing_images=missing_images if key == "mmbrowsecomp" or src == "hub" else "problem")
         except (UnknownBenchmarkError, UnpinnedRevisionError, BenchmarkError, OSError) as e:
             lr = LoadResult(key)
             lr.problem(None, f"{type(e).__name__}: {e}")

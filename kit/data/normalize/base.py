@@ -262,3 +262,74 @@ def tool_schema(name: str, description: str, params: dict[str, Any], required: l
     return {"type": "function", "function": {"name": name, "description": description,
                                              "parameters": {"type": "object", "properties": params,
                                                             "required": required}}}
+
+
+# ---------------------------------------------------------------- faithful records (issue 14, part 4)
+def dedupe_answers(*groups: Any) -> list[str]:
+    """Reference answers, first the reference then its alternatives, each once: strings (numbers
+    as text) stripped, empty ones dropped, and repeats removed by their NFC, whitespace-collapsed,
+    case-folded form (the first spelling is kept). A group may be a scalar, a list, or a JSON-list
+    string (some releases store ``candidate_answers`` that way).
+
+    Raises:
+        NormalizeError: (``bad_type``) an answer that is an object, a nested list or a boolean.
+    """
+    import unicodedata
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for g in groups:
+        if g is None:
+            continue
+        if isinstance(g, str) and g.strip().startswith("["):
+            try:
+                g = json.loads(g)
+            except json.JSONDecodeError:
+                pass
+        for a in (g if isinstance(g, (list, tuple)) else [g]):
+            if a is None:
+                continue
+            if isinstance(a, bool) or not isinstance(a, (str, int, float)):
+                raise NormalizeError("bad_type", f"reference answer of type {type(a).__name__}: {str(a)[:80]}")
+            s = " ".join(str(a).split())
+            key = unicodedata.normalize("NFC", s).casefold()
+            if s and key not in seen:
+                seen.add(key)
+                out.append(s)
+    return out
+
+
+def judge_label(final: str | None, answers: list[str], mode: str) -> tuple[bool | None, str]:
+    """The record's correctness: the kit's rule judge (:class:`kit.eval.judges.RuleJudge`, ``mode``)
+    on the trace's own final answer against its references. ``(None, judge)`` when there is no
+    reference to judge against (the record is then unjudged, never assumed correct)."""
+    from kit.eval.judges import RuleJudge
+
+    j = RuleJudge(mode)
+    if not answers:
+        return None, j.name
+    v = j.score(final, answers)
+    return bool(v.correct), v.judge
+
+
+def persist_observation(text: str, workspace: Path, turn: int, tool: str) -> tuple[str, dict | None]:
+    """An observation as the harness would put it in context (WeAgent Table 5 "persistence"):
+    text over ``HarnessConfig.persist_threshold_chars`` characters is written in full to
+    ``workspace/tool_results/turnNN_<tool>.txt`` and replaced in context by its first
+    ``persist_preview_chars`` characters plus a pointer, worded as :mod:`kit.harness.loop` does.
+
+    Returns ``(in-context text, result_persisted event detail or None)``.
+    """
+    from kit.harness.config import HarnessConfig
+    from kit.harness.loop import TOOL_RESULTS_DIR
+
+    cfg = HarnessConfig()
+    if len(text) <= cfg.persist_threshold_chars:
+        return text, None
+    rel = f"{TOOL_RESULTS_DIR}/turn{turn:02d}_{tool}.txt"
+    (workspace / TOOL_RESULTS_DIR).mkdir(parents=True, exist_ok=True)
+    (workspace / rel).write_text(text, encoding="utf-8")
+    preview = (text[: cfg.persist_preview_chars]
+               + f"\n\n[Result truncated: {len(text)} characters in total. The full result is saved as {rel}; "
+                 "read it with execute_code if you need more.]")
+    return preview, {"tool": tool, "chars": len(text), "file": rel}

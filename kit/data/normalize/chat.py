@@ -8,7 +8,11 @@ carry structured ``tool_calls`` or Qwen-style ``<tool_call>{json}</tool_call>`` 
 ``<think>`` (or a ``reasoning_content`` field) and the final answer in ``<answer>``/``<response>``
 tags or as plain text. Observations come as ``tool`` messages or as user turns wrapped in
 ``<tool_response>``. Every assistant turn is rewritten to a canonical form; each tool name gets the
-source prefix.
+source prefix. A row's ``answer`` (when present) is the reference; the record's correctness is the
+rule judge's verdict on the trajectory's own final answer (``metadata["correct"]``, labels
+``correct`` / ``incorrect`` / ``unjudged``), and a judged-incorrect trajectory is not trainable.
+Long observations are persisted as the harness does (WeAgent Table 5); an observation no call
+asked for is kept and marked (event ``observation_without_call``).
 
 The column layout was checked against the Metis-ColdStart viewer (``messages`` JSON string,
 ``images`` base64). REDSearcher publishes its SFT sets for ms-swift (github.com/RedSearchAgent/REDSearcher:
@@ -30,14 +34,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.data.normalize.base import NormalizeError, canonical_call, canonical_response, store_image, text_msg
-from kit.harness.episode import EpisodeRecord, Task
+from kit.data.normalize.base import (NormalizeError, canonical_call, canonical_response, dedupe_answers, judge_label,
+                                     persist_observation, store_image, text_msg)
+from kit.harness.episode import EpisodeRecord, Event, Task
 from kit.types import ContentPart, Message
 
 _THINK = re.compile(r"<think>(.*?)</think>", re.S)
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _ANSWER = re.compile(r"<(answer|response)>(.*?)</\1>", re.S)
 _TOOL_RESP = re.compile(r"^\s*<tool_response>(.*?)(?:</tool_response>\s*)?$", re.S)
+RULE_MODE = "contains"  # the kit's default rule judge: releases' answers are free text
 
 
 @dataclass(frozen=True)
@@ -187,6 +193,7 @@ class ChatAdapter:
         final = None
         question = ""
         pending: list[str] = []
+        events: list[Event] = []
         turn = 0
         for j, m in enumerate(raw):
             if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool", "function"):
@@ -227,6 +234,7 @@ class ChatAdapter:
                 name = pending.pop(0)
                 obs = _TOOL_RESP.match(text).group(1).strip()
                 imgs = [p for p in fixed if p.type == "image"]
+                obs = self._persist(obs, ws, turn, name, events)
                 msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{turn}", turn=turn,
                                     content=imgs + [ContentPart(type="text", text=obs)]))
             elif role == "user":
@@ -234,7 +242,11 @@ class ChatAdapter:
                     question = text.strip()
                 msgs.append(Message(role="user", content=fixed, turn=turn))
             elif role in ("tool", "function"):
+                if not pending:  # the source has an observation no call asked for: keep it, say so
+                    events.append(Event(type="observation_without_call", turn=turn, detail={"message": j}))
                 name = pending.pop(0) if pending else f"{self.prefix}{m.get('name', 'tool')}"
+                fixed = [ContentPart(type="text", text=self._persist(p.text or "", ws, turn, name, events))
+                         if p.type == "text" else p for p in fixed]
                 msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{turn}", turn=turn,
                                     content=fixed or [ContentPart(type="text", text="")]))
             else:
@@ -263,12 +275,23 @@ class ChatAdapter:
             raise NormalizeError("no_assistant_turn", rid)
         if used != len(images):
             raise NormalizeError("image_count_mismatch", f"{len(images)} images, {used} placeholders")
-        answers = [str(a) for a in ([row.get("answer")] if row.get("answer") else [])]
+        answers = dedupe_answers(row.get("answer"))
         ok = final is not None and msgs[-1].role == "assistant"
+        # correctness: the rule judge on the trajectory's own answer; no reference -> unjudged
+        correct, judge = judge_label(final, answers, RULE_MODE)
+        meta = {k: row[k] for k in ("id", "source", "data_source") if k in row}
+        meta.update({"correct": correct, "judge": judge, "rule_mode": RULE_MODE})
         return EpisodeRecord(
-            id=rid, task=Task(id=rid, question=question, answers=answers, source=self.source,
-                              metadata={k: row[k] for k in ("id", "source", "data_source") if k in row}),
+            id=rid, task=Task(id=rid, question=question, answers=answers, source=self.source, metadata=meta),
             config_hash=f"source:{self.source}", policy=self.source, backend=f"source:{self.source}", messages=msgs,
-            images=regs, final_response=final, status="answered" if ok else "error",
-            error=None if ok else "trajectory does not end with an answer", trainable=ok,
-            turns=turn, tool_calls=sum(1 for m in msgs if m.role == "tool"), workspace=str(ws), labels=[self.source])
+            images=regs, final_response=final, events=events, status="answered" if ok else "error",
+            error=None if ok else "trajectory does not end with an answer", trainable=ok and correct is not False,
+            turns=turn, tool_calls=sum(1 for m in msgs if m.role == "tool"), workspace=str(ws),
+            labels=[self.source, {True: "correct", False: "incorrect", None: "unjudged"}[correct]])
+
+    @staticmethod
+    def _persist(text: str, ws: Path, turn: int, name: str, events: list) -> str:
+        text, persisted = persist_observation(text, ws, turn, name)
+        if persisted:
+            events.append(Event(type="result_persisted", turn=turn, detail=persisted))
+        return text

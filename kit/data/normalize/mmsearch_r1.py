@@ -4,20 +4,47 @@
 Source grammar: each round's ``response`` holds ``<reason>…</reason>`` then one of
 ``<search><img></search>`` (image search on the input image), ``<text_search>q</text_search>``
 or ``<answer>…</answer>``; the round's ``tool.status`` holds what the tool returned (image-search
-titles; text-search summaries or snippets per page). ``trace.hard_failures`` lists tool failures
-(the episode ends there): they become an error observation and a non-trainable ``error`` record.
+titles and thumbnails; text-search summaries or snippets per page).
+
+Faithfulness (issue 14; WeAgent §4.5, Table 5):
+
+* **Correctness** is the kit's rule judge (``exact``: MMSearch-R1's own FVQA/InfoSeek reward) on
+  the trace's own final answer against its deduplicated references (``ground_truth`` +
+  ``candidate_answers``). Source flags (``pass``, ``exact_match``, ``failure_capture_pass`` …) mean
+  other things (a captured failure "passes") and are kept under ``metadata["source_fields"]`` only.
+  A record is ``trainable`` only when it answered and the judge says correct.
+* **Observations** are what the model saw: a ``returned_text`` stored with the round is used
+  verbatim (checked against ``returned_text_sha256``); otherwise the text is rendered from the
+  structured status and the record says so (event ``observation_reconstructed`` with the source's
+  hash and length). Long text is persisted as the harness does (:func:`persist_observation`).
+  Thumbnails shown by image search are registered (``search_image_<n>``, with their URL) when
+  found by file name in ``thumbnail_dir``; otherwise event ``observation_images_missing`` lists them.
+* **Missing inputs are said, not hidden**: an input image absent from ``image_dir`` keeps the
+  record (so every trace is judged) with event ``input_image_missing`` and label of that name; such
+  a record is never trainable.
+* **Nothing invented**: a round whose tool hit a hard failure (``trace.hard_failures``) ended the
+  episode before the model saw anything: the record keeps the call, gets no observation, an event
+  ``tool_hard_failure``, status ``error`` and is not trainable.
+
+Input shapes: the trace image as a path string or an object (``{"path"}``, ``{"bytes"}`` raw or
+base64, ``{"url"}``), resolved by file name in ``image_dir`` when the path is foreign; files as JSON
+lines or single-case JSON (one object or a list). Damaged input (truncated JSON, bad encoding,
+wrong types) becomes a quarantine line with its reason, never an exception.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from kit.data.normalize.base import (NormalizeError, canonical_call, canonical_response, store_file, text_msg,
-                                     tool_schema)
-from kit.harness.episode import EpisodeRecord, Task
+from kit.data.normalize.base import (NormalizeError, canonical_call, canonical_response, dedupe_answers, judge_label,
+                                     persist_observation, store_file, store_image, text_msg, tool_schema)
+from kit.harness.episode import EpisodeRecord, Event, RegisteredImage, Task
 from kit.types import ContentPart, Message
 
 _REASON = re.compile(r"<reason>(.*?)</reason>", re.S)
@@ -25,23 +52,66 @@ _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 _TEXT_SEARCH = re.compile(r"<text_search>(.*?)</text_search>", re.S)
 SYSTEM = ("You answer questions about an image. You may search the web with the image "
           "(MMR1_image_search) or with text (MMR1_text_search), one call per turn, then answer.")
+RULE_MODE = "exact"  # MMSearch-R1's reward on FVQA / InfoSeek
+#: Source fields kept for provenance; none of them is the record's correctness.
+SOURCE_FLAGS = ("pass", "status", "exact_match", "failure_capture_pass", "path_pass", "representative_pass",
+                "case_type", "evaluation_semantics")
+
+
+def _marker(reason: str, detail: str, raw: str = "") -> dict:
+    return {"_unparsable": raw[:200], "_reason": reason, "_error": detail}
 
 
 def read_mmsearch_r1(path: str | Path) -> Iterator[Any]:
-    """Rows of a ``.jsonl`` prediction file or a single-case ``.json`` file. A line that is not JSON
-    is yielded as a ``{"_unparsable": line}`` marker so the normalizer quarantines it (never skipped)."""
+    """Rows of an MMSearch-R1 trace file: JSON lines, or single-case JSON (one object or a list of
+    them), whatever the suffix says. Never raises on content: a line or file that is not JSON
+    (truncated, wrong encoding) is yielded as a ``{"_unparsable", "_reason", "_error"}`` marker that
+    the normalizer quarantines (``unparsable_json`` / ``bad_encoding``).
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
     p = Path(path)
-    if p.suffix == ".json":
-        yield json.loads(p.read_text(encoding="utf-8"))
-        return
-    with open(p, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
+    data = p.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        whole = data.decode("utf-8")
+    except UnicodeDecodeError:
+        whole = None
+    lines = [ln for ln in data.split(b"\n") if ln.strip()]
+    if whole is not None and whole.strip()[:1] in ("{", "["):
+        try:
+            obj = json.loads(whole)
+        except json.JSONDecodeError as e:
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError as e:
-                yield {"_unparsable": line[:200], "_error": str(e)}
+                first = json.loads(lines[0])
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                first = None
+            if not isinstance(first, (dict, list)):  # not JSON lines: one damaged single-case file
+                yield _marker("unparsable_json", f"{p.name}: {e}", whole)
+                return
+        else:
+            yield from (obj if isinstance(obj, list) else [obj])
+            return
+    parsed: list[Any] = []
+    for ln in lines:
+        try:
+            text = ln.decode("utf-8")
+        except UnicodeDecodeError as e:
+            parsed.append(_marker("bad_encoding", str(e), ln.decode("utf-8", "replace")))
+            continue
+        try:
+            parsed.append(json.loads(text))
+        except json.JSONDecodeError as e:
+            parsed.append(_marker("unparsable_json", str(e), text))
+    yield from parsed
+
+
+def _expect(value: Any, kind: type | tuple, what: str) -> Any:
+    if not isinstance(value, kind):
+        raise NormalizeError("bad_type", f"{what} is {type(value).__name__}")
+    return value
 
 
 class MMSearchR1Adapter:
@@ -51,17 +121,20 @@ class MMSearchR1Adapter:
         image_dir: folder holding the traces' input images by file name (the traces store absolute
             paths from the machine that made them; ``../shared/data/benchmarks/fvqa_mmsearch_r1/images``).
         prefix: tool namespace prefix.
+        thumbnail_dir: folder of the image-search thumbnails by file name (``local_thumbnail_paths``
+            / ``thumbnail_urls``); ``None``: thumbnails are recorded as missing.
 
-    ``to_episode`` raises :class:`NormalizeError` with reasons ``unparsable_json``, ``missing_trace``,
-    ``missing_rounds``, ``missing_response``, ``unknown_action``, ``missing_query``, ``image_missing``,
-    ``image_unreadable``.
+    ``to_episode`` raises :class:`NormalizeError` with reasons ``unparsable_json``, ``bad_encoding``,
+    ``missing_trace``, ``missing_rounds``, ``missing_response``, ``missing_question``, ``bad_type``,
+    ``unknown_action``, ``missing_query``, ``image_missing``, ``image_unreadable``.
     """
 
     source = "mmsearch_r1"
 
-    def __init__(self, image_dir: str | Path, prefix: str = "MMR1_"):
+    def __init__(self, image_dir: str | Path, prefix: str = "MMR1_", thumbnail_dir: str | Path | None = None):
         self.image_dir = Path(image_dir)
         self.prefix = prefix
+        self.thumbnail_dir = Path(thumbnail_dir) if thumbnail_dir is not None else None
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         p = self.prefix
@@ -70,27 +143,97 @@ class MMSearchR1Adapter:
                 tool_schema(f"{p}text_search", "Search the web with a text query; returns page summaries.",
                             {"query": {"type": "string"}}, ["query"])]
 
-    def _observation(self, rnd: dict, failure: dict | None) -> str:
-        if failure is not None:
-            return json.dumps({"error": failure.get("stage", "tool_failure"), "message": failure.get("error", "")},
-                              ensure_ascii=False)
-        st = (rnd.get("tool") or {}).get("status") or {}
-        if rnd["action"] == "image_search":
-            titles = st.get("titles") or []
+    # ---------------------------------------------------------------------------- input image
+    def _input_image(self, img: Any, ws: Path) -> tuple[RegisteredImage, str, str]:
+        """The trace's input image in any published shape -> (registered image, local path, source reference)."""
+        if img is None or img == "" or img == {}:
+            raise NormalizeError("image_missing", "the trace names no input image")
+        if isinstance(img, str):
+            img = {"path": img}
+        _expect(img, dict, "trace.image")
+        raw = img.get("bytes")
+        if raw is not None:
+            if isinstance(raw, str):
+                try:
+                    raw = base64.b64decode(raw.split(",", 1)[1] if raw.startswith("data:") else raw, validate=True)
+                except (binascii.Error, ValueError) as e:
+                    raise NormalizeError("image_unreadable", f"trace.image.bytes is not base64: {e}") from e
+            _expect(raw, (bytes, bytearray), "trace.image.bytes")
+            reg = store_image(bytes(raw), ws, "user_image_1")
+            return reg, str(ws / reg.filename), str(img.get("path") or img.get("url") or "<bytes>")
+        ref = img.get("path") or img.get("url")
+        if not ref:
+            raise NormalizeError("image_missing", f"trace.image has neither path, bytes nor url: {sorted(img)}")
+        _expect(ref, str, "trace.image path/url")
+        direct = Path(ref)
+        if not ref.startswith(("http://", "https://")) and direct.is_absolute() and direct.is_file():
+            return store_file(direct, ws, "user_image_1"), str(direct), ref
+        name = Path(ref.split("?", 1)[0]).name
+        if not name:
+            raise NormalizeError("image_missing", f"no file name in {ref[:120]!r}")
+        # a foreign path or a URL (not fetched: offline): the file of that name in image_dir
+        src = self.image_dir / name
+        return store_file(src, ws, "user_image_1"), str(src), ref
+
+    # ---------------------------------------------------------------------------- observations
+    @staticmethod
+    def _render(action: str, st: dict) -> str:
+        if action == "image_search":
+            titles = [str(t) for t in st.get("titles") or []]
             lines = ["Image search results:"] + [f"{i}. {t}" for i, t in enumerate(titles, 1)]
             return "\n".join(lines if titles else ["Image search results: none."])
         blocks = []
         for s in st.get("summaries") or []:
-            if s.get("summary"):
+            if isinstance(s, dict) and s.get("summary"):
                 blocks.append(f"## {s.get('title', '')}\nURL: {s.get('url', '')}\n{s['summary']}")
         if not blocks:
             for d in st.get("documents") or st.get("results") or []:
-                blocks.append(f"## {d.get('title', '')}\nURL: {d.get('url', '')}\n{d.get('snippet', '')}")
+                if isinstance(d, dict):
+                    blocks.append(f"## {d.get('title', '')}\nURL: {d.get('url', '')}\n{d.get('snippet', '')}")
         return "\n\n".join(blocks) or "No results."
 
+    def _observation_text(self, rnd: dict, k: int, events: list[Event]) -> str:
+        tool = _expect(rnd.get("tool") or {}, dict, f"round {k} tool")
+        st = _expect(tool.get("status") or {}, dict, f"round {k} tool.status")
+        sha, n = tool.get("returned_text_sha256"), tool.get("returned_text_characters")
+        returned = tool.get("returned_text", st.get("returned_text"))
+        if isinstance(returned, str):
+            if sha and hashlib.sha256(returned.encode("utf-8")).hexdigest() != sha:
+                events.append(Event(type="observation_hash_mismatch", turn=k, detail={"returned_text_sha256": sha}))
+            return returned
+        text = self._render(rnd["action"], st)
+        events.append(Event(type="observation_reconstructed", turn=k, detail={
+            "returned_text_sha256": sha, "returned_text_characters": n, "rendered_characters": len(text),
+            "note": "the trace stores the tool status, not the text the model read; rendered from the status"}))
+        return text
+
+    def _thumbnails(self, rnd: dict, k: int, ws: Path, n_search: int, events: list[Event],
+                    name: str) -> list[RegisteredImage]:
+        st = (rnd.get("tool") or {}).get("status") or {}
+        paths = [str(p) for p in st.get("local_thumbnail_paths") or []]
+        urls = [str(u) for u in st.get("thumbnail_urls") or []]
+        titles = [str(t) for t in st.get("titles") or []]
+        refs = paths or urls
+        found: list[RegisteredImage] = []
+        missing: list[dict] = []
+        for i, ref in enumerate(refs):
+            url = urls[i] if i < len(urls) else None
+            f = self.thumbnail_dir / Path(ref.split("?", 1)[0]).name if self.thumbnail_dir else None
+            if f is not None and f.is_file():
+                reg = store_file(f, ws, f"search_image_{n_search + len(found) + 1}")
+                found.append(reg.model_copy(update={"tool": name, "turn": k, "source_url": url,
+                                                    "title": titles[i] if i < len(titles) else None}))
+            else:
+                missing.append({"ref": ref, "url": url, "title": titles[i] if i < len(titles) else None})
+        if missing:
+            events.append(Event(type="observation_images_missing", turn=k,
+                                detail={"tool": name, "count": len(missing), "images": missing}))
+        return found
+
+    # ---------------------------------------------------------------------------- episode
     def to_episode(self, row: dict[str, Any], index: int, workspace_root: Path) -> EpisodeRecord:
         if "_unparsable" in row:
-            raise NormalizeError("unparsable_json", row.get("_error", ""))
+            raise NormalizeError(row.get("_reason") or "unparsable_json", row.get("_error", ""))
         tr = row.get("trace")
         if not isinstance(tr, dict):
             raise NormalizeError("missing_trace", "no trace object")
@@ -99,21 +242,39 @@ class MMSearchR1Adapter:
             raise NormalizeError("missing_rounds", "trace has no rounds")
         did = str(tr.get("data_id") or f"row{index}")
         rid = f"mmr1-{index}-{did}"
-        img_name = Path(str((tr.get("image") or {}).get("path") or "")).name
-        if not img_name:
-            raise NormalizeError("image_missing", "the trace names no input image")
-        src = self.image_dir / img_name  # a missing file raises image_missing in store_file (one stat, not two)
         ws = workspace_root / rid
-        user_img = store_file(src, ws, "user_image_1")
-        question = str(tr.get("question") or "").strip()
+        question = tr.get("question")
+        if question is not None and not isinstance(question, str):
+            raise NormalizeError("bad_type", f"trace.question is {type(question).__name__}")
+        question = (question or "").strip()
         if not question:
             raise NormalizeError("missing_question", rid)
-        failures = {int(f.get("round", -1)): f for f in tr.get("hard_failures") or [] if isinstance(f, dict)}
+        hard = _expect(tr.get("hard_failures") or [], list, "trace.hard_failures")
+        failures = {}
+        for f in hard:
+            if isinstance(f, dict) and isinstance(f.get("round"), int):
+                failures[f["round"]] = f
+        answers = dedupe_answers(tr.get("ground_truth"), tr.get("candidate_answers"))
+        events: list[Event] = []
+        try:
+            user_img, img_path, img_ref = self._input_image(tr.get("image"), ws)
+        except NormalizeError as e:
+            if e.reason != "image_missing":
+                raise
+            # the model saw an image we do not have: keep the trace, say so, never train on it
+            user_img, img_path = None, None
+            img_ref = str((tr.get("image") or {}).get("path") if isinstance(tr.get("image"), dict) else tr.get("image"))
+            events.append(Event(type="input_image_missing", turn=0, detail={
+                "ref": img_ref, "reason": e.detail[:300],
+                **({k: tr["image"].get(k) for k in ("png_sha256", "width", "height")}
+                   if isinstance(tr.get("image"), dict) else {})}))
+        user_parts = [ContentPart(type="image", image=user_img.filename)] if user_img else []
         msgs = [text_msg("system", SYSTEM),
-                Message(role="user", content=[ContentPart(type="image", image=user_img.filename),
-                                              ContentPart(type="text", text=question)])]
+                Message(role="user", content=user_parts + [ContentPart(type="text", text=question)])]
+        images = [user_img] if user_img else []
         final = None
         n_calls = 0
+        fail = None
         for k, rnd in enumerate(rounds, 1):
             if not isinstance(rnd, dict) or not isinstance(rnd.get("response"), str) or not rnd["response"].strip():
                 raise NormalizeError("missing_response", f"round {k}")
@@ -129,7 +290,7 @@ class MMSearchR1Adapter:
                 msgs.append(text_msg("assistant", canonical_response(think, final), turn=k))
                 break
             if action == "image_search":
-                name, args = f"{self.prefix}image_search", {"image": user_img.filename}
+                name, args = f"{self.prefix}image_search", {"image": user_img.filename if user_img else "user_image_1"}
             elif action == "text_search":
                 q = rnd.get("query") or rnd.get("parsed_payload")
                 if not q:
@@ -140,25 +301,50 @@ class MMSearchR1Adapter:
                 name, args = f"{self.prefix}text_search", {"query": str(q)}
             else:
                 raise NormalizeError("unknown_action", f"round {k}: {action!r}")
-            n_calls += 1
             msgs.append(text_msg("assistant", canonical_call(think, name, args), turn=k))
-            msgs.append(text_msg("tool", self._observation(rnd, failures.get(k)), name=name, tool_call_id=f"call_{k}",
-                                 turn=k))
-            if k in failures:
+            n_calls += 1  # executed, whether or not it failed (as the harness counts)
+            if k in failures:  # the tool failed and the episode ended: the model saw no observation
+                fail = failures[k]
+                events.append(Event(type="tool_hard_failure", turn=k, detail={
+                    "tool": name, "stage": fail.get("stage"), "error": fail.get("error"),
+                    "note": "no observation: the episode ended at this call"}))
                 break
-        answered = final is not None and tr.get("terminal_status", "answered") == "answered"
-        fail = next(iter(failures.values()), None)
-        gt = tr.get("ground_truth")
-        answers = [str(gt)] + [str(c) for c in tr.get("candidate_answers") or []] if gt else []
-        correct = bool(row.get("pass") or tr.get("exact_match"))
+            text = self._observation_text(rnd, k, events)
+            text, persisted = persist_observation(text, ws, k, name)
+            if persisted:
+                events.append(Event(type="result_persisted", turn=k, detail=persisted))
+            shown = self._thumbnails(rnd, k, ws, sum(r.kind == "search_image" for r in images), events, name) if action == "image_search" else []
+            images += shown
+            msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{k}", turn=k,
+                                content=[ContentPart(type="text", text=text)]
+                                + [ContentPart(type="image", image=r.filename) for r in shown]))
+        if fail is None and failures:
+            fail = next(iter(failures.values()))
+        answered = final is not None and fail is None and tr.get("terminal_status", "answered") == "answered"
+        correct, judge = judge_label(final, answers, RULE_MODE)
+        missing_imgs = sum(e.detail.get("count", 0) for e in events if e.type == "observation_images_missing")
+        labels = [self.source, {True: "correct", False: "incorrect", None: "unjudged"}[correct]]
+        if user_img is None:
+            labels.append("input_image_missing")
+        if missing_imgs:
+            labels.append("observation_images_missing")
+        if any(e.type == "observation_reconstructed" for e in events):
+            labels.append("observation_reconstructed")
+        if answered:
+            error = None
+        elif fail is not None:
+            error = f"{fail.get('stage')}: {fail.get('error')}"
+        else:
+            error = str(tr.get("terminal_status") or "the trace ends without an answer")
         return EpisodeRecord(
-            id=rid, task=Task(id=rid, question=question, input_images=[str(src)], answers=answers, source=self.source,
+            id=rid, task=Task(id=rid, question=question, input_images=[img_path] if img_path else [], answers=answers, source=self.source,
                               metadata={"data_id": did, "category": tr.get("category"),
-                                        "data_source": tr.get("data_source"), "correct": correct}),
+                                        "data_source": tr.get("data_source"), "rule_mode": RULE_MODE, "image_ref": img_ref,
+                                        "correct": correct, "judge": judge, "missing_images": missing_imgs,
+                                        "source_fields": {k: v for k, v in {**row, **tr}.items()
+                                                          if k in SOURCE_FLAGS}}),
             config_hash="source:mmsearch_r1", policy=str(((row.get("models") or {}).get("mmsearch") or {}).get(
-                "repository", "mmsearch_r1")), backend="source:mmsearch_r1", messages=msgs, images=[user_img],
-            final_response=final, status="answered" if answered else "error",
-            error=None if answered else (f"{fail.get('stage')}: {fail.get('error')}" if fail else
-                                         str(tr.get("terminal_status"))),
-            trainable=answered, turns=len([m for m in msgs if m.role == "assistant"]), tool_calls=n_calls,
-            workspace=str(ws), labels=[self.source, "correct" if correct else "incorrect"])
+                "repository", "mmsearch_r1")), backend="source:mmsearch_r1", messages=msgs, images=images,
+            final_response=final, events=events, status="answered" if answered else "error", error=error,
+            trainable=answered and correct is True and user_img is not None, turns=len([m for m in msgs if m.role == "assistant"]),
+            tool_calls=n_calls, workspace=str(ws), labels=labels)
