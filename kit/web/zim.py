@@ -11,8 +11,13 @@ over one or more ZIM archives read with ``libzim``:
   image, compared by Hamming distance;
 * fetch: article HTML -> Markdown (``markdownify``) with the page's raster images and their bytes.
 
-URLs have the form ``zim://<archive file stem>/<entry path>``, e.g.
-``zim://wikipedia_en_ray_charles_maxi_2023-09/A/Ray_Charles``.
+URLs have the form ``zim://<archive file stem>/<entry path>``, percent-encoded (kit/web/urls.py),
+e.g. ``zim://wikipedia_en_ray_charles_maxi_2023-09/A/Ray_Charles``,
+``zim://wikipedia_fr_test_2017-07/A/Orbite_h%C3%A9liosynchrone.html``.
+
+Text is cleaned alike for indexing and fetch (kit/web/text_clean.py): plain-text titles and
+headings, NFC text and queries, licence footers and skin navigation removed, decorative images
+skipped. Several language indexes merge on normalized scores (:func:`bm25_bound`).
 
 Caching (all deterministic: entries in id order, one tantivy writer thread):
 
@@ -36,10 +41,12 @@ What is deliberately left out (and why):
 * The archive's main page (a list of article links) is not a search result: it is navigation.
 * SVG images are not indexed nor returned as page images: they are not raster, Pillow cannot decode
   them, and no rasteriser is a dependency of the kit. Their alt text stays in the Markdown.
-* Decorative images (longest side under 50 px, or shortest side under 16 px: flags, icons, bullets,
-  spacers) are skipped everywhere: they carry no evidence and their perceptual hashes collide.
-* Navigation (navboxes, sidebars, portal bars, authority control), citation markers, reference
-  lists, scripts and styles are stripped from indexed text and from fetched Markdown.
+* Decorative images (:func:`kit.web.text_clean.is_decorative_image`: under 50 px on the long side
+  or 16 px on the short one, banner-shaped, or an icon by file name) are skipped everywhere: they
+  carry no evidence and their perceptual hashes collide.
+* Navigation (navboxes, sidebars, portal bars, authority control), licence footers, citation
+  markers, reference lists, scripts and styles are stripped from indexed text and from fetched
+  Markdown.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import posixpath
 import re
@@ -75,15 +83,27 @@ from PIL import Image, UnidentifiedImageError
 
 from kit.paths import cache_dir, file_sha256
 from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, ReverseImageResult, SearchHit
+from kit.web.text_clean import (
+    MIN_IMAGE_LONG_SIDE,
+    MIN_IMAGE_SIDE,
+    drop_boilerplate,
+    flatten_headings,
+    fold_accents,
+    is_decorative_image,
+    normalize_text,
+    normalize_tree,
+    plain_text,
+)
+from kit.web.urls import split_zim_url, zim_path_candidates, zim_url
 
 log = logging.getLogger(__name__)
 
 #: Bump when the on-disk index layout or the text/image extraction changes: old caches are rebuilt.
-INDEX_FORMAT = 1
+#: 2: plain NFC titles/text, licence footers and decorative images dropped, accent folding before
+#: stemming.
+INDEX_FORMAT = 2
 
 RASTER_MIMES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp", "image/bmp"})
-MIN_IMAGE_SIDE = 16  # px; thinner images are rules and spacers
-MIN_IMAGE_LONG_SIDE = 50  # px; smaller images are icons, flags and bullets
 SNIPPET_CHARS = 250
 #: Boost of the exact-title clause: its BM25 score (about ln N on a one-token field) times this
 #: exceeds any content score, so exact title matches rank first, among themselves by content.
@@ -173,9 +193,13 @@ def text_analyzer(language: str | None) -> tantivy.TextAnalyzer:
     """The tokenization used for both indexing and querying one archive.
 
     Simple word tokenizer -> drop tokens over 40 bytes -> lowercase -> stop words (when tantivy
-    has a list for ``language``) -> Snowball stemmer -> ASCII folding (so ``heliosynchrone`` finds
-    ``héliosynchrone``). ``language`` is a tantivy language name or ``None`` (no stop words, no
-    stemming). Benchmarks call ``.analyze(text) -> list[str]`` on it to tokenize baselines alike.
+    has a list for ``language``; its lists are accented, so they run before folding) -> ASCII
+    folding -> Snowball stemmer. Folding before stemming makes matching accent-insensitive: the
+    stemmer sees ``beyonce`` for both ``Beyoncé`` and ``Beyonce`` (stemming first gave ``beyonce``
+    vs ``beyonc``). Callers pass NFC text (:func:`kit.web.text_clean.normalize_text`): the tokenizer
+    splits a decomposed ``e`` + U+0301 into two words. ``language`` is a tantivy language name or
+    ``None`` (no stop words, no stemming). Benchmarks call ``.analyze(text) -> list[str]`` on it to
+    tokenize baselines alike.
     """
     builder = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
     builder = builder.filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
@@ -188,7 +212,8 @@ def text_analyzer(language: str | None) -> tantivy.TextAnalyzer:
             builder = builder.filter(tantivy.Filter.stopword(language))
         except ValueError:
             pass
-        builder = builder.filter(tantivy.Filter.stemmer(language))
+        return builder.filter(tantivy.Filter.ascii_fold()).filter(
+            tantivy.Filter.stemmer(language)).build()
     return builder.filter(tantivy.Filter.ascii_fold()).build()
 
 
@@ -412,14 +437,31 @@ class _Article:
         return f"{self.title}\n{self.text}"
 
 
+def _prepare_tree(root: lxml.html.HtmlElement) -> None:
+    """What indexing and fetch both do to a parsed page before reading it: NFC text, noindex
+    regions, licence footers and skin navigation, noise elements, plain-text headings."""
+    normalize_tree(root)
+    _drop_noindex_regions(root)
+    drop_boilerplate(root)
+    _clean_tree(root)
+    flatten_headings(root)
+
+
+def page_title(entry_title: str, root: lxml.html.HtmlElement | None, path: str) -> str:
+    """Plain-text title of a page: the ZIM entry title, else the HTML ``<title>``, else the path
+    (legacy archives may put ``<i>`` or entities in either: see :func:`plain_text`)."""
+    title = plain_text(entry_title or "")
+    if not title and root is not None:
+        t = root.find(".//title")
+        title = plain_text(t.text_content()) if t is not None else ""
+    return title or path
+
+
 def _extract_article(path: str, title: str, html: bytes) -> _Article:
     """Plain text, first sentence and images of one article. Raises ValueError on bad HTML."""
     root = _parse_html(html)
-    if not title:
-        t = root.find(".//title")
-        title = (_one_line(t.text_content()) if t is not None else "") or path
-    _drop_noindex_regions(root)
-    _clean_tree(root)
+    title = page_title(title, root, path)
+    _prepare_tree(root)
     content = _content_root(root)
     for h1 in list(content.iter("h1")):
         h1.drop_tree()
@@ -446,9 +488,10 @@ _SURFACE = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(
 def snippet_keys(query: str, analyzer: tantivy.TextAnalyzer) -> list[tuple[str, str]]:
     """(surface key, stem) for each indexed word of ``query``: the key is the common prefix of the
     lowercase word and its stem (``countries``/``countri`` -> ``countri``; the word itself when
-    that prefix is under 3 characters), used to find candidate words quickly."""
+    that prefix is under 3 characters), used to find candidate words quickly. Keys are
+    accent-folded (:func:`fold_accents`), like the text :func:`make_snippet` scans."""
     keys: list[tuple[str, str]] = []
-    for word in _SURFACE.analyze(query):
+    for word in map(fold_accents, _SURFACE.analyze(query)):
         stems = analyzer.analyze(word)
         if not stems:
             continue  # stop word: not indexed, not highlighted
@@ -473,7 +516,8 @@ def make_snippet(text: str, keys: Sequence[tuple[str, str]], analyzer: tantivy.T
     with the most distinct query terms; the text's start when no term occurs.
 
     A candidate is a word starting with a key (see :func:`snippet_keys`) whose analyzed form is
-    the key's stem, so ``village`` does not count for ``ville``.
+    the key's stem, so ``village`` does not count for ``ville``. The scan runs over the
+    accent-folded text (same length), so ``heliosynchrone`` finds ``héliosynchrone``.
     """
     stem_of: dict[str, str] = {}
 
@@ -498,9 +542,9 @@ def make_snippet(text: str, keys: Sequence[tuple[str, str]], analyzer: tantivy.T
 
     # The lead section first (where the best snippets usually are, and cheap to scan); the whole
     # text only when the lead has none of the terms.
-    hits = find(text[:_SNIPPET_LEAD].lower(), 12)
+    hits = find(fold_accents(text[:_SNIPPET_LEAD].lower()), 12)
     if not hits and len(text) > _SNIPPET_LEAD:
-        hits = find(text[:_SNIPPET_SCAN].lower(), 12)
+        hits = find(fold_accents(text[:_SNIPPET_SCAN].lower()), 12)
     if not hits:
         return _clip(_one_line(text[: limit + 40]), limit)
     hits.sort()
@@ -769,7 +813,8 @@ class _ZimArchive:
                 skipped["unparsable"] = skipped.get("unparsable", 0) + 1
 
     def url(self, path: str) -> str:
-        return f"zim://{self.stem}/{path}"
+        """Percent-encoded ``zim://<stem>/<path>`` (see :mod:`kit.web.urls`)."""
+        return zim_url(self.stem, path)
 
     # ---- per-archive data: extracted text, image records, perceptual hashes ----------------------
     def build(self, out: Path) -> dict:
@@ -858,7 +903,7 @@ class _ZimArchive:
             img = decode_image(data)
         except BackendError:
             return "undecodable", None, None
-        if _is_decorative(*img.size):
+        if is_decorative_image(path, *img.size):
             return "decorative", None, None
         rec = _ImageRecord(path, mime, img.size[0], img.size[1], list(occs))
         return "", rec, [image_hashes(_center_crop(img, c)) for c in HASH_CROPS]
@@ -981,6 +1026,30 @@ class _LanguageIndex:
 
 
 _ITEM_MASK = (1 << 40) - 1
+
+#: tantivy's BM25 parameters (``tantivy::query::bm25``): k1 and b.
+BM25_K1, BM25_B = 1.2, 0.75
+
+
+def bm25_bound(doc_freqs: Sequence[int], n_docs: int) -> float:
+    """Largest content BM25 score any document of an index can get for a query: the sum over the
+    query's analyzed terms of ``idf * (k1 + 1)`` (term frequency saturates at ``k1 + 1``), with
+    tantivy's ``idf = ln(1 + (N - n + 0.5) / (n + 0.5))`` for a term in ``n`` of ``N`` documents
+    (``n = 0`` for a term the index lacks, the largest idf).
+
+    Merging several language indexes divides each index's scores by this bound, so a merged
+    score is the share of the query's possible evidence a document holds in its own index
+    (0..1; an exact-title match adds :data:`TITLE_BOOST` times its clause on top, so it stays
+    first). Raw BM25 magnitudes grow with ln N: without this, a large English index's hits on one
+    common word of a French query outscore the French article holding every word (measured on the
+    shared archives: "percussionniste suédois de free jazz", "satellite orbite soleil").
+    Reciprocal-rank fusion was not chosen: it interleaves the indexes' first hits regardless of
+    how well each matches, ranking English junk beside the French answer.
+    """
+    bound = 0.0
+    for n in doc_freqs:
+        bound += math.log(1.0 + (n_docs - n + 0.5) / (n + 0.5))
+    return max(bound * (BM25_K1 + 1.0), 1e-9)
 
 
 #: Up to this many documents, a language index keeps its (segment, doc) -> key table in memory
@@ -1265,8 +1334,11 @@ class LocalZimWeb:
 
     @staticmethod
     def _check_query(query: str) -> str:
+        """``query`` normalized like indexed text (NFC, no invisible characters); raises
+        BackendError for a non-string or empty query."""
         if not isinstance(query, str):
             raise BackendError(f"query must be a string, got {type(query).__name__}")
+        query = normalize_text(query)
         if not query.strip():
             raise BackendError("empty query")
         return query
@@ -1274,25 +1346,27 @@ class LocalZimWeb:
     # ---- web search ------------------------------------------------------------------------------
     def _rank(self, query: str, num: int) -> list[tuple[float, int, _LanguageIndex, object]]:
         """Merged top ``num`` over the language indexes: (-score, key, language index, address),
-        sorted by score, then key (= archive member, then document: a deterministic tie-break)."""
+        sorted by score, then key (= archive member, then document: a deterministic tie-break).
+
+        Scores are each index's BM25 divided by :func:`bm25_bound` of the query in that index (see
+        there): comparable across languages, same order within one."""
         merged: list = []
         for li in self.collection.searchable:
             tokens = li.analyzer.analyze(query)
             if not tokens:
                 continue
             searcher = li.text_searcher
+            dfs = [searcher.doc_freq("content", t) for t in tokens]
             # Secondary languages: skip an index that has none of the terms (a dictionary look-up
             # per term costs far less than a search).
-            if li.check_terms:
-                for t in tokens:
-                    if searcher.doc_freq("content", t):
-                        break
-                else:
-                    continue
+            if li.check_terms and not any(dfs):
+                continue
             hits = searcher.search(li.text_query(tokens), limit=min(num, li.n_docs),
                                    count=False).hits
             if not hits:
                 continue
+            scale = 1.0 / bm25_bound(dfs, li.n_docs)
+            hits = [(score * scale, a) for score, a in hits]
             keymap = li.keymap
             if keymap is not None:
                 merged.extend((-score, keymap[a.segment_ord][a.doc], li, a) for score, a in hits)
@@ -1305,12 +1379,14 @@ class LocalZimWeb:
         return merged[:num]
 
     def rank_sync(self, query: str, num: int) -> list[tuple[str, str, float]]:
-        """Ranking only: top ``num`` (archive stem, entry path, BM25 score) over all archives.
+        """Ranking only: top ``num`` (archive stem, entry path, score) over all archives.
 
-        Scores of archives of the same language share collection statistics; ties break by
-        archive sha256 order, then document order. Raises like :meth:`search_sync`.
+        The score is the document's BM25 in its language index divided by :func:`bm25_bound` of
+        the query there (comparable across languages; the BM25 order within a language). Archives
+        of the same language share collection statistics; ties break by archive sha256 order,
+        then document order. Raises like :meth:`search_sync`.
         """
-        self._check_query(query)
+        query = self._check_query(query)
         self._check_num(num)
         self.ensure_ready()
         members = self.collection.members
@@ -1323,8 +1399,10 @@ class LocalZimWeb:
     def search_sync(self, query: str, num: int) -> list[SearchHit]:
         """Web search (Table 4 ``web_search``): top ``num`` articles by BM25 over title + text.
 
-        BM25 (tantivy: k1 = 1.2, b = 0.75) with the query as an OR of its analyzed terms, so any
-        text is a valid query. Returns hits with title, ``zim://`` URL, a query-relevant snippet
+        BM25 (tantivy: k1 = 1.2, b = 0.75) with the query (NFC-normalized) as an OR of its
+        analyzed terms, so any text is a valid query; several language indexes merge on
+        :func:`bm25_bound`-normalized scores. URLs are percent-encoded (:mod:`kit.web.urls`).
+        Returns hits with title, ``zim://`` URL, a query-relevant snippet
         (at most ~250 characters, from tantivy's snippet generator) and the archive's snapshot
         date (ZIM ``Date`` metadata). A query with no indexable word (only punctuation or stop
         words) returns ``[]``.
@@ -1332,7 +1410,7 @@ class LocalZimWeb:
         Raises:
             BackendError: empty/whitespace query, non-string query, ``num`` < 1.
         """
-        self._check_query(query)
+        query = self._check_query(query)
         self._check_num(num)
         self.ensure_ready()
         out = []
@@ -1374,10 +1452,12 @@ class LocalZimWeb:
         BM25 over each image's caption and alt text (boost 2), file-name words (1.5), page titles
         (1) and surrounding context (section heading + next paragraph, 0.5). Each image appears
         once (deduplicated by entry path); its page is the one whose caption, alt text and title
-        share most words with the query. Hits carry the image bytes. Raises like
+        share most words with the query. Several language indexes merge on scores divided by the
+        query's :func:`bm25_bound` summed over the weighted fields. Hits carry the image bytes.
+        Raises like
         :meth:`search_sync`.
         """
-        self._check_query(query)
+        query = self._check_query(query)
         self._check_num(num)
         self.ensure_ready()
         merged = []
@@ -1385,11 +1465,16 @@ class LocalZimWeb:
             q = li.image_query(query)
             if q is None or li.image_searcher.num_docs == 0:
                 continue
-            res = li.image_searcher.search(q, limit=min(num, li.image_searcher.num_docs),
-                                           count=False)
-            keys = li.image_searcher.fast_field_values("key", [addr for _, addr in res.hits])
+            isr = li.image_searcher
+            res = isr.search(q, limit=min(num, isr.num_docs), count=False)
+            # Comparable across language indexes, as in _rank: share of the query's bound.
+            tokens = li.analyzer.analyze(query)
+            scale = 1.0 / sum(boost * bm25_bound([isr.doc_freq(name, t) for t in tokens],
+                                                 isr.num_docs)
+                              for name, boost in _IMAGE_FIELDS.items())
+            keys = isr.fast_field_values("key", [addr for _, addr in res.hits])
             for (score, _), key in zip(res.hits, keys, strict=True):
-                merged.append((-float(score), key >> 40, key & _ITEM_MASK))
+                merged.append((-float(score) * scale, key >> 40, key & _ITEM_MASK))
         merged.sort()
         out = []
         for _, mi, idx in merged[:num]:
@@ -1484,17 +1569,16 @@ class LocalZimWeb:
 
     # ---- fetch -----------------------------------------------------------------------------------
     def _lookup_in(self, arch: _ZimArchive, path: str):
-        """Entry for a path as given, without query/fragment, or URL-decoded; ``None`` if absent."""
-        candidates = [path]
-        bare = path.split("#", 1)[0].split("?", 1)[0]
-        candidates += [bare, unquote(bare), unquote(path)]
-        for cand in dict.fromkeys(c for c in candidates if c):
+        """Entry a URL path names: decoded first (result URLs are percent-encoded), then as given
+        (URLs written before encoding), then NFC/NFD variants; ``None`` if absent."""
+        for cand in zim_path_candidates(path):
             entry = arch.entry(cand)
             if entry is not None:
                 return entry
         return None
 
     def _lookup_title(self, arch: _ZimArchive, title: str):
+        title = normalize_text(title)
         slug = title.replace(" ", "_")
         for cand in (f"A/{slug}", f"A/{slug}.html", f"A/{slug}.htm", slug):
             entry = arch.entry(cand)
@@ -1515,7 +1599,7 @@ class LocalZimWeb:
             raise BackendError("empty URL")
         url = url.strip()
         if url.startswith("zim://"):
-            stem, _, path = url[len("zim://"):].partition("/")
+            stem, path = split_zim_url(url)
             arch = self._archive(stem)
             entry = self._lookup_in(arch, path) if path else None
             if entry is None:
@@ -1561,7 +1645,7 @@ class LocalZimWeb:
                 size = Image.open(io.BytesIO(data)).size  # header only
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
             return None
-        return None if _is_decorative(*size) else (mime, data)
+        return None if is_decorative_image(path, *size) else (mime, data)
 
     def fetch_sync(self, url: str) -> Page:
         """Fetch a page (Table 4 ``web_extract``) as Markdown with its raster images.
@@ -1580,7 +1664,7 @@ class LocalZimWeb:
         arch, entry = self.resolve_url(url)
         mime, data = arch.read(entry)
         page_url = arch.url(entry.path)
-        title = entry.title or entry.path
+        title = page_title(entry.title, None, entry.path)
         if mime in RASTER_MIMES:
             hit = ImageHit(title=title, image_url=page_url, page_url=page_url, domain=arch.stem,
                            caption=filename_words(entry.path), content=data, mime=mime)
@@ -1595,7 +1679,8 @@ class LocalZimWeb:
             root = _parse_html(data)
         except ValueError as exc:
             raise BackendError(f"cannot render {url}: {exc}") from exc
-        _clean_tree(root)
+        title = page_title(entry.title, root, entry.path)
+        _prepare_tree(root)
         content = _content_root(root)
         for h1 in list(content.iter("h1")):
             h1.drop_tree()

@@ -1,0 +1,274 @@
+"""Clean text for the local web (kit/web/zim.py): plain titles, Unicode normalization, boilerplate
+and decorative-image rules.
+
+Everything here is applied alike when an archive is indexed and when a page is fetched, so search
+results, knowledge-graph matches and fetched pages show the same text (weagent_mmsearch §3, Table
+4 tools over the offline web).
+
+* **Titles and headings are plain text.** Legacy mwoffliner archives store display titles with HTML
+  (``<i>Blue</i> (album)``, ``R&amp;B``); :func:`plain_text` parses such a string as an HTML
+  fragment with lxml and keeps its text (entities decoded).
+* **Unicode.** :func:`normalize_text` puts text in NFC and drops invisible format characters (soft
+  hyphen, zero-width space/joiners, bidi marks, BOM) that split or hide words. Queries get the same
+  treatment, so ``Beyoncé`` typed composed finds ``Beyonce\\u0301`` stored decomposed. Display
+  text keeps its accents: accent folding happens only inside the search analyzer
+  (``kit.web.zim.text_analyzer``) and, for snippets, in :func:`fold_accents`.
+* **Boilerplate.** :func:`drop_boilerplate` removes licence footers ("This article is issued from
+  Wikipedia … Creative Commons"), "Retrieved from" print footers, skin navigation and Wikidata
+  authority lines, by the elements that carry them (licence links, MediaWiki ids and classes), not
+  by rewriting the text.
+* **Decorative images.** :func:`is_decorative_image` (rule in its docstring).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import unicodedata
+from urllib.parse import unquote
+
+import lxml.etree
+import lxml.html
+
+# --------------------------------------------------------------------------------------------------
+# Unicode
+# --------------------------------------------------------------------------------------------------
+#: Invisible format characters removed from indexed text and queries (they split or hide words):
+#: soft hyphen, Arabic letter mark, zero-width space / non-joiner / joiner, LRM/RLM, bidi embeddings
+#: and isolates, word joiner, invisible operators, BOM.
+_INVISIBLE = dict.fromkeys(
+    [0x00AD, 0x061C, 0x180E, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, *range(0x202A, 0x202F),
+     *range(0x2060, 0x2065), *range(0x2066, 0x206A), 0xFEFF]
+)
+
+
+def normalize_text(text: str) -> str:
+    """``text`` in Unicode NFC without invisible format characters (see ``_INVISIBLE``).
+
+    NFC, not NFKC: compatibility characters (``ﬁ``, full-width letters, ``²``) keep their look in
+    displayed text; the search analyzer's ASCII folding already matches most of them.
+    """
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFC", text.translate(_INVISIBLE))
+
+
+class _FoldTable(dict):
+    """``str.translate`` table: a character -> its base letter when it decomposes into one base
+    letter plus combining marks (``é`` -> ``e``); others are left alone. Filled lazily."""
+
+    def __missing__(self, code: int):
+        ch = chr(code)
+        decomposed = unicodedata.normalize("NFD", ch)
+        base = decomposed[0]
+        # Mapping to None would delete the character: unchanged ones map to themselves.
+        out = base if len(decomposed) > 1 and all(unicodedata.combining(c) for c in
+                                                  decomposed[1:]) else ch
+        self[code] = out
+        return out
+
+
+_FOLD = _FoldTable()
+
+
+def fold_accents(text: str) -> str:
+    """``text`` with accented letters replaced by their base letters, one character for one, so
+    positions in the folded text are positions in ``text`` (``héliosynchrone`` ->
+    ``heliosynchrone``). Expects NFC text (:func:`normalize_text`)."""
+    return text if text.isascii() else text.translate(_FOLD)
+
+
+# --------------------------------------------------------------------------------------------------
+# Titles and headings
+# --------------------------------------------------------------------------------------------------
+_MARKUP = re.compile(r"<[A-Za-z/!?]|&(?:#\d+|#[xX][0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);")
+_SPACES = re.compile(r"\s+")
+
+
+def plain_text(markup: str) -> str:
+    """Plain, normalized one-line text of a title or heading that may hold HTML.
+
+    ``"<i>Blue</i> (album)"`` -> ``"Blue (album)"``, ``"R&amp;B"`` -> ``"R&B"``; a string without
+    tags or entities is only normalized (``"R&B"``, ``"a < b"`` stay). Markup escaped twice
+    (``&lt;i&gt;``) is decoded a second time. ZIM titles are treated as HTML, mwoffliner's
+    convention for display titles; Wikipedia titles cannot contain ``<``, ``>`` themselves.
+    """
+    text = markup or ""
+    for _ in range(2):
+        if not _MARKUP.search(text):
+            break
+        try:
+            frag = lxml.html.fragment_fromstring(text, create_parent="span")
+            text = frag.text_content()
+        except (lxml.etree.ParserError, ValueError):
+            break
+    return _SPACES.sub(" ", normalize_text(text)).strip()
+
+
+def flatten_headings(root: lxml.html.HtmlElement) -> None:
+    """Replace the content of every ``h1``-``h6`` under ``root`` by its plain text (so fetched
+    Markdown headings carry no emphasis, links or stray markup)."""
+    for h in root.iter("h1", "h2", "h3", "h4", "h5", "h6"):
+        text = plain_text(h.text_content())
+        tail = h.tail
+        for child in list(h):
+            h.remove(child)
+        h.text, h.tail = text, tail
+
+
+def normalize_tree(root: lxml.html.HtmlElement) -> None:
+    """Apply :func:`normalize_text` to every text node and to ``alt``/``title`` attributes."""
+    for el in root.iter():
+        if el.text and not el.text.isascii():
+            el.text = normalize_text(el.text)
+        if el.tail and not el.tail.isascii():
+            el.tail = normalize_text(el.tail)
+        if isinstance(el.tag, str):
+            for attr in ("alt", "title"):
+                val = el.get(attr)
+                if val and not val.isascii():
+                    el.set(attr, normalize_text(val))
+
+
+# --------------------------------------------------------------------------------------------------
+# Boilerplate
+# --------------------------------------------------------------------------------------------------
+#: Skin and footer parts of MediaWiki pages (ids), never article content.
+_BOILERPLATE_IDS = frozenset({
+    "footer", "mw-footer", "mw-navigation", "mw-head", "mw-panel", "siteSub", "contentSub",
+    "jump-to-nav", "mw-indicators", "catlinks", "toc",
+})
+#: Classes of the same, and of Wikidata authority lines ("Notices d'autorité").
+_BOILERPLATE_CLASSES = frozenset({
+    "printfooter", "mw-jump-link", "mw-footer", "footer-places", "footer-info", "wd_identifiers",
+    "mw-indicators", "toc", "mw-editsection",
+})
+_LICENCE_LINK = lxml.etree.XPath(
+    ".//a[contains(@href, 'creativecommons.org/licenses') or contains(@href, 'gnu.org/copyleft')"
+    " or contains(@href, 'gnu.org/licenses/fdl')]")
+_FOOTER_TEXT = re.compile(
+    r"^\s*(This article is issued from|Retrieved from [\"“]|Cet article est issu de|"
+    r"Text is available under the Creative Commons|Content is available under)", re.I)
+#: A licence footer is a short block: longer ones are article text that cites a licence.
+_FOOTER_MAX_CHARS = 600
+#: Blocks that can be a footer; a licence link inside prose (``p``, ``li``) is article text.
+_FOOTER_BLOCKS = frozenset({"div", "footer", "section", "td", "table"})
+_PROSE = frozenset({"p", "li", "dd", "blockquote"})
+
+
+def _top(el: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    while el.getparent() is not None:
+        el = el.getparent()
+    return el
+
+
+def drop_boilerplate(root: lxml.html.HtmlElement) -> int:
+    """Remove licence footers, print footers, skin navigation and authority-identifier lines from
+    a parsed page in place; returns how many elements were removed.
+
+    * a licence footer is the nearest ``div``/``footer``/``section``/``td``/``table`` around a link
+      to a licence (Creative Commons, GNU FDL), when its text is at most 600 characters and the
+      link is not inside prose (``p``, ``li``: an article about licences keeps its text); or a
+      block of at most 600 characters that starts with a footer phrase ("This article is issued
+      from", "Retrieved from", "Cet article est issu de", "Text is available under the Creative
+      Commons");
+    * MediaWiki skin parts by id (``footer``, ``mw-navigation``, ``siteSub``, ``toc``...) and
+      class (``printfooter``, ``mw-jump-link``...);
+    * a Wikidata identifiers line ("Notices d'autorité : VIAF • ISNI …"), the whole list item.
+    """
+    doomed: list[lxml.html.HtmlElement] = []
+    for el in root.iter():
+        if not isinstance(el.tag, str):
+            continue
+        if el.get("id") in _BOILERPLATE_IDS:
+            doomed.append(el)
+            continue
+        classes = set((el.get("class") or "").split())
+        if classes & _BOILERPLATE_CLASSES:
+            parent = el.getparent()
+            # An identifiers label is one span in a list item: the whole item is the line.
+            doomed.append(parent if "wd_identifiers" in classes and parent is not None
+                          and parent.tag == "li" else el)
+    for link in _LICENCE_LINK(root):
+        block = link.getparent()
+        while block is not None and block.tag not in _FOOTER_BLOCKS and block.tag not in _PROSE:
+            block = block.getparent()
+        if (block is not None and block.tag in _FOOTER_BLOCKS
+                and len(block.text_content()) <= _FOOTER_MAX_CHARS):
+            doomed.append(block)
+    for el in root.iter("div", "footer", "section", "p"):
+        text = el.text_content()
+        if len(text) <= _FOOTER_MAX_CHARS and _FOOTER_TEXT.match(text):
+            doomed.append(el)
+    top = _top(root)
+    removed = 0
+    for el in doomed:
+        # Skip what an earlier removal already took (an ancestor of it left the tree).
+        if el.getparent() is not None and _top(el) is top:
+            el.drop_tree()
+            removed += 1
+    return removed
+
+
+# --------------------------------------------------------------------------------------------------
+# Decorative images
+# --------------------------------------------------------------------------------------------------
+MIN_IMAGE_SIDE = 16  # px; thinner images are rules and spacers
+MIN_IMAGE_LONG_SIDE = 50  # px; smaller images are icons, flags, stars and bullets
+#: Width/height (or height/width) beyond which an image whose short side is under
+#: :data:`BANNER_SHORT_SIDE` px is a separator or banner, not a picture.
+MAX_ASPECT = 8.0
+BANNER_SHORT_SIDE = 64
+#: File names (thumbnail prefix and extensions removed, case-insensitive) of interface icons:
+#: MediaWiki file-type icons, icon sets (Nuvola, Crystal Clear, Gnome, Tango, Oxygen), maintenance
+#: and sister-project symbols (Ambox, Question book, Wiki letter w, Commons/Wikiquote logos, class
+#: symbols), rating stars, padlocks, loudspeakers, trend arrows, and web-UI images (identicons,
+#: spinners, loaders).
+DECORATIVE_NAME = re.compile(
+    r"^(fileicon-|nuvola[_ ]|crystal[_ ]clear|gnome-|oxygen480-|edit-(clear|find|undo)|"
+    r"ambox[_ -]|imbox[_ -]|question[_ ]book|wiki[_ ]letter[_ ]w|"
+    r"(commons|wikiquote|wikisource|wiktionary|wikinews|wikibooks|wikiversity|wikivoyage|"
+    r"wikidata|wikispecies)[_ -]logo|symbol[_ ].*[_ ]class|"
+    r"star[_ ](full|empty|half)|rating-|padlock-|semi-protection|speakerlink|"
+    r"(increase|decrease|steady)\d*$|disambig[_ .-]|portal-puzzle|red[_ ]pog|blue[_ ]pencil|"
+    r"folder[_ ]hexagonal|text[_ ]document[_ ]with|"
+    r"(ajax-loader|spinner|loading|throbber|loader)$)"
+    r"|identicon|(^|[_ -])icon([_ .-]|$)",
+    re.I,
+)
+_THUMB_PREFIX = re.compile(r"^(lossy-)?(page\d+-)?\d+px-")
+
+
+def _file_name(path: str) -> str:
+    name = _THUMB_PREFIX.sub("", unquote(posixpath.basename(path)))
+    while True:
+        stem, ext = posixpath.splitext(name)
+        if not ext or len(ext) > 5 or not stem:
+            return name
+        name = stem
+
+
+def is_decorative_image(path: str | None, width: int, height: int) -> bool:
+    """True for an image that is interface decoration, never evidence.
+
+    The rule (any one suffices), checked on every archive image before it is indexed or shown as a
+    page image:
+
+    * size: longest side under :data:`MIN_IMAGE_LONG_SIDE` (50 px) or shortest side under
+      :data:`MIN_IMAGE_SIDE` (16 px): icons, small flags, rating stars, bullets, rules;
+    * shape: aspect ratio over :data:`MAX_ASPECT` (8:1) with the short side under
+      :data:`BANNER_SHORT_SIDE` (64 px): separators and banners;
+    * name: the file name (``path``'s base name without thumbnail prefix such as ``220px-`` and
+      without extensions) matches :data:`DECORATIVE_NAME`: file-type icons (``fileicon-ogg.png``,
+      120 x 120 in the 2015 Ray Charles archive), icon sets, maintenance and sister-project
+      symbols, identicons and spinners, whatever their size.
+
+    ``path`` may be ``None`` (a query image: size and shape rules only). Vector images (SVG) are
+    not raster evidence at all and are filtered by MIME type, not here.
+    """
+    long_side, short_side = max(width, height), min(width, height)
+    if long_side < MIN_IMAGE_LONG_SIDE or short_side < MIN_IMAGE_SIDE:
+        return True
+    if short_side < BANNER_SHORT_SIDE and long_side > MAX_ASPECT * short_side:
+        return True
+    return bool(path) and bool(DECORATIVE_NAME.search(_file_name(path)))
