@@ -33,8 +33,10 @@ async def test_weagent_reward_terms():
     j = RuleJudge("contains")
     good = await score_record(rec("<think>ok</think><response>The Eiffel Tower</response>"), j)
     assert (good.reward, good.correct, good.format) == (pytest.approx(1.0), 1.0, 1.0)
-    wrong = await score_record(rec("<response>Big Ben</response>", final="Big Ben"), j)
+    wrong = await score_record(rec("<think>sure</think><response>Big Ben</response>", final="Big Ben"), j)
     assert wrong.reward == pytest.approx(0.1) and wrong.correct == 0.0
+    no_think = await score_record(rec("<response>Big Ben</response>", final="Big Ben"), j)  # Table 6 needs <think>
+    assert no_think.reward == 0.0 and no_think.format == 0.0
     unclosed = await score_record(rec("<response>Eiffel Tower", final="Eiffel Tower"), j)
     assert unclosed.reward == pytest.approx(0.9) and unclosed.format == 0.0
     none = await score_record(rec("I do not know", final=None), j)

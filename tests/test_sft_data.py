@@ -143,8 +143,13 @@ def test_bad_input(encoder, tmp_path):
     short = SFTEncoder(encoder.processor, max_trajectory_tokens=50)
     with pytest.raises(TrajectoryTooLong):
         short.encode(make_record(tmp_path / "t"))
+    # A literal placeholder in user text is task data and is neutralized (issue 14 part 3); in the
+    # kit's own system text it is not, and the placeholder check still refuses the record.
     rec = make_record(tmp_path / "lit")
     rec.messages[1].content.append(ContentPart(type="text", text="<|image_pad|>"))
+    assert encoder.encode(rec).control_tokens_neutralized == 1
+    assert rec.messages[0].role == "system"
+    rec.messages[0].content.append(ContentPart(type="text", text="<|image_pad|>"))
     with pytest.raises(TemplateError, match="placeholders"):
         encoder.encode(rec)
 

@@ -107,7 +107,13 @@ def test_check_generation():
     assert (bad.calls, bad.valid_calls) == (1, 0)
     junk = check_generation("<tool_call>{not json</tool_call>")
     assert junk.valid_calls == 0
-    assert check_generation("<response>a</response>").compliant and not check_generation("hello").compliant
+    assert check_generation("<think>t</think><response>a</response>").compliant and not check_generation("hello").compliant
+    # Table 6 grammar departures make a generation non-compliant, as in the RL format term
+    for text, code in [("<response>a</response>", "think_missing"),
+                       ("<think>t</think>Sure! <response>a</response>", "text_outside_grammar"),
+                       ("<think>t</think><response>a</response><response>b</response>", "multiple_responses")]:
+        g = check_generation(text)
+        assert not g.compliant and code in g.departures, (text, g)
 
 
 def test_mixture_sampling(tmp_path, tiny):

@@ -25,6 +25,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from kit.data import OFFLINE_LABEL
 from kit.data.linkgraph import LinkGraph, norm_title
 from kit.data.records import Chain, Hop, Seed, SynthTask
+from kit.harness.neutralize import neutralize_control_tokens
 from kit.types import ContentPart, Message, PolicyError, SamplingParams
 
 R = TypeVar("R")
@@ -211,7 +212,8 @@ class LLMExpert:
 
     async def _chat(self, prompt: str) -> str:
         msgs = [Message(role="system", content=[ContentPart(type="text", text="You are a careful data annotator.")]),
-                Message(role="user", content=[ContentPart(type="text", text=prompt)])]
+                # page titles, evidence sentences and captions are web data: neutralized like observations
+                Message(role="user", content=[ContentPart(type="text", text=neutralize_control_tokens(prompt)[0])])]
         turn = await self.policy.generate(msgs, [], self.sampling, None)
         return turn.text or ""
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kit.harness.episode import EpisodeRecord, Task
+from kit.harness.neutralize import neutralize_control_tokens
 from kit.types import ContentPart, Message, PolicyError, SamplingParams
 
 #: Label texts that are refusals, not answers (case-insensitive, matched on the whole label).
@@ -86,8 +87,8 @@ class LLMLabelAuditor:
     async def audit(self, task: Task) -> list[str]:
         from kit.data.expert import ExpertError, _json_from
 
-        msgs = [Message(role="user", content=[ContentPart(type="text", text=AUDIT_PROMPT.format(
-            question=task.question, answer=(task.answers or [""])[0]))])]
+        prompt = AUDIT_PROMPT.format(question=task.question, answer=(task.answers or [""])[0])
+        msgs = [Message(role="user", content=[ContentPart(type="text", text=neutralize_control_tokens(prompt)[0])])]
         for _ in range(max(1, self.attempts)):
             try:
                 turn = await self.policy.generate(msgs, [], self.sampling, None)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from kit.data.linkgraph import norm_title
 from kit.data.records import Failure, Rejection, StageFiles
+from kit.harness.neutralize import neutralize_control_tokens
 from kit.types import BackendError, ContentPart, Message, PolicyError, SamplingParams, SearchBackend
 
 EntityType = Literal["person", "object"]
@@ -265,8 +266,8 @@ class LLMVQAConverter:
     async def plan(self, qa: QAItem, web: SearchBackend) -> Plan:
         from kit.data.expert import ExpertError, _json_from
 
-        msgs = [Message(role="user", content=[ContentPart(type="text", text=QA2VQA_PROMPT.format(
-            question=qa.question, answer=qa.answer))])]
+        prompt = QA2VQA_PROMPT.format(question=qa.question, answer=qa.answer)  # QA fields are data
+        msgs = [Message(role="user", content=[ContentPart(type="text", text=neutralize_control_tokens(prompt)[0])])]
         try:
             turn = await self.policy.generate(msgs, [], self.sampling, None)
         except PolicyError as e:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from kit.harness.config import HarnessConfig
 from kit.harness.context import ContextBuilder
+from kit.harness.neutralize import neutralize_control_tokens
 from kit.harness.registry import EvidenceRegistry
 from kit.types import ContentPart, Message
 
@@ -29,7 +30,7 @@ class TextOnlyContextBuilder(ContextBuilder):
     """Model-facing context with text-only tool observations (Hermes-style stand-in).
 
     Each image part of a tool message is replaced by ``[image: <source url> — <title>]`` from the
-    evidence registry; user messages keep their images. The episode record is unchanged (images
+    evidence registry (chat-control strings neutralized); user messages keep their images. The episode record is unchanged (images
     stay registered, so tools can still take them by name if the model writes one).
     """
 
@@ -47,7 +48,8 @@ class TextOnlyContextBuilder(ContextBuilder):
                         desc = (e.source_url or e.filename) + (f" — {e.title}" if e.title else "")
                     except Exception:  # an unresolvable ref still must not leak pixels or crash
                         desc = ref
-                    parts.append(ContentPart(type="text", text=f"[image: {desc}]"))
+                    # source URL and title come from the web: data, like any observation
+                    parts.append(ContentPart(type="text", text=neutralize_control_tokens(f"[image: {desc}]")[0]))
                 m = m.model_copy(update={"content": parts})
             out.append(m)
         return out

@@ -331,9 +331,14 @@ class LLMJudge:
         return f"llm:{self.model}@{LLM_JUDGE_PROMPT_VERSION}"
 
     def prompt(self, question: str, references: list[str], prediction: str) -> str:
-        """The judge prompt for one answer (references one per line)."""
+        """The judge prompt for one answer (references one per line). Question, references and
+        prediction are data: their chat-control strings are neutralized, so none of them can open a
+        turn in the judge's chat and dictate the verdict."""
+        from kit.harness.neutralize import neutralize_control_tokens
+
         refs = "\n".join(f"- {r}" for r in references) or "- (none)"
-        return LLM_JUDGE_PROMPT.format(question=question.strip(), references=refs, prediction=prediction or "(empty)")
+        text = LLM_JUDGE_PROMPT.format(question=question.strip(), references=refs, prediction=prediction or "(empty)")
+        return neutralize_control_tokens(text)[0]
 
     async def judge(self, question: str, references: list[str], prediction: str | None, *,
                     sensitive: bool = False) -> Verdict:

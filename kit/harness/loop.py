@@ -14,7 +14,6 @@ import asyncio
 import json
 import math
 import os
-import re
 import time
 import uuid
 from pathlib import Path
@@ -24,6 +23,7 @@ from kit.harness.config import HarnessConfig
 from kit.harness.context import ContextBuilder, TokenLedger
 from kit.harness.episode import EpisodeRecord, Event, Task
 from kit.harness.errors import ToolError
+from kit.harness.neutralize import neutralize_control_tokens  # also re-exported: the old import path
 from kit.harness.parsing import RawCall, cited_images, clean_text, parse_turn
 from kit.harness.prompts import NO_ACTION_MESSAGE, SYNTHESIS_PROMPT, system_prompt, user_prompt
 from kit.harness.recovery import (DUPLICATE_MESSAGE, LOOP_GUARD_MESSAGE, NO_ACTION_LOOP_MESSAGE, DuplicateSuppressor,
@@ -36,16 +36,6 @@ from kit.types import AssistantTurn, ContentPart, Message, Policy, PolicyError, 
 from kit.vfold.fold import make_context_builder
 
 TERMINAL_OK = {"answered", "max_turns_synthesis"}
-
-
-_CONTROL_TOKEN = re.compile(r"<\|([A-Za-z0-9_]{1,40})\|>")
-
-
-def neutralize_control_tokens(text: str) -> tuple[str, int]:
-    """Break chat-control token strings (``<|im_end|>``, ``<|image_pad|>``, ...) found in untrusted tool
-    output by inserting a zero-width space after ``<``, so retrieved text can neither close the
-    observation's chat turn nor add image placeholders. Returns ``(text, replacements)``."""
-    return _CONTROL_TOKEN.subn(lambda m: "<\u200b|" + m.group(1) + "|>", text)
 
 
 TOOL_RESULTS_DIR = "tool_results"  # read-only inside the code sandbox (CodeSandbox readonly_dirs)
@@ -142,6 +132,11 @@ class Harness:
         rec = EpisodeRecord(id=clean_text(episode_id or f"{task.id}-{uuid.uuid4().hex[:8]}"), task=task,
                             config_hash=self.config.config_hash(), policy=getattr(self.policy, "name", ""),
                             backend=getattr(self.backend, "name", ""), workspace=str(ws), labels=self.labels)
+        # The record keeps the question as given; user_prompt() neutralizes it for the model (task text is data).
+        n_control = neutralize_control_tokens(task.question)[1]
+        if n_control:
+            rec.events.append(Event(type="control_tokens_neutralized", turn=0,
+                                    detail={"field": "question", "count": n_control}))
         registry = ctx = None
         st = _State(rec, None, None, t0)
         st.guard = LoopGuard(self.config.loop_guard_repeats)
@@ -304,39 +299,44 @@ class Harness:
                 rec.events.append(Event(type="unknown_citation", turn=st.turn, detail={"ref": name}))
 
     async def _act(self, st: "_State", turn: AssistantTurn) -> bool:
-        """Apply the turn's single action. Returns True when the episode is answered."""
+        """Apply the turn's single action (Table 6). Returns True when the episode is answered.
+
+        Each grammar departure of the parsed turn is an event of the same name (docs/contracts.md "Turn
+        grammar"); a turn without any action records only ``no_action`` (its departures in the detail).
+        """
         rec = st.rec
         self._assistant_message(st, turn)
-        parsed = parse_turn(turn.text, turn.tool_calls)
-        if parsed.calls_after_response:
-            rec.events.append(Event(type="tool_call_after_response", turn=st.turn,
-                                    detail={"not_executed": [c.name or c.raw[:80] for c in parsed.calls_after_response]}))
+        parsed = parse_turn(turn.text, turn.tool_calls, truncated=turn.finish_reason == "length")
         first_call = parsed.calls[0] if parsed.calls else None
-        if parsed.response is not None and first_call is None:
-            if not parsed.response_complete:
-                rec.events.append(Event(type="response_unclosed", turn=st.turn))
-            self._finish(st, parsed.response, parsed.response_complete, "answered")
-            return True
-        if first_call is None:
-            rec.events.append(Event(type="no_action", turn=st.turn, detail={"preview": turn.text[:200]}))
+        if not parsed.has_action:
+            rec.events.append(Event(type="no_action", turn=st.turn,
+                                    detail={"preview": turn.text[:200], "departures": parsed.departure_codes()}))
             fire = st.guard.invalid("<no action>", "")
             text = NO_ACTION_MESSAGE + ("\n\n" + NO_ACTION_LOOP_MESSAGE.format(n=self.config.loop_guard_repeats) if fire else "")
             if fire:
                 rec.events.append(Event(type="loop_guard", turn=st.turn, detail={"call": "<no action>"}))
             rec.messages.append(Message(role="user", content=_text(text), intervention=True, turn=st.turn))
             return False
-        ignored = parsed.calls[1:] + ([] if parsed.response is None else ["<response>"])
-        if ignored:
-            rec.events.append(Event(type="extra_actions_ignored", turn=st.turn,
-                                    detail={"ignored": [c if isinstance(c, str) else (c.name or c.raw[:80]) for c in ignored]}))
+        self._grammar_events(st, parsed)
+        if first_call is None:
+            self._finish(st, parsed.response, parsed.response_complete, "answered")
+            return True
         await self._call(st, first_call)
         return False
+
+    def _grammar_events(self, st: "_State", parsed) -> None:
+        """One event per departure and note of a parsed turn, on the current turn."""
+        for d in parsed.departures:
+            st.rec.events.append(Event(type=d.code, turn=st.turn, detail=d.detail))
+        for n in parsed.notes:
+            st.rec.events.append(Event(type=n, turn=st.turn))
 
     def _observation_message(self, st: "_State", call: RawCall, tool: str, text: str, images: list[str] = (),
                              intervention: bool = False) -> None:
         text, n = neutralize_control_tokens(clean_text(text))
         if n:
-            st.rec.events.append(Event(type="control_tokens_neutralized", turn=st.turn, detail={"tool": tool, "count": n}))
+            st.rec.events.append(Event(type="control_tokens_neutralized", turn=st.turn,
+                                       detail={"field": "observation", "tool": tool, "count": n}))
         parts = _text(text) + [ContentPart(type="image", image=f) for f in images]
         st.rec.messages.append(Message(role="tool", content=parts, tool_call_id=call.id, name=tool,
                                        intervention=intervention, turn=st.turn))
@@ -344,13 +344,18 @@ class Harness:
     async def _call(self, st: "_State", call: RawCall) -> None:
         rec, cfg = st.rec, self.config
         try:
+            if call.error == "truncated":  # a cut call is never completed or run (docs/contracts.md)
+                raise ToolError("truncated", call.message + "; it was not executed. Write the complete call again "
+                                "(shorter, if it hit the response length limit).")
             if call.error:
                 raise ToolError(call.error, call.message)
             fixed = repair_call(call.name, call.arguments or {}, self.specs)
         except ToolError as e:
             fire = st.guard.invalid(call.name, call.raw if call.arguments is None else json.dumps(call.arguments, sort_keys=True))
-            rec.events.append(Event(type="invalid_call", turn=st.turn,
-                                    detail={"code": e.code, "message": e.message, "tool": call.name}))
+            detail = {"code": e.code, "message": e.message, "tool": call.name}
+            if e.code == "truncated":
+                detail.update(truncated=True, raw=call.raw[:200])
+            rec.events.append(Event(type="invalid_call", turn=st.turn, detail=detail))
             body = json.dumps(e.observation(), ensure_ascii=False)
             if fire:
                 rec.events.append(Event(type="loop_guard", turn=st.turn, detail={"tool": call.name}))
@@ -398,7 +403,8 @@ class Harness:
 
     async def _synthesis(self, st: "_State", reason_code: str, reason: str) -> None:
         """The final no-tool evidence-synthesis turn (Table 5 "Max-turn finalization" / "Early final
-        synthesis"); kept as an answer only with a complete ``<response>``."""
+        synthesis"); kept as an answer only with a complete ``<response>`` (the last complete one when
+        there are several, as in :meth:`_act`)."""
         rec = st.rec
         rec.events.append(Event(type="synthesis_requested", turn=st.turn, detail={"reason": reason_code}))
         rec.messages.append(Message(role="user", content=_text(SYNTHESIS_PROMPT.format(reason=reason)),
@@ -407,7 +413,9 @@ class Harness:
         st.turn += 1
         turn = await self._generate(st, ctx_msgs, [], prompt_tokens)
         self._assistant_message(st, turn)
-        parsed = parse_turn(turn.text, turn.tool_calls)
+        parsed = parse_turn(turn.text, turn.tool_calls, truncated=turn.finish_reason == "length")
+        if parsed.response is not None:  # grammar departures of the final turn (they cost Eq. 5's F)
+            self._grammar_events(st, parsed)
         if parsed.calls or parsed.calls_after_response:
             rec.events.append(Event(type="tool_call_in_synthesis", turn=st.turn,
                                     detail={"not_executed": len(parsed.calls) + len(parsed.calls_after_response)}))

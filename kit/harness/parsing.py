@@ -1,9 +1,37 @@
-"""Parse one assistant turn into its single action (WeAgent Table 6 grammar).
+"""Parse one assistant turn into its single action (WeAgent Table 6 grammar, §3.2, Table 5).
 
-Grammar: a short ``<think>...</think>``, then EXACTLY ONE of a single tool call (function calling, or
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` in text for in-process Qwen models) or a
-final answer ``<response>...</response>``. A tool call written after ``<response>`` is never executed.
-``<IMG: filename>`` inside the response cites a registered image.
+Grammar: a short ``<think>...</think>`` (or reasoning ending in a lone ``</think>`` when the chat
+template of a thinking model opened the block), then EXACTLY ONE of a single tool call (function
+calling, or ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` in text for in-process Qwen
+models) or a final answer ``<response>...</response>``. ``<IMG: filename>`` inside the response cites
+a registered image. Every departure is a :class:`Departure` on the :class:`ParsedTurn` (the loop
+records each as an event of the same name; the format terms of :mod:`kit.rl.rewards` read them):
+
+=============================  =====================================================================
+departure                      decision
+=============================  =====================================================================
+``extra_actions_ignored``      more than one action: the first tool call is the action, the rest
+                               (more calls, a response after a call) is not executed
+``multiple_responses``         the LAST complete ``<response>`` is the answer (else the last one)
+``response_unclosed``          ``<response>`` without ``</response>``: kept as the answer, untrainable
+``tool_call_after_response``   a call (text, inside the response, or structured) after ``<response>``:
+                               never executed
+``text_outside_grammar``       non-blank text outside the blocks, or a stray closing tag
+``think_missing``              no reasoning block
+``think_unclosed``             ``<think>`` never closed: everything after it is reasoning, no action
+``multiple_think``             more than one reasoning block (the first is ``think``)
+=============================  =====================================================================
+
+``think_opened_by_template`` is a note, not a departure: the opening tag is in the prompt.
+
+Tool calls are parsed by JSON structure (:mod:`kit.harness.grammar`): a tag inside a JSON string is
+text. Allowed serialization repairs (each named in ``RawCall.repairs``), all with a single reading:
+``code_fence_removed``; ``closing_brackets_added:<brackets>`` (final ``}``/``]`` missing after a
+complete value); ``json_serialization_repaired`` (json-repair for single quotes, trailing commas,
+Python literals, unquoted keys, a missing comma) only when the repaired object holds exactly the keys
+and values written, in order; ``arguments_string_decoded`` (double-encoded arguments);
+``ignored_call_fields:<fields>``. A call cut inside a string, key or number, after a key, colon or
+comma, or at the length limit before its end is an error ``truncated`` and is never executed.
 """
 
 from __future__ import annotations
@@ -14,23 +42,23 @@ from dataclasses import dataclass, field
 
 import json_repair
 
+from kit.harness.grammar import LITERALS, Block, cut_reason, scan_json, segment
 from kit.types import ToolCall
 
-_THINK_RE = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
-_RESPONSE_OPEN = "<response>"
-_RESPONSE_RE = re.compile(r"<response>(.*?)(</response>|$)", re.S)
-_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.S)
 _CITE_RE = re.compile(r"<IMG:\s*([^>\s][^>]*?)\s*>")
 MAX_CALL_CHARS = 200_000  # a tool call longer than this is refused before decoding
-_FENCE_RE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+_FENCE_RE = re.compile(r"^```(?:json)?\s*(.*?)\s*(?:```)?$", re.S | re.I)
+DEPARTURES = ("extra_actions_ignored", "multiple_responses", "response_unclosed", "tool_call_after_response",
+              "text_outside_grammar", "think_missing", "think_unclosed", "multiple_think")
 
 
 @dataclass
 class RawCall:
     """A tool call before repair: ``arguments`` is a dict when decoded, else ``None`` with ``error``.
 
-    ``error`` is a structured-error code (``non_json``, ``trailing_text``, ``missing_name``) when the
-    call's serialization cannot be trusted; ``repairs`` lists serialization repairs that were applied.
+    ``error`` is a structured-error code (``non_json``, ``trailing_text``, ``missing_name``,
+    ``bad_arguments``, ``truncated``) when the call's serialization cannot be trusted; ``repairs``
+    lists serialization repairs that were applied.
     """
 
     id: str
@@ -45,78 +73,181 @@ class RawCall:
 
 
 @dataclass
+class Departure:
+    """One departure from the Table 6 turn grammar: ``code`` (one of :data:`DEPARTURES`), ``detail``."""
+
+    code: str
+    detail: dict = field(default_factory=dict)
+
+
+@dataclass
 class ParsedTurn:
     """The action of one assistant turn.
 
-    ``response`` is the text inside ``<response>`` (``response_complete`` False when the closing tag
-    is missing); ``calls`` are the tool calls in order; ``calls_after_response`` were written after
-    ``<response>`` and must not be executed.
+    ``response`` is the text inside the chosen ``<response>`` (``response_complete`` False when its
+    closing tag is missing); ``calls`` are the tool calls in order before any ``<response>``;
+    ``calls_after_response`` were written after ``<response>`` and must not be executed; ``think`` is
+    the first reasoning block (``think_implicit`` when the chat template opened it); ``departures``
+    and ``notes`` as in the module table.
     """
 
     think: str | None = None
+    think_implicit: bool = False
     response: str | None = None
     response_complete: bool = False
     response_position: int = -1
     calls: list[RawCall] = field(default_factory=list)
     calls_after_response: list[RawCall] = field(default_factory=list)
+    departures: list[Departure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def has_action(self) -> bool:
         return self.response is not None or bool(self.calls)
 
+    def departure_codes(self) -> list[str]:
+        return [d.code for d in self.departures]
 
-def decode_json_object(text: str) -> tuple[dict | None, str | None, str, list[str]]:
-    """Decode a JSON object written by a model.
 
-    Returns ``(obj, error_code, message, repairs)``. Strict JSON is accepted as is. Text with a valid
-    object followed by more text is ``trailing_text`` (intent unclear). Otherwise ``json_repair`` may
-    fix serialization slips (single quotes, trailing commas, code fences, Python literals); a result
-    that is not a non-empty object is ``non_json``.
+def decode_json_object(text: str, *, at_eof: bool = False,
+                       length_cut: bool = False) -> tuple[dict | None, str | None, str, list[str]]:
+    """Decode a JSON object written by a model, by structure.
+
+    Args:
+        at_eof: the text ran to the end of the model's output without a closing tag (a stop sequence
+            or the length limit may have cut it).
+        length_cut: the output hit the length limit (``finish_reason == "length"``).
+
+    Returns ``(obj, error_code, message, repairs)``. Strict JSON is accepted as is. An incomplete
+    object is ``truncated`` (see :func:`kit.harness.grammar.cut_reason`) unless its only missing part
+    is the final closing brackets. A complete object followed by more text is ``trailing_text``.
+    Serialization slips go to json-repair, whose result is kept only when it holds exactly the keys
+    and values written (else ``non_json``).
     """
     s = text.strip()
     repairs: list[str] = []
     if len(s) > MAX_CALL_CHARS:
         return None, "bad_arguments", f"tool call of {len(s)} characters exceeds the {MAX_CALL_CHARS}-character limit", repairs
-    m = _FENCE_RE.match(s)
-    if m:
+    if s.startswith("```"):
+        m = _FENCE_RE.match(s)
         s = m.group(1).strip()
         repairs.append("code_fence_removed")
     if not s:
         return None, "non_json", "empty tool call body", repairs
+    if s[0] != "{":
+        if s[0] == "[":
+            return None, "non_json", "expected a JSON object, got a list", repairs
+        try:
+            obj = json.loads(s)
+            return None, "non_json", f"expected a JSON object, got {type(obj).__name__}", repairs
+        except (ValueError, RecursionError):
+            return None, "non_json", f"tool call is not a JSON object: {s[:80]!r}", repairs
+    scan = scan_json(s, 0)
+    if scan.error:
+        return None, "non_json", f"cannot decode JSON: {scan.error.replace('_', ' ')} at offset {scan.end}", repairs
+    if scan.complete:
+        rest = s[scan.end:].strip()
+        if rest:
+            return None, "trailing_text", f"unexpected text after the JSON object: {rest[:80]!r}", repairs
+    else:
+        why = cut_reason(scan, at_eof=at_eof, length_cut=length_cut)
+        if why is not None:
+            return None, why[0], why[1], repairs
+        s = s[:scan.end].rstrip() + "".join(reversed(scan.closers))
+        repairs.append("closing_brackets_added:" + "".join(reversed(scan.closers)))
     try:
         obj = json.loads(s)
         if isinstance(obj, dict):
-            try:
-                return _no_surrogates(obj, s), None, "", repairs
-            except RecursionError:
-                return None, "non_json", "JSON nested too deeply", repairs
+            return _no_surrogates(obj, s), None, "", repairs
         return None, "non_json", f"expected a JSON object, got {type(obj).__name__}", repairs
     except json.JSONDecodeError:
         pass
     except RecursionError:
         return None, "non_json", "JSON nested too deeply", repairs
-    if s.startswith("{"):
-        try:
-            obj, end = json.JSONDecoder().raw_decode(s)
-            rest = s[end:].strip()
-            if rest:
-                return None, "trailing_text", f"unexpected text after the JSON object: {rest[:80]!r}", repairs
-        except json.JSONDecodeError:
-            pass
-        except RecursionError:
-            return None, "non_json", "JSON nested too deeply", repairs
-    if not s.startswith("{"):
-        return None, "non_json", f"tool call is not a JSON object: {s[:80]!r}", repairs
     try:
         obj = json_repair.loads(s)
     except (Exception, RecursionError) as e:  # json_repair is defensive, but never let it escape
         return None, "non_json", f"cannot decode JSON: {type(e).__name__}", repairs
-    if isinstance(obj, dict) and obj:
-        try:
-            return _no_surrogates(obj, s), None, "", repairs + ["json_serialization_repaired"]
-        except RecursionError:
-            return None, "non_json", "JSON nested too deeply", repairs
-    return None, "non_json", f"cannot decode JSON object from {s[:80]!r}", repairs
+    if not isinstance(obj, dict) or not obj:
+        return None, "non_json", f"cannot decode JSON object from {s[:80]!r}", repairs
+    try:
+        same = _scalars_of(obj) == _scalars_written(scan_json(s, 0).scalars)
+    except RecursionError:
+        return None, "non_json", "JSON nested too deeply", repairs
+    if not same:
+        return None, "non_json", ("cannot decode JSON: repairing it would change the keys or values written "
+                                  f"(e.g. an unescaped quote or a comment) in {s[:80]!r}"), repairs
+    try:
+        return _no_surrogates(obj, s), None, "", repairs + ["json_serialization_repaired"]
+    except RecursionError:
+        return None, "non_json", "JSON nested too deeply", repairs
+
+
+def _scalars_of(obj) -> list[tuple[str, object]]:
+    """Brackets, keys and scalar values of decoded JSON, in order, canonical (see
+    :func:`_scalars_written`)."""
+    out: list[tuple[str, object]] = []
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.append(("o", "}"))
+            for k, x in reversed(list(v.items())):
+                stack.append(x)
+                stack.append(("key", k))
+            out.append(("o", "{"))
+        elif isinstance(v, list):
+            stack.append(("o", "]"))
+            stack.extend(reversed(v))
+            out.append(("o", "["))
+        elif isinstance(v, tuple) and len(v) == 2 and v[0] == "key":
+            out.append(("s", v[1]))
+        elif isinstance(v, tuple) and len(v) == 2 and v[0] == "o":
+            out.append(v)
+        else:
+            out.append(_canon(v))
+    return out
+
+
+def _canon(v) -> tuple[str, object]:
+    if isinstance(v, bool) or v is None:
+        return ("l", v)
+    if isinstance(v, (int, float)):
+        return ("n", float(v))
+    return ("s", str(v))
+
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
+_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescape(raw: str) -> str:
+    """A quoted string's inner text with JSON escapes (and ``\\'``) decoded; unknown escapes kept."""
+    def one(m: re.Match) -> str:
+        e = m.group(1)
+        if len(e) == 5:
+            return chr(int(e[1:], 16))
+        return _SIMPLE.get(e, e if e in "\"\\/'" else "\\" + e)
+    return _ESCAPE.sub(one, raw)
+
+
+def _scalars_written(tokens: list[tuple[str, str]]) -> list[tuple[str, object]]:
+    """The scanner's tokens as decoded scalars: brackets as written, strings unescaped, literals and numbers by value, any
+    other bare word (an unquoted key) as a string."""
+    out: list[tuple[str, object]] = []
+    for kind, raw in tokens:
+        if kind == "o":
+            out.append(("o", raw))
+        elif kind == "s":
+            out.append(("s", _unescape(raw)))
+        elif raw.lower() in LITERALS:
+            out.append(("l", LITERALS[raw.lower()]))
+        else:
+            try:
+                out.append(("n", float(raw)))
+            except ValueError:
+                out.append(("s", raw))
+    return out
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
@@ -152,8 +283,9 @@ def _no_surrogates(obj, source: str):
     return scrub(obj) if _SURROGATE.search(source) else obj
 
 
-def _decode_text_call(body: str, idx: int, position: int) -> RawCall:
-    obj, err, msg, repairs = decode_json_object(body)
+def _decode_text_call(block: Block, idx: int, length_cut: bool) -> RawCall:
+    body, position = block.body, block.start
+    obj, err, msg, repairs = decode_json_object(body, at_eof=block.at_eof, length_cut=length_cut)
     call_id = f"call_text_{idx}"
     if err:
         return RawCall(call_id, "", None, body, "text", position, err, msg, repairs)
@@ -176,51 +308,80 @@ def _decode_text_call(body: str, idx: int, position: int) -> RawCall:
     return RawCall(call_id, name, args, body, "text", position, None, "", repairs)
 
 
-def decode_structured_call(call: ToolCall) -> RawCall:
-    """Decode a function-calling tool call (arguments as a JSON string)."""
+def decode_structured_call(call: ToolCall, truncated: bool = False) -> RawCall:
+    """Decode a function-calling tool call (arguments as a JSON string); ``truncated``: the turn hit
+    the length limit, so arguments that are not structurally complete are ``truncated``."""
     raw = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
     if raw.strip() == "":
+        if truncated:
+            return RawCall(call.id, call.name, None, raw, "structured", -1, "truncated",
+                           "the tool call's arguments were cut off by the response length limit")
         return RawCall(call.id, call.name, {}, raw, "structured", -1)
-    obj, err, msg, repairs = decode_json_object(raw)
+    obj, err, msg, repairs = decode_json_object(raw, at_eof=truncated, length_cut=truncated)
     if err:
         return RawCall(call.id, call.name, None, raw, "structured", -1, err, msg, repairs)
     return RawCall(call.id, call.name, obj, raw, "structured", -1, None, "", repairs)
 
 
-def parse_turn(text: str, structured: list[ToolCall] | None = None) -> ParsedTurn:
-    """Split assistant ``text`` (and structured ``tool_calls``) into think / calls / response.
+def _label(c: RawCall) -> str:
+    return c.name or c.raw[:80]
+
+
+def parse_turn(text: str, structured: list[ToolCall] | None = None, *, truncated: bool = False) -> ParsedTurn:
+    """Split assistant ``text`` (and structured ``tool_calls``) into think / calls / response and list
+    every departure from the Table 6 grammar (module table).
+
+    Args:
+        truncated: the turn ended at the length limit (``finish_reason == "length"``): a tool call that
+            runs to the end of the text without being structurally complete is ``truncated``.
 
     Structured calls come after the text content in the function-calling protocol, so when a
-    ``<response>`` is present they count as written after it.
+    ``<response>`` is present they count as written after it. Never raises on any input.
     """
-    text = text or ""
     out = ParsedTurn()
-    m = _THINK_RE.search(text)
-    if m:
-        out.think = m.group(1).strip()
-    # Tags inside the reasoning are not actions: mask the think span (keeping offsets). Without an
-    # opening tag (some templates open it in the prompt) everything up to "</think>" is reasoning.
-    close = text.find("</think>")
-    open_ = text.find("<think>")
-    if close >= 0 and (open_ < 0 or open_ < close):
-        end = close + len("</think>")
-        text = " " * end + text[end:]
-    elif open_ >= 0:
-        text = text[:open_] + " " * (len(text) - open_)  # unclosed reasoning: no action in it
-    resp_pos = text.find(_RESPONSE_OPEN)
-    if resp_pos >= 0:
-        rm = _RESPONSE_RE.search(text, resp_pos)
-        out.response = rm.group(1).strip()
-        out.response_complete = bool(rm.group(2))
-        out.response_position = resp_pos
-    calls: list[RawCall] = []
-    for i, tm in enumerate(_TOOL_CALL_RE.finditer(text)):
-        calls.append(_decode_text_call(tm.group(1), i, tm.start()))
-    for c in structured or []:
-        calls.append(decode_structured_call(c))
+    blocks = segment(text or "")
+    dep = out.departures
+    thinks = [b for b in blocks if b.kind == "think"]
+    if thinks:
+        out.think, out.think_implicit = thinks[0].body.strip(), thinks[0].implicit
+        if thinks[0].implicit:
+            out.notes.append("think_opened_by_template")
+        if not thinks[-1].closed:
+            dep.append(Departure("think_unclosed", {"chars": len(thinks[-1].body)}))
+        if len(thinks) > 1:
+            dep.append(Departure("multiple_think", {"count": len(thinks)}))
+    else:
+        dep.append(Departure("think_missing"))
+    outside = [b.body for b in blocks if b.kind == "text"]
+    if outside:
+        joined = " … ".join(o.strip() for o in outside)
+        dep.append(Departure("text_outside_grammar", {"chars": sum(len(o.strip()) for o in outside),
+                                                      "preview": joined[:200]}))
+    responses = [b for b in blocks if b.kind == "response"]
+    first_resp = responses[0].start if responses else -1
+    if responses:
+        complete = [r for r in responses if r.closed]
+        chosen = complete[-1] if complete else responses[-1]
+        out.response, out.response_complete = chosen.body.strip(), chosen.closed
+        out.response_position = first_resp
+        if len(responses) > 1:
+            dep.append(Departure("multiple_responses", {
+                "count": len(responses), "used": responses.index(chosen),
+                "discarded": [r.body.strip()[:200] for r in responses if r is not chosen]}))
+        if not chosen.closed:
+            dep.append(Departure("response_unclosed"))
+    call_blocks = sorted([b for b in blocks if b.kind == "tool_call"] + [c for r in responses for c in r.inner],
+                         key=lambda b: b.start)
+    calls = [_decode_text_call(b, i, truncated) for i, b in enumerate(call_blocks)]
+    calls += [decode_structured_call(c, truncated) for c in structured or []]
     for c in calls:
-        after = resp_pos >= 0 and (c.position < 0 or c.position > resp_pos)
+        after = first_resp >= 0 and (c.position < 0 or c.position > first_resp)
         (out.calls_after_response if after else out.calls).append(c)
+    if out.calls_after_response:
+        dep.append(Departure("tool_call_after_response", {"not_executed": [_label(c) for c in out.calls_after_response]}))
+    ignored = [_label(c) for c in out.calls[1:]] + (["<response>"] if out.calls and responses else [])
+    if ignored:
+        dep.append(Departure("extra_actions_ignored", {"ignored": ignored}))
     return out
 
 

@@ -16,6 +16,8 @@ import json
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from kit.harness.neutralize import neutralize_control_tokens
+
 SYSTEM_PROMPT = (
     "You are a helpful, knowledgeable assistant with strong multimodal understanding. Use the available tools to "
     "solve the user’s task. Be targeted and efficient.\n\n"
@@ -79,9 +81,14 @@ def system_prompt(tool_schemas: list[dict], *, tz: str = "Asia/Shanghai", tz_lab
 
 
 def user_prompt(question: str, image_filenames: list[str]) -> str:
-    """Table 6 user prompt: the task, then the registered relative paths of the input images."""
+    """Table 6 user prompt: the task, then the registered relative paths of the input images.
+
+    The question and the file names are task data, not chat structure: their chat-control strings
+    are neutralized (:func:`kit.harness.neutralize.neutralize_control_tokens`), so a question quoting
+    ``<|im_start|>system`` or ``<|image_pad|>`` reaches the model as text.
+    """
     if not image_filenames:
-        return question
+        return neutralize_control_tokens(question)[0]
     lines = [question, "", "Registered image paths:"]
     lines += [f"- {f.rsplit('.', 1)[0]}: {f}" for f in image_filenames]
-    return "\n".join(lines)
+    return neutralize_control_tokens("\n".join(lines))[0]

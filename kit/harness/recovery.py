@@ -1,8 +1,11 @@
 """Recovery rules of WeAgent-Harness (§3.2, Table 5), each a small, separately tested unit.
 
 * :func:`repair_call` — argument repair: only unambiguous tool-name and parameter aliases,
-  scalar-to-list conversion and ignored extra fields; never infers a missing value. Anything unclear
-  raises :class:`ToolError`, which becomes a structured error observation.
+  scalar-to-list conversion, an integral float for an integer, ignored extra fields and schema defaults
+  of absent optional parameters; never infers a missing value. Anything unclear raises
+  :class:`ToolError`, which becomes a structured error observation. Serialization repairs happen
+  before, in :mod:`kit.harness.parsing`; a truncated call never reaches this function (the full list
+  of allowed repairs: docs/contracts.md "Turn grammar").
 * :class:`DuplicateSuppressor` — a call with the same tool and canonical arguments as the immediately
   preceding executed call is not executed.
 * :class:`LoopGuard` — after ``repeats`` consecutive identical invalid calls, a loop-guard observation.

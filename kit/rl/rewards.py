@@ -4,10 +4,15 @@
   external judge and ``F`` whether the final assistant turn obeys the response format.
 * GRPO baseline: ``R = 0.7·S_acc + 0.2·S_format + 0.1·S_tool`` (POINTS-Seeker's λ values).
 
-Format, as the kit reads it (the paper does not spell it out): the last assistant message holds a complete
-``<response>…</response>`` with a non-empty answer and no tool call after it. POINTS-Seeker's format
-term additionally needs a ``<think>`` block; its tool term is 1 when the episode executed at least one
-tool call and no call failed to parse or validate (``invalid_call`` events).
+Format, as the kit reads it (docs/contracts.md "Turn grammar"): a turn obeys the format when it follows
+the Table 6 grammar without any departure (:data:`kit.harness.parsing.DEPARTURES`: a reasoning block —
+explicit, or opened by the chat template —, exactly one action, one ``<response>``, no text outside the
+blocks, no tool call after ``<response>``). Eq. 5's ``F`` reads only the final assistant turn, which must
+also hold a complete, non-empty ``<response>`` and no tool call (text or structured). POINTS-Seeker's
+``S_format`` ("reasoning and final answers correctly enclosed") reads every assistant turn: each obeys the
+grammar with an action, and the last one is a terminal turn as for ``F``. Its tool term is 1 when the
+episode executed at least one tool call and no call failed to parse or validate (``invalid_call``
+events, including ``truncated`` calls).
 
 A judge that fails or times out gives ``correct=None``: the reward is then NaN and the trajectory is
 excluded from the update with reason ``judge_error`` (never scored as a silent 0).
@@ -22,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from kit.harness.episode import EpisodeRecord
-from kit.harness.parsing import parse_turn
+from kit.harness.parsing import ParsedTurn, parse_turn
 
 WEAGENT_WEIGHTS = {"correct": 0.9, "format": 0.1}  # Eq. 5
 POINTS_SEEKER_WEIGHTS = {"correct": 0.7, "format": 0.2, "tool": 0.1}  # POINTS-Seeker §4.1
@@ -62,16 +67,27 @@ def last_assistant_text(record: EpisodeRecord) -> str | None:
     return None
 
 
-def format_ok(record: EpisodeRecord, *, require_think: bool = False) -> bool:
-    """``F`` of Eq. 5: the final assistant turn has a complete, non-empty ``<response>`` and no tool call
-    after it (``require_think``: also a ``<think>`` block, POINTS-Seeker's format term)."""
-    text = last_assistant_text(record)
-    if text is None:
+def turn_format_ok(parsed: ParsedTurn, *, terminal: bool) -> bool:
+    """One parsed turn obeys the Table 6 grammar: no departure and an action; ``terminal``: that action is
+    a complete, non-empty ``<response>`` with no tool call before or after it."""
+    if parsed.departures or not parsed.has_action:
         return False
-    p = parse_turn(text)
-    ok = p.response is not None and p.response_complete and bool(p.response.strip()) and not p.calls \
-        and not p.calls_after_response
-    return bool(ok and (p.think is not None or not require_think))
+    if not terminal:
+        return True
+    return (parsed.response is not None and parsed.response_complete and bool(parsed.response.strip())
+            and not parsed.calls and not parsed.calls_after_response)
+
+
+def format_ok(record: EpisodeRecord, *, all_turns: bool = False) -> bool:
+    """``F`` of Eq. 5 (the final assistant turn is a terminal turn of the grammar, see
+    :func:`turn_format_ok`); ``all_turns``: POINTS-Seeker's ``S_format``, every earlier assistant turn
+    obeys the grammar too. A record without an assistant message scores False."""
+    turns = [m for m in record.messages if m.role == "assistant"]
+    if not turns:
+        return False
+    if not turn_format_ok(parse_turn(turns[-1].text(), turns[-1].tool_calls), terminal=True):
+        return False
+    return not all_turns or all(turn_format_ok(parse_turn(m.text(), m.tool_calls), terminal=False) for m in turns[:-1])
 
 
 def tool_ok(record: EpisodeRecord) -> bool:
@@ -111,7 +127,7 @@ async def score_record(record: EpisodeRecord, judge: Judge, *, kind: str = "weag
     if kind not in ("weagent", "points_seeker"):
         raise ValueError(f"unknown reward kind {kind!r}; expected 'weagent' or 'points_seeker'")
     c, name, err = await judge_correct(judge, record, timeout_s)
-    f = float(format_ok(record, require_think=kind == "points_seeker"))
+    f = float(format_ok(record, all_turns=kind == "points_seeker"))
     t = float(tool_ok(record))
     if c is None:
         return RewardBreakdown(math.nan, None, f, t, name, err)

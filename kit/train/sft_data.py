@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kit.harness.episode import EpisodeRecord
+from kit.harness.neutralize import neutralize_control_tokens
 from kit.policy.tokens import chat_entry
 from kit.types import Message
 
@@ -77,7 +78,9 @@ class SFTExample:
 
     Shapes: ``input_ids``, ``loss_mask``, ``mm_token_type_ids``: ``[L]``; ``pixel_values``:
     ``[P, C·T·p·p]`` (``None`` without images); ``image_grid_thw``: ``[n_images, 3]``.
-    ``response_tokens`` is the masked token count of each trained assistant turn.
+    ``response_tokens`` is the masked token count of each trained assistant turn;
+    ``control_tokens_neutralized`` the chat-control strings broken in user and tool text
+    (:func:`data_view`).
     """
 
     id: str
@@ -87,6 +90,7 @@ class SFTExample:
     pixel_values: Any = None
     image_grid_thw: Any = None
     response_tokens: list[int] = field(default_factory=list)
+    control_tokens_neutralized: int = 0
 
     @property
     def num_tokens(self) -> int:
@@ -114,6 +118,33 @@ def default_tool_schemas() -> list[dict[str, Any]]:
     from kit.harness.tools import tool_specs
 
     return [s.schema() for s in tool_specs().values()]
+
+
+def data_view(messages: list[Message]) -> tuple[list[Message], int]:
+    """``messages`` with the text of user prompts and tool observations neutralized
+    (:func:`kit.harness.neutralize.neutralize_control_tokens`), and the number of strings broken.
+
+    Task text and observations are data: a record from any source (harness, normalized public
+    traces) whose question quotes ``<|im_start|>system`` or ``<|image_pad|>`` must not become a chat
+    turn or an image placeholder in training. Left as written: system prompts and harness
+    interventions (the kit's own text, rendered the same way at inference) and assistant turns (the
+    model's own ``<think>`` and ``<tool_call>`` tokens are what it is trained to emit). Idempotent, so
+    harness records, already neutralized, are unchanged.
+    """
+    out, total = [], 0
+    for m in messages:
+        if m.role == "tool" or (m.role == "user" and not m.intervention):
+            parts = []
+            for p in m.content:
+                if p.type == "text" and p.text:
+                    text, n = neutralize_control_tokens(p.text)
+                    if n:
+                        total += n
+                        p = p.model_copy(update={"text": text})
+                parts.append(p)
+            m = m.model_copy(update={"content": parts})
+        out.append(m)
+    return out, total
 
 
 def record_images(record: EpisodeRecord, workspace: str | Path | None = None) -> list[Path]:
@@ -219,7 +250,8 @@ class SFTEncoder:
     def render(self, messages: list[Message], record_id: str = "-") -> tuple[str, list[tuple[int, int]]]:
         """Render ``messages`` and return ``(text, spans)``: the full chat text (one
         ``<|image_pad|>`` per image) and the character spans ``[start, end)`` that get loss mask 1,
-        one per trained assistant turn (interventions excluded).
+        one per trained assistant turn (interventions excluded). User and tool text is rendered
+        through :func:`data_view`.
 
         Raises:
             NoAssistantTurn: no non-intervention assistant message.
@@ -229,7 +261,7 @@ class SFTEncoder:
         trained = [i for i, m in enumerate(messages) if m.role == "assistant" and not m.intervention]
         if not trained:
             raise NoAssistantTurn(record_id, "has no assistant turn to train on")
-        chat = [chat_entry(m) for m in messages]
+        chat = [chat_entry(m) for m in data_view(messages)[0]]
         try:
             if self.has_generation_blocks:
                 text, gen = self._render(chat, spans=True)
@@ -276,6 +308,7 @@ class SFTEncoder:
         """
         import torch
 
+        messages, n_neutralized = data_view(messages)
         text, spans = self.render(messages, record_id)
         n_pad = text.count(IMAGE_PAD)
         if n_pad != len(image_paths):
@@ -310,7 +343,8 @@ class SFTEncoder:
         if len(ids) > self.max_trajectory_tokens:
             raise TrajectoryTooLong(record_id, f"{len(ids)} tokens (limit {self.max_trajectory_tokens})")
         return SFTExample(id=record_id, input_ids=ids, loss_mask=mask, mm_token_type_ids=(ids == self.image_token_id).long(),
-                          pixel_values=pixel_values, image_grid_thw=grid, response_tokens=response_tokens)
+                          pixel_values=pixel_values, image_grid_thw=grid, response_tokens=response_tokens,
+                          control_tokens_neutralized=n_neutralized)
 
     def encode(self, record: EpisodeRecord, workspace: str | Path | None = None) -> SFTExample:
         """Encode one episode record (its images resolved in ``workspace`` or ``record.workspace``).
@@ -345,7 +379,7 @@ class SFTEncoder:
 
     def encode_prompt(self, messages: list[Message], image_paths: list[Path]):
         """Generation inputs (batch of 1) for ``messages`` followed by the assistant header."""
-        text, _ = self._render([chat_entry(m) for m in messages], add_generation_prompt=True)
+        text, _ = self._render([chat_entry(m) for m in data_view(messages)[0]], add_generation_prompt=True)
         images = self.load_images(image_paths, "prompt")
         return self.processor(text=[text], images=images or None, return_tensors="pt")
 
@@ -405,4 +439,5 @@ class SFTCollator:
         return batch
 
 
-_FIELDS = {"id", "input_ids", "loss_mask", "mm_token_type_ids", "pixel_values", "image_grid_thw", "response_tokens"}
+_FIELDS = {"id", "input_ids", "loss_mask", "mm_token_type_ids", "pixel_values", "image_grid_thw", "response_tokens",
+           "control_tokens_neutralized"}

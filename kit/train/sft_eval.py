@@ -7,14 +7,16 @@ schemas (:func:`kit.harness.recovery.repair_call` with :data:`kit.harness.tools.
 
 * ``tool_call_validity``: valid calls / calls written (a call is valid when its JSON decodes and
   its name and arguments pass schema validation after the harness's repairs);
-* ``format_compliance``: share of generations with an action the harness accepts (at least one
-  call, or a complete ``<response>…</response>``) and no call written after the response;
+* ``format_compliance``: share of generations that follow the Table 6 turn grammar with no
+  departure (:attr:`kit.harness.parsing.ParsedTurn.departures`: a reasoning block, exactly one
+  action — a call or a complete ``<response>…</response>`` —, no text outside the blocks, no call
+  after the response), the same reading as the RL format term (:func:`kit.rl.rewards.turn_format_ok`);
 * ``loss``: mean masked token loss on the held-out examples (POINTS-Seeker §3.2.3).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kit.harness.episode import EpisodeRecord
@@ -28,6 +30,7 @@ class GenerationCheck:
     calls: int
     valid_calls: int
     compliant: bool
+    departures: list[str] = field(default_factory=list)  # Table 6 grammar departures (codes)
 
 
 def check_generation(text: str) -> GenerationCheck:
@@ -47,9 +50,10 @@ def check_generation(text: str) -> GenerationCheck:
         except (ToolError, TypeError):
             continue
         valid += 1
-    compliant = (bool(turn.calls) or (turn.response is not None and turn.response_complete)) \
-        and not turn.calls_after_response
-    return GenerationCheck(calls=len(turn.calls), valid_calls=valid, compliant=bool(compliant))
+    compliant = (not turn.departures and (bool(turn.calls) or (turn.response is not None and turn.response_complete))
+                 and not turn.calls_after_response)
+    return GenerationCheck(calls=len(turn.calls), valid_calls=valid, compliant=bool(compliant),
+                           departures=turn.departure_codes())
 
 
 def masked_loss(model, examples: list[SFTExample], pad_token_id: int) -> float:

@@ -18,6 +18,7 @@ Settings come from the ``kit`` section of the verl config (``configs/verl/fa_gsp
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 import tempfile
 import uuid
 from pathlib import Path
@@ -223,9 +224,10 @@ class KitHarnessAgentLoop(AgentLoopBase):
 
     def _empty(self, task, rec, reason: str) -> AgentLoopOutput:
         """An excluded sample that could not even be tokenized: a one-token masked response."""
-        ids = self.tokenizer.apply_chat_template([{"role": "user", "content": task.question}], tokenize=True,
-                                                 add_generation_prompt=True)
-        ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)[-self.prompt_length:]
+        from kit.rl.verl.data import task_prompt
+
+        ids = self.tokenizer.apply_chat_template(task_prompt(task), tokenize=True, add_generation_prompt=True)
+        ids = list(ids["input_ids"] if isinstance(ids, Mapping) else ids)[-self.prompt_length:]  # BatchEncoding too
         eos = int(self.tokenizer.eos_token_id)
         return AgentLoopOutput(prompt_ids=ids, response_ids=[eos], response_mask=[0], reward_score=0.0,
                                num_turns=len(rec.messages), metrics=AgentLoopMetrics(),
