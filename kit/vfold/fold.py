@@ -336,9 +336,13 @@ class PolicySummarizer:
             return self._loop
 
     def __call__(self, question: str, previous: str | None, history: str) -> str:
-        hist = history[-self.max_input_chars:]
-        prev = f"Summary so far:\n{previous}\n\n" if previous else ""
-        prompt = HISTORY_SUMMARY_PROMPT.format(question=question, previous=prev, history=hist, max_chars=self.max_chars)
+        from kit.harness.neutralize import neutralize_control_tokens as neutral
+
+        # question, history and summaries are data for the summarizer's chat, and its summary is data in ours
+        hist = neutral(history[-self.max_input_chars:])[0]
+        prev = f"Summary so far:\n{neutral(previous)[0]}\n\n" if previous else ""
+        prompt = HISTORY_SUMMARY_PROMPT.format(question=neutral(question)[0], previous=prev, history=hist,
+                                               max_chars=self.max_chars)
         msg = Message(role="user", content=[ContentPart(type="text", text=prompt)])
         coro = self.policy.generate([msg], [], SamplingParams(temperature=0.0, max_tokens=self.max_tokens))
         fut = asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
@@ -350,7 +354,7 @@ class PolicySummarizer:
         text = _THINK.sub("", turn.text or "").strip()
         if not text:
             raise ValueError("the summarizer returned an empty summary")
-        return text[: self.max_chars]
+        return neutral(text[: self.max_chars])[0]
 
     def close(self) -> None:
         """Close the policy's client (if it has ``aclose``) and stop the private loop (idempotent)."""
