@@ -107,6 +107,22 @@ ODD_PAGES = {
         "col\u00adlaborators include many producers.</p>"),
 }
 
+#: Pages for the reviewer's findings (not searched by title in the URL test above): headings with
+#: escaped markup, a title with a raw ``<`` that is text, and articles whose paths differ only by
+#: a raw ``#``/``?`` suffix (``A/C`` vs ``A/C#_(programming_language)``).
+EXTRA_PAGES = {
+    "A/Markup_notes": (
+        "C++ <templates>",
+        "<h2>Using &lt;br&gt; tags</h2><p>Line breaks in legacy markup.</p>"
+        "<h2>Case a&lt;b</h2><p>Comparison of two values.</p>"
+        "<h3>The &amp;lt; entity</h3><p>Escaping the less-than sign.</p>"),
+    "A/C": ("C", "<p>C is a letter of the Latin alphabet.</p>"),
+    "A/C#_(programming_language)": (
+        "C# (programming language)", "<p>C sharp is a language of the dotnet runtime.</p>"),
+    "A/What": ("What", "<p>What is an interrogative pronoun.</p>"),
+    "A/What?": ("What?", "<p>What? is a song title with a question mark.</p>"),
+}
+
 
 @pytest.fixture(scope="module")
 def odd_web(tmp_path_factory) -> LocalZimWeb:
@@ -114,7 +130,7 @@ def odd_web(tmp_path_factory) -> LocalZimWeb:
     path = d / "gutenberg_en_test.zim"
     with libzim.writer.Creator(str(path)).config_indexing(False, "eng") as creator:
         creator.add_metadata("Language", "eng")
-        for p, (title, body) in ODD_PAGES.items():
+        for p, (title, body) in {**ODD_PAGES, **EXTRA_PAGES}.items():
             creator.add_item(_Item(p, title, "text/html", _page(title, body)))
         creator.add_item(_Item("I/whale.png", "", "image/png", _png((240, 160), 1)))
         creator.add_item(_Item("I/identicon_7f3a.png", "", "image/png", _png((80, 80), 2)))
@@ -161,6 +177,32 @@ def test_search_urls_with_spaces_question_marks_and_hashes_fetch_back(odd_web):
     assert [i.image_url for i in page.images] == [zim_url(arch.stem, "I/whale.png")]
 
 
+@pytest.mark.parametrize("given,path", [
+    ("A/C#_(programming_language)", "A/C#_(programming_language)"),
+    ("A/C%23_(programming_language)", "A/C#_(programming_language)"),
+    ("A/What?", "A/What?"), ("A/What%3F", "A/What?"), ("A/What", "A/What"), ("A/C", "A/C"),
+    ("A/Singer#Career", "A/Singer"), ("A/Singer?action=raw", "A/Singer"),
+    ("A/C%23_(programming_language)#History", "A/C#_(programming_language)"),
+])
+def test_raw_hash_or_question_mark_fetches_the_named_article(odd_web, given, path):
+    """Legacy or agent-typed URLs with a raw ``#``/``?`` that belongs to the entry path fetch that
+    entry, not the article named by the text before it (attack M5); a real fragment or query
+    after an existing path is still dropped."""
+    arch = odd_web.archives[0]
+    for url in (f"zim://{arch.stem}/{given}", given):
+        page = odd_web.fetch_sync(url)
+        assert page.url == zim_url(arch.stem, path), (url, page.url)
+
+
+def test_zim_path_candidates_try_raw_hash_and_question_mark_as_given_first():
+    from kit.web.urls import zim_path_candidates
+
+    assert list(zim_path_candidates("A/C#_(x)"))[0] == "A/C#_(x)"
+    assert list(zim_path_candidates("A/What?"))[0] == "A/What?"
+    assert list(zim_path_candidates("A/What%3F"))[0] == "A/What?"
+    assert list(zim_path_candidates("A/Moby%20Dick#ch1")).index("A/Moby Dick") < 3
+
+
 async def test_demonstrator_reads_a_gutenberg_result_url_and_extracts_it(odd_web):
     """The kit's own demonstrator copies ``URL: (\\S+)`` from the search observation into
     ``web_extract``: with a raw space in the path it used to request a truncated URL."""
@@ -197,9 +239,42 @@ def test_marked_up_titles_are_plain_and_get_the_exact_title_boost(odd_web):
 def test_plain_text_rules():
     assert plain_text("<i>Blue</i> (album)") == "Blue (album)"
     assert plain_text("Genius &amp; Friends") == "Genius & Friends"
-    assert plain_text("&lt;i&gt;Blue&lt;/i&gt;") == "Blue"  # escaped twice
+    # Entities are decoded once: escaped markup is the literal text it spells (attack M4).
+    assert plain_text("&lt;i&gt;Blue&lt;/i&gt;") == "<i>Blue</i>"
     assert plain_text("R&B") == "R&B" and plain_text("a < b") == "a < b"
     assert plain_text(unicodedata.normalize("NFD", "Beyoncé")) == "Beyoncé"
+
+
+#: (title as stored, plain text) for the reviewer's finding M4: one parse, only known inline tags
+#: (and style/script with their content) are markup, entities decoded exactly once.
+PLAIN_TEXT_CASES = [
+    ("x<y", "x<y"), ("if a<b && c>d", "if a<b && c>d"), ("Hello<world>", "Hello<world>"),
+    ("C++ <templates>", "C++ <templates>"), ("&#60;script&#62;", "<script>"),
+    ("&lt;br&gt;", "<br>"), ("<style>x{}</style>T", "T"), ("<script>alert(1)</script>T", "T"),
+    ("a <b", "a <b"), ("<b>", ""), ("&amp;lt;", "&lt;"), ("AT&T &notation", "AT&T &notation"),
+    ("<I CLASS='x'>Blue</I> (album)", "Blue (album)"), ("a<br/>b", "a b"),
+    ("<span title=\"a>b\">X</span>", "X"), ("Ω&#x3a9; &nbsp;x", "ΩΩ x"),
+    ("<!-- note -->Title", "Title"), ("About <script> tags", "About <script> tags"),
+]
+
+
+@pytest.mark.parametrize("stored,plain", PLAIN_TEXT_CASES)
+def test_plain_text_parses_once_and_only_known_tags_are_markup(stored, plain):
+    assert plain_text(stored) == plain
+
+
+def test_headings_are_decoded_once(odd_web):
+    """Heading text from the page parser is already plain: it is not parsed as HTML a second
+    time (attack M3: ``<h2>Using &lt;br&gt; tags</h2>`` became ``Using tags``)."""
+    arch = odd_web.archives[0]
+    page = odd_web.fetch_sync(zim_url(arch.stem, "A/Markup_notes"))
+    headings = [ln for ln in page.markdown.splitlines() if ln.startswith("#")]
+    assert headings == ["# C++ <templates>", "## Using <br> tags", "## Case a<b",
+                        "### The &lt; entity"], headings
+    text = next(t for _s, _l, p, _t, t in odd_web.corpus() if p == "A/Markup_notes")
+    assert "Using <br> tags" in text and "Case a<b" in text and "The &lt; entity" in text
+    hits = odd_web.search_sync("C++ templates", 3)
+    assert hits[0].title == "C++ <templates>", [h.title for h in hits]
 
 
 def test_shared_archive_titles_are_plain_text(web):

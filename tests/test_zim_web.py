@@ -394,6 +394,24 @@ def test_fetch_errors(web):
         web.fetch_sync("  ")
 
 
+@pytest.mark.parametrize("path", ["M/Counter", "M/Title", "M/Language", "-/favicon",
+                                  "-/inserted_style.css", "X/fulltext/xapian"])
+def test_archive_metadata_and_layout_entries_are_not_pages(web, path):
+    """Metadata (``M/``), layout (``-/``: favicon, styles) and search-index entries of a ZIM
+    archive are not articles or images: fetching them is refused like any non-page entry, by
+    ``zim://`` URL, bare path or Wikipedia title (attack L6)."""
+    arch = web._archive(MAXI)
+    if arch.entry(path) is None:
+        pytest.skip(f"{path} not in {MAXI}")
+    for url in (f"zim://{MAXI}/{path}", path):
+        with pytest.raises(BackendError, match="not a page or image") as exc:
+            web.fetch_sync(url)
+        assert exc.value.retryable is False and "archive" in str(exc.value)
+    if path.startswith("M/"):
+        with pytest.raises(BackendError):
+            web.fetch_sync(f"https://en.wikipedia.org/wiki/{path}")
+
+
 # --------------------------------------------------------------------------------------------------
 # Construction, caching, concurrency
 # --------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from pathlib import Path
 from kit.paths import cache_dir, file_sha256
 from kit.types import BackendError
 
-GRAPH_FORMAT = 2  # 2: percent-encoded URLs and boilerplate-free page text (kit.web.urls, kit.web.text_clean)
+GRAPH_FORMAT = 3  # 2: percent-encoded URLs, boilerplate-free text; 3: titles/headings decoded once
 _LINK = re.compile(r"\[([^\]\n]*)\]\((zim://[^)\s]+)\)")
 _IMG = re.compile(r"!\[([^\]\n]*)\]\((zim://[^)\s]+)\)")
 _ANY_LINK = re.compile(r"\[([^\]\n]*)\]\((?:[^)\s]+)\)")

@@ -6,8 +6,9 @@ results, knowledge-graph matches and fetched pages show the same text (weagent_m
 4 tools over the offline web).
 
 * **Titles and headings are plain text.** Legacy mwoffliner archives store display titles with HTML
-  (``<i>Blue</i> (album)``, ``R&amp;B``); :func:`plain_text` parses such a string as an HTML
-  fragment with lxml and keeps its text (entities decoded).
+  (``<i>Blue</i> (album)``, ``R&amp;B``); :func:`plain_text` removes known inline tags and decodes
+  entities once, in one pass (any other ``<`` is text: ``C++ <templates>``). Headings come from
+  the page parser already decoded and are only normalized (:func:`flatten_headings`).
 * **Unicode.** :func:`normalize_text` puts text in NFC and drops invisible format characters (soft
   hyphen, zero-width space/joiners, bidi marks, BOM) that split or hide words. Queries get the same
   treatment, so ``Beyoncé`` typed composed finds ``Beyonce\\u0301`` stored decomposed. Display
@@ -22,6 +23,7 @@ results, knowledge-graph matches and fetched pages show the same text (weagent_m
 
 from __future__ import annotations
 
+import html
 import posixpath
 import re
 import unicodedata
@@ -81,35 +83,84 @@ def fold_accents(text: str) -> str:
 # --------------------------------------------------------------------------------------------------
 # Titles and headings
 # --------------------------------------------------------------------------------------------------
-_MARKUP = re.compile(r"<[A-Za-z/!?]|&(?:#\d+|#[xX][0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);")
+#: Inline HTML elements a display title or heading may carry (mwoffliner puts ``<i>``, ``<b>``,
+#: ``<sup>``, ``<span>`` in legacy titles). Only these are tags; any other ``<`` is text.
+INLINE_TAGS = frozenset({
+    "a", "abbr", "acronym", "b", "bdi", "bdo", "big", "br", "cite", "code", "data", "del", "dfn",
+    "em", "font", "i", "ins", "kbd", "mark", "nobr", "q", "rp", "rt", "ruby", "s", "samp", "small",
+    "span", "strike", "strong", "sub", "sup", "time", "tt", "u", "var", "wbr",
+})
+#: Elements dropped with their content (when closed: an unclosed ``<script>`` is text).
+_RAW_TAGS = frozenset({"script", "style"})
+_ATTR = r"""[A-Za-z_:][-A-Za-z0-9_:.]*(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?"""
+#: A tag: ``<name`` (no space after ``<``), well-formed attributes, optional ``/``, ``>``; or a
+#: complete comment. ``a<b && c>d`` is not a tag (``&&`` is no attribute name).
+_TAG = re.compile(rf"<!--.*?-->|<(/?)([A-Za-z][A-Za-z0-9]*)((?:\s+{_ATTR})*)\s*/?>", re.S)
+#: An entity with its terminating ``;`` (``AT&T``, ``&notation`` are text, not entities).
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _SPACES = re.compile(r"\s+")
 
 
-def plain_text(markup: str) -> str:
-    """Plain, normalized one-line text of a title or heading that may hold HTML.
+def one_line(text: str) -> str:
+    """``text`` normalized (:func:`normalize_text`) with whitespace runs as one space, stripped."""
+    return _SPACES.sub(" ", normalize_text(text)).strip()
 
-    ``"<i>Blue</i> (album)"`` -> ``"Blue (album)"``, ``"R&amp;B"`` -> ``"R&B"``; a string without
-    tags or entities is only normalized (``"R&B"``, ``"a < b"`` stay). Markup escaped twice
-    (``&lt;i&gt;``) is decoded a second time. ZIM titles are treated as HTML, mwoffliner's
-    convention for display titles; Wikipedia titles cannot contain ``<``, ``>`` themselves.
+
+def _decode(text: str, entities: bool) -> str:
+    return _ENTITY.sub(lambda m: html.unescape(m.group()), text) if entities else text
+
+
+def plain_text(markup: str, *, entities: bool = True) -> str:
+    """Plain, normalized one-line text of a title that may hold inline HTML (ZIM display titles:
+    mwoffliner's convention; legacy archives store ``<i>Blue</i> (album)``, ``R&amp;B``).
+
+    One pass, no re-parsing of its own output:
+
+    * a tag is markup only when it is a known inline element (:data:`INLINE_TAGS`, any case,
+      well-formed attributes): ``<i>Blue</i> (album)`` -> ``Blue (album)``; ``<br>`` is a space;
+    * ``<script>``/``<style>`` elements are dropped with their content when closed;
+    * complete comments are dropped;
+    * every other ``<`` is text: ``x<y``, ``C++ <templates>``, ``if a<b && c>d`` stay;
+    * entities (``&name;``, ``&#N;``, ``&#xH;``, with the ``;``) are decoded exactly once, and the
+      result is text: ``&lt;br&gt;`` -> ``<br>``, ``&amp;lt;`` -> ``&lt;``; ``R&B`` stays.
+
+    ``entities=False`` for text whose entities a parser already decoded (an HTML ``<title>``, whose
+    content lxml reads as raw text with entities decoded): only tags are removed then.
     """
     text = markup or ""
-    for _ in range(2):
-        if not _MARKUP.search(text):
-            break
-        try:
-            frag = lxml.html.fragment_fromstring(text, create_parent="span")
-            text = frag.text_content()
-        except (lxml.etree.ParserError, ValueError):
-            break
-    return _SPACES.sub(" ", normalize_text(text)).strip()
+    if "<" not in text and "&" not in text:
+        return one_line(text)
+    out: list[str] = []
+    pos = 0
+    for m in _TAG.finditer(text):
+        if m.start() < pos:  # inside a dropped script/style element
+            continue
+        name = (m.group(2) or "").lower()
+        comment = m.group().startswith("<!--")
+        if not comment and name not in INLINE_TAGS and name not in _RAW_TAGS:
+            continue  # not markup: stays in the text
+        if name in _RAW_TAGS and not m.group(1):
+            close = re.compile(rf"</{name}\s*>", re.I).search(text, m.end())
+            if close is None:  # an unclosed <script> is not an element: text
+                continue
+            out.append(_decode(text[pos:m.start()], entities))
+            pos = close.end()
+            continue
+        out.append(_decode(text[pos:m.start()], entities))
+        if name == "br":
+            out.append(" ")
+        pos = m.end()
+    out.append(_decode(text[pos:], entities))
+    return one_line("".join(out))
 
 
 def flatten_headings(root: lxml.html.HtmlElement) -> None:
     """Replace the content of every ``h1``-``h6`` under ``root`` by its plain text (so fetched
-    Markdown headings carry no emphasis, links or stray markup)."""
+    Markdown headings carry no emphasis, links or stray markup). The parser already decoded the
+    heading's entities and tags, so its text is used as is (``Using &lt;br&gt; tags`` reads
+    ``Using <br> tags``), never parsed a second time."""
     for h in root.iter("h1", "h2", "h3", "h4", "h5", "h6"):
-        text = plain_text(h.text_content())
+        text = one_line(h.text_content())
         tail = h.tail
         for child in list(h):
             h.remove(child)

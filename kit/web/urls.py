@@ -9,7 +9,8 @@ path (Gutenberg, StackExchange archives) can no longer be read as a query or fra
 
 Reading is lenient: :func:`zim_path_candidates` yields the decoded path first (the canonical reading
 of an encoded URL), then the text as given (URLs written by older versions of the kit, before
-encoding) and Unicode NFC/NFD variants (archives and queries may store ``é`` either way).
+encoding) and Unicode NFC/NFD variants (archives and queries may store ``é`` either way); a raw
+``#``/``?`` is tried as part of the path before it is read as a fragment or query.
 """
 
 from __future__ import annotations
@@ -55,11 +56,23 @@ def split_zim_url(url: str) -> tuple[str, str]:
 
 def zim_path_candidates(path: str) -> Iterator[str]:
     """Entry paths that ``path`` (the part after ``zim://<stem>/``, or a bare path) may name, most
-    likely first, each once: decoded without query/fragment; as given; as given without
-    query/fragment; decoded as a whole; then the NFC and NFD forms of each."""
+    likely first, each once, then the NFC and NFD forms of each.
+
+    * No raw ``#``/``?`` (every URL the kit writes encodes them as ``%23``/``%3F``): decoded; as
+      given; decoded as a whole.
+    * A raw ``#`` or ``?`` (a legacy or agent-typed URL): it may belong to the entry path
+      (``A/C#_(programming_language)``, ``A/What?``), so the path as given and decoded as a whole
+      come first, and only then the path without query/fragment (``A/Singer#Career`` ->
+      ``A/Singer``): an article named by the text before the ``#`` (``A/C``) is never served in
+      place of the one named in full.
+    """
     bare = path.split("#", 1)[0].split("?", 1)[0]
+    if bare == path:
+        order = (unquote(path), path)
+    else:
+        order = (path, unquote(path), unquote(bare), bare)
     seen: set[str] = set()
-    for cand in (unquote(bare), path, bare, unquote(path)):
+    for cand in order:
         for form in (cand, unicodedata.normalize("NFC", cand), unicodedata.normalize("NFD", cand)):
             if form and form not in seen:
                 seen.add(form)

@@ -100,9 +100,12 @@ log = logging.getLogger(__name__)
 
 #: Bump when the on-disk index layout or the text/image extraction changes: old caches are rebuilt.
 #: 2: plain NFC titles/text, licence footers and decorative images dropped, accent folding before
-#: stemming.
-INDEX_FORMAT = 2
+#: stemming. 3: titles parsed once (only known inline tags are markup), headings not decoded twice.
+INDEX_FORMAT = 3
 
+#: Old-scheme ZIM namespaces that hold archive internals, never pages (ZIM spec "Namespaces").
+_INTERNAL_NAMESPACES = {"M": "metadata", "-": "layout", "X": "search index", "Z": "search index",
+                        "W": "well-known entry"}
 RASTER_MIMES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp", "image/bmp"})
 SNIPPET_CHARS = 250
 #: Boost of the exact-title clause: its BM25 score (about ln N on a one-token field) times this
@@ -453,7 +456,8 @@ def page_title(entry_title: str, root: lxml.html.HtmlElement | None, path: str) 
     title = plain_text(entry_title or "")
     if not title and root is not None:
         t = root.find(".//title")
-        title = plain_text(t.text_content()) if t is not None else ""
+        # <title> is raw text to lxml: entities already decoded, tags left as written.
+        title = plain_text(t.text_content(), entities=False) if t is not None else ""
     return title or path
 
 
@@ -779,6 +783,16 @@ class _ZimArchive:
             except RuntimeError as exc:
                 raise BackendError(
                     f"cannot read {entry.path} from {self.file.name}: {exc}") from exc
+
+    def non_page_kind(self, path: str) -> str | None:
+        """What a final entry at ``path`` is when it is neither an article nor a file (image) but
+        archive-internal: ``"metadata"`` (``M/Counter``, ``M/Title``), ``"layout"`` (``-/favicon``,
+        styles, scripts), ``"search index"`` (``X/``, ``Z/``), ``"well-known entry"`` (``W/``);
+        ``None`` for content. Old-scheme archives only: the new scheme keeps those entries out of
+        the content namespace that paths resolve in."""
+        if self.new_scheme or len(path) < 2 or path[1] != "/":
+            return None
+        return _INTERNAL_NAMESPACES.get(path[0])
 
     def is_article_path(self, path: str) -> bool:
         if self.new_scheme:
@@ -1592,9 +1606,20 @@ class LocalZimWeb:
         """(archive, final entry) for a ``zim://`` URL, a bare entry path or a Wikipedia URL.
 
         Raises:
-            BackendError: unknown archive or entry ("not found", not retryable), or a web URL that
-                is not a Wikipedia article present in the archives.
+            BackendError: unknown archive or entry ("not found", not retryable); a web URL that
+                is not a Wikipedia article present in the archives; an archive-internal entry
+                (metadata ``M/Counter``, layout ``-/favicon``, search index: "not a page or
+                image", see :meth:`_ZimArchive.non_page_kind`).
         """
+        arch, entry = self._resolve_entry(url)
+        kind = arch.non_page_kind(entry.path)
+        if kind is not None:
+            raise BackendError(f"cannot fetch {url.strip()}: {entry.path} is archive {kind} of "
+                               f"{arch.file.name}, not a page or image")
+        return arch, entry
+
+    def _resolve_entry(self, url: str):
+        """:meth:`resolve_url` without the archive-internal check."""
         if not isinstance(url, str) or not url.strip():
             raise BackendError("empty URL")
         url = url.strip()
