@@ -7,6 +7,7 @@
     python -m kit.cli download ORG/NAME --revision v0.1 --repo-type dataset
     python -m kit.cli replay results/smoke/06_evaluation [--snapshot cache.sqlite] [--out DIR]
     python -m kit.cli fetch-zim wikipedia_en_100_mini_2022-10 [--sha256 HEX]   # the local web on a fresh machine
+    python -m kit.cli doctor [--endpoint URL --model NAME] [--zim a.zim ...]     # preflight, one line per check
 
 ``notebook`` writes the executed notebook and the notebook's outputs into its results folder.
 ``sequence`` runs 01 → 07 (or a chosen subset, in order) into ``results/<run>/<notebook>/``, writes
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from kit.cli_params import ParameterError, check_params, notebook_parameters, preflight_endpoints
 from kit.paths import PROJECT_ROOT
 
 NOTEBOOKS = {
@@ -75,17 +77,22 @@ def notebook_name(key: str) -> str:
 
 
 def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, out_dir: str | Path | None = None,
-                 kernel: str = "python3", *, notebooks_dir: str | Path | None = None, progress: bool = False) -> Path:
+                 kernel: str = "python3", *, notebooks_dir: str | Path | None = None, progress: bool = False,
+                 preflight: bool = True) -> Path:
     """Execute notebook ``key`` (``"01"`` or its name) headless and return the executed notebook path.
 
     ``out_dir`` (default ``results/<name>``) receives the executed notebook; the notebook gets
     ``profile`` and ``out_dir`` as parameters, plus ``params``. ``notebooks_dir`` defaults to
     ``notebooks/`` (its cells run with that folder as working directory); ``progress`` shows a
-    per-cell progress bar.
+    per-cell progress bar. ``params`` are checked against the parameters cell's declared types
+    (:mod:`kit.cli_params`) and, with ``preflight``, every named endpoint is checked (reachable,
+    serves the named model) before the kernel starts.
 
     Raises:
         FileNotFoundError: no such notebook.
-        ValueError: ``params`` names a parameter the notebook's parameters cell does not declare.
+        kit.cli_params.ParameterError (a ValueError): ``params`` names a parameter the notebook's
+            parameters cell does not declare, or gives a value of the wrong type.
+        kit.policy.factory.ModelUnavailable: a named endpoint is down or does not serve the named model.
         papermill.PapermillExecutionError: a cell failed (the executed notebook is still written).
     """
     import papermill as pm
@@ -97,12 +104,12 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
         raise FileNotFoundError(f"no notebook {src}; available: {sorted(p.stem for p in nb_dir.glob('*.ipynb'))}")
     # cells run inside notebooks/: a relative out_dir is taken from the caller's working directory
     out = Path(out_dir).resolve() if out_dir else PROJECT_ROOT / "results" / name
-    declared = _declared(src)
-    unknown = sorted(set(params or {}) - declared)
-    if unknown:
-        raise ValueError(f"notebook {name} has no parameter(s) {unknown}; its parameters: {sorted(declared)}")
+    declared = notebook_parameters(src)
+    params = check_params(declared, params or {}, f"notebook {name}")
+    if preflight:
+        preflight_endpoints(declared, params, f"notebook {name}")
     out.mkdir(parents=True, exist_ok=True)
-    parameters = {"profile": profile, "out_dir": str(out), **(params or {})}
+    parameters = {"profile": profile, "out_dir": str(out), **params}
     dest = out / f"{name}.ipynb"
     pm.execute_notebook(str(src), str(dest), parameters=parameters, kernel_name=kernel, cwd=str(nb_dir),
                         progress_bar=progress)
@@ -150,19 +157,13 @@ def plan_sequence(keys: list[str] | None, *, notebooks_dir: str | Path | None = 
 
 
 def _declared(notebook: Path) -> set[str]:
-    """Names assigned at the top level of a notebook's ``parameters`` cell (parsed with :mod:`ast`:
-    papermill's own inspector skips lines whose comments it cannot parse)."""
-    import nbformat
+    """Names assigned at the top level of a notebook's ``parameters`` cell (see :func:`notebook_parameters`)."""
+    return set(notebook_parameters(notebook))
 
-    nb = nbformat.read(str(notebook), as_version=4)
-    names: set[str] = set()
-    for cell in nb.cells:
-        if cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", []):
-            for node in ast.parse(cell.source).body:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-                    if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
-                names |= {t.id for t in targets if isinstance(t, ast.Name)}
-    return names
+
+def _given(plan: dict[str, Any], key: str, declared) -> dict[str, Any]:
+    """The overrides a plan gives notebook ``key``: common ones it declares, then its own ``NN.name`` ones."""
+    return {**{n: v for n, v in plan["common"].items() if n in declared}, **plan["per_notebook"].get(key, {})}
 
 
 def _read_state(path: Path) -> dict[str, Any]:
@@ -188,19 +189,26 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
 def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None = None, common: dict | None = None,
                  per_notebook: dict[str, dict] | None = None, resume: bool = False, results_dir: str | Path | None = None,
                  notebooks_dir: str | Path | None = None, progress: bool = True,
-                 echo: Callable[[str], None] = print, runner: Callable[..., Path] | None = None) -> dict[str, Any]:
+                 echo: Callable[[str], None] = print, runner: Callable[..., Path] | None = None,
+                 preflight: bool = True) -> dict[str, Any]:
     """Run notebooks in order into ``<results_dir>/<run>/<notebook>/`` and return the sequence state.
 
     The state (``sequence.json``) holds the plan (keys, profile, overrides) and per step: status
-    (``pending`` | ``running`` | ``ok`` | ``failed``), seconds, executed notebook, error. With
-    ``resume`` the recorded plan is reused: finished steps are reported as done and the run continues
-    from the first unfinished one (a notebook's own run folders resume inside it). A notebook that
+    (``pending`` | ``running`` | ``ok`` | ``failed``), seconds, executed notebook, error. Before the
+    first notebook runs, every override is checked (name declared by its notebook, value of the
+    declared type: :mod:`kit.cli_params`) and, with ``preflight``, every named endpoint of an
+    unfinished notebook is checked (reachable, serves the named model). With ``resume`` the recorded
+    plan is reused: finished steps are reported as done and the run continues from the first
+    unfinished one (a notebook's own run folders resume inside it). Overrides given with ``resume``
+    correct the recorded plan: they may change the profile or parameters of notebooks not yet
+    finished (such a notebook then starts afresh), never those of a finished one. A notebook that
     starts afresh (any step without ``resume``, a never-started step with it) first has its folder
     ``<results_dir>/<run>/<notebook>/`` cleared, so no output of an earlier sequence is mixed in or resumed.
 
     Raises:
-        SequenceError: bad plan, missing notebooks, nothing to resume, or a resume whose keys /
-            profile / overrides differ from the recorded plan.
+        SequenceError: bad plan, missing notebooks, an unknown or mistyped override, an unusable
+            named endpoint, nothing to resume, or a resume whose keys differ from the recorded plan
+            or whose overrides change a finished notebook.
         NotebookFailed: a notebook failed; the state records it and later steps stay ``pending``.
     """
     if profile is not None and profile not in PROFILES:
@@ -210,21 +218,40 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
     root = Path(results_dir).resolve() if results_dir else PROJECT_ROOT / "results"
     run_dir = root / run
     state_path = run_dir / SEQUENCE_FILE
+    nb_dir = Path(notebooks_dir) if notebooks_dir else PROJECT_ROOT / "notebooks"
+    fresh: set[str] = set()  # steps of a resumed plan whose parameters were corrected: they start afresh
     if resume:
         if not state_path.exists():
             raise SequenceError(f"nothing to resume: {state_path} does not exist")
         state = _read_state(state_path)
-        plan = state["plan"]
-        given = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir) if keys else None, "profile": profile,
-                 "common": common or None, "per_notebook": per_notebook or None}
-        given = json.loads(json.dumps(given, default=str))  # tuples → lists, as recorded
-        conflicts = {k: (plan[k], v) for k, v in given.items() if v is not None and v != plan[k]}
-        if conflicts:
-            raise SequenceError(f"--resume with a different plan than recorded in {state_path}: " +
-                                "; ".join(f"{k}: recorded {a!r}, given {b!r}" for k, (a, b) in conflicts.items()))
+        old_plan = state["plan"]
+        if keys and plan_sequence(keys, notebooks_dir=notebooks_dir) != old_plan["keys"]:
+            raise SequenceError(f"--resume with a different plan than recorded in {state_path}: keys: recorded "
+                                f"{old_plan['keys']!r}, given {plan_sequence(keys, notebooks_dir=notebooks_dir)!r}")
+        given = json.loads(json.dumps({"common": common or {}, "per_notebook": per_notebook or {}}, default=str))
+        plan = {"keys": old_plan["keys"], "profile": profile or old_plan["profile"],
+                "common": {**old_plan["common"], **given["common"]},
+                "per_notebook": {k: {**old_plan["per_notebook"].get(k, {}), **given["per_notebook"].get(k, {})}
+                                 for k in sorted(set(old_plan["per_notebook"]) | set(given["per_notebook"]))}}
         plan_sequence(plan["keys"], notebooks_dir=notebooks_dir)  # the files must still be there
+        declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
+        changed = [k for k in plan["keys"] if (old_plan["profile"], _given(old_plan, k, declared[k]))
+                   != (plan["profile"], _given(plan, k, declared[k]))]
+        finished = [k for k in changed if state["steps"][k]["status"] == "ok"]
+        if finished:
+            raise SequenceError(
+                f"--resume with a different plan than recorded in {state_path}: it changes the parameters of finished "
+                "notebook(s) " + "; ".join(f"{k}: recorded profile {old_plan['profile']!r} params "
+                                           f"{_given(old_plan, k, declared[k])!r}, given profile {plan['profile']!r} "
+                                           f"params {_given(plan, k, declared[k])!r}" for k in finished)
+                + " (start the run again without --resume to change them)")
+        fresh = set(changed)
+        for k in changed:
+            echo(f"{k} {NOTEBOOKS[k]}: corrected for this attempt (profile {plan['profile']}, params "
+                 f"{json.dumps(_given(plan, k, declared[k]), default=str)}); it starts afresh")
         if all(s["status"] == "ok" for s in state["steps"].values()):
             echo(f"sequence {run!r} already finished; every notebook is reported as done")
+        state["plan"] = plan
     else:
         plan = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir), "profile": profile or "smoke",
                 "common": common or {}, "per_notebook": per_notebook or {}}
@@ -238,12 +265,35 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
                 echo(f"note: {state_path} records an unfinished sequence; starting over (use --resume to continue it)")
         state = {"run": run, "plan": plan, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "steps": {k: {"notebook": NOTEBOOKS[k], "status": "pending"} for k in plan["keys"]}}
-    # a common override goes to the notebooks that declare it; one that no planned notebook declares is a typo
-    nb_dir = Path(notebooks_dir) if notebooks_dir else PROJECT_ROOT / "notebooks"
-    declared = {k: _declared(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
+        declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
+    # every override is checked before the first notebook runs: a common one must be declared by some
+    # planned notebook, an NN.name one by notebook NN (which must be planned), and every value typed
     stray = sorted(n for n in plan["common"] if not any(n in d for d in declared.values()))
     if stray:
         raise SequenceError(f"no planned notebook has parameter(s) {stray}")
+    unplanned = sorted(set(plan["per_notebook"]) - set(plan["keys"]))
+    if unplanned:
+        raise SequenceError(f"override(s) for notebook(s) {unplanned} that the plan {plan['keys']} does not run: "
+                            + ", ".join(f"{k}.{n}" for k in unplanned for n in plan["per_notebook"][k]))
+    typed: dict[str, dict[str, Any]] = {}
+    for key in plan["keys"]:
+        where = f"notebook {key} ({NOTEBOOKS[key]})"
+        try:
+            typed[key] = check_params(declared[key], _given(plan, key, declared[key]), where)
+        except ParameterError as e:
+            raise SequenceError(str(e)) from e
+    if preflight:
+        from kit.policy.factory import ModelUnavailable
+
+        for key in plan["keys"]:
+            if state["steps"][key]["status"] != "ok":
+                try:
+                    preflight_endpoints(declared[key], typed[key], f"notebook {key} ({NOTEBOOKS[key]})")
+                except ModelUnavailable as e:
+                    raise SequenceError(str(e)) from e
+    for key in fresh:
+        if state["steps"][key]["status"] != "ok":
+            state["steps"][key]["status"] = "pending"  # its folder is cleared below: nothing mixes with the old attempt
     run_dir.mkdir(parents=True, exist_ok=True)
     runner = runner or run_notebook
     n = len(plan["keys"])
@@ -254,7 +304,7 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         if step["status"] == "ok":
             echo(f"{label}: done in an earlier attempt ({step.get('seconds', 0):.1f} s), not rerun")
             continue
-        params = {**{n: v for n, v in plan["common"].items() if n in declared[key]}, **plan["per_notebook"].get(key, {})}
+        params = typed[key]
         out = run_dir / NOTEBOOKS[key]
         if out.is_symlink():
             raise SequenceError(f"{out} is a symbolic link: the sequence writes (and clears) a real folder there")
@@ -268,7 +318,8 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         echo(f"{label}: running (profile {plan['profile']}{', params ' + json.dumps(params, default=str) if params else ''})")
         t0 = time.time()
         try:
-            executed = runner(key, plan["profile"], params, out, notebooks_dir=notebooks_dir, progress=progress)
+            executed = runner(key, plan["profile"], params, out, notebooks_dir=notebooks_dir, progress=progress,
+                              preflight=False)  # checked above, before the first notebook
         except BaseException as e:  # noqa: BLE001 - recorded, then re-raised with the notebook named
             executed = out / f"{NOTEBOOKS[key]}.ipynb"
             step.update(status="failed", seconds=round(time.time() - t0, 2), error=f"{type(e).__name__}: {_first_line(e)}",
@@ -294,10 +345,12 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
 
 # ---------------------------------------------------------------------------------------- commands
 def _cmd_notebook(args) -> int:
+    from kit.policy.factory import ModelUnavailable
+
     try:
         dest = run_notebook(args.key, args.profile, {k: _value(v) for k, v in args.param}, args.out,
                             progress=args.progress)
-    except (FileNotFoundError, ValueError) as e:  # usage: no such notebook or parameter
+    except (FileNotFoundError, ValueError, ModelUnavailable) as e:  # no such notebook/parameter, bad type, endpoint
         print(f"notebook {args.key}: {e}", file=sys.stderr)
         return 2
     except Exception as e:
@@ -397,9 +450,15 @@ def _cmd_fetch_zim(args) -> int:
     return 0
 
 
+def _cmd_doctor(args) -> int:
+    from kit import doctor
+
+    return doctor.cmd(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kit`` argument parser (``notebook``, ``sequence``, ``publish``, ``download``, ``replay``,
-    ``fetch-zim``)."""
+    ``fetch-zim``, ``doctor``)."""
     ap = argparse.ArgumentParser(prog="kit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
@@ -448,6 +507,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--allow-drift", action="store_true",
                     help="replay even when the harness configuration changed since the run (differences listed)")
 
+    from kit import doctor
+
+    doctor.add_parser(sub)
+
     fz = sub.add_parser("fetch-zim", help="download a Kiwix ZIM archive (the local web) into the kit cache")
     fz.add_argument("source", help="Kiwix archive name (e.g. wikipedia_en_100_mini_2022-10) or URL of a .zim file")
     fz.add_argument("--sha256", default=None, help="expected sha256 (full or a prefix of >= 8 hex characters)")
@@ -458,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return {"notebook": _cmd_notebook, "sequence": _cmd_sequence, "publish": _cmd_publish, "download": _cmd_download,
-            "replay": _cmd_replay, "fetch-zim": _cmd_fetch_zim}[args.cmd](args)
+            "replay": _cmd_replay, "fetch-zim": _cmd_fetch_zim, "doctor": _cmd_doctor}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -74,11 +74,17 @@ def render_section(results: Path = ROOT / "results") -> str:
         rel = run.relative_to(run_root(run)).as_posix()
         nb = cfg.get("notebook") or run.name
         executed = sorted(run.glob("*.ipynb"))
-        smoke = "smoke" in (m.get("labels") or []) or cfg.get("profile") == "smoke"
+        labels = m.get("labels") or []
+        # "smoke-budgets": a real model under the smoke profile's small budgets, not a tiny-model run
+        real_smoke = "smoke-budgets" in labels and "smoke" not in labels
+        smoke = "smoke" in labels or (cfg.get("profile") == "smoke" and not real_smoke)
         git = m.get("git") or {}
         out.append(f"### [{nb}]({rel}/)")
         out.append("")
-        out.append(f"Profile `{cfg.get('profile', '?')}`{' (smoke: checks the pipeline, not model quality)' if smoke else ''}; "
+        model = (m.get("model") or {}).get("model")
+        note = (" (smoke: checks the pipeline, not model quality)" if smoke else
+                f" (smoke budgets with the real model `{model}`)" if real_smoke else "")
+        out.append(f"Profile `{cfg.get('profile', '?')}`{note}; "
                    f"commit `{(git.get('commit') or 'unknown')[:12]}`{' (dirty tree)' if git.get('dirty') else ''}; "
                    f"seed {m.get('seed')}; created {m.get('created', '?')}."
                    + (f" Executed notebook: [`{executed[0].name}`]({rel}/{executed[0].name})." if executed else ""))

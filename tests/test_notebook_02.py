@@ -93,6 +93,14 @@ def fake_expert_server():
             self.end_headers()
             self.wfile.write(resp.content)
 
+        def do_GET(self):  # the model list every OpenAI-compatible server answers (the CLI preflight asks it)
+            body = b'{"object": "list", "data": [{"id": "kimi-fake", "object": "model"}]}'
+            self.send_response(200 if self.path.rstrip("/") == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def log_message(self, *a):
             pass
 

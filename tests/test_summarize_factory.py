@@ -85,11 +85,56 @@ def test_factory_unreachable_endpoint(monkeypatch):
         make_policy("some-model", "http://127.0.0.1:9/v1", allow_fallback=False)
 
 
+def test_factory_never_replaces_a_named_model(capfd):
+    """A named endpoint that is down or does not serve the named model stops the run (even with
+    allow_fallback, the default): never a silent tiny-model run."""
+    from models_server import closed_port_url, models_server
+
+    from kit.policy.factory import ModelUnavailable, make_policy
+
+    dead = closed_port_url()
+    with pytest.raises(ModelUnavailable, match=rf"endpoint {dead} unreachable"):
+        make_policy("some-model", dead)
+    with pytest.raises(ModelUnavailable, match=rf"endpoint {dead} unreachable"):
+        make_policy("", dead)
+    with pytest.raises(ModelUnavailable, match=r"model '/no/such/checkpoint' could not be loaded"):
+        make_policy("/no/such/checkpoint")
+    with models_server(["Qwen/Qwen2.5-VL-7B-Instruct"]) as url:
+        with pytest.raises(ModelUnavailable, match=r"does not serve model 'qwen-7b'; it serves \['Qwen/Qwen2.5-VL-7B-Instruct'\]"):
+            make_policy("qwen-7b", url)
+        policy, info = make_policy("Qwen/Qwen2.5-VL-7B-Instruct", url)
+        assert info["kind"] == "openai" and not info["smoke"] and policy.model == "Qwen/Qwen2.5-VL-7B-Instruct"
+        policy, info = make_policy("", url)  # the server's only model, announced
+        assert info["model"] == "Qwen/Qwen2.5-VL-7B-Instruct"
+        assert "serves exactly one" in capfd.readouterr().err
+    with models_server(["a", "b"]) as url, pytest.raises(ModelUnavailable, match=r"serves 2 models \['a', 'b'\]: name one"):
+        make_policy("", url)
+    with pytest.raises(ModelUnavailable, match="fallback is disabled"):
+        make_policy("", "", allow_fallback=False)
+
+
+def test_smoke_labels_and_response_length_for_a_real_model():
+    """Smoke budgets with a real model keep Table 5's response length and are not labelled tiny-model runs."""
+    from kit.policy.factory import is_named, run_labels
+
+    assert HarnessConfig.smoke().max_response_tokens == 96
+    assert HarnessConfig.smoke(real_model=True).max_response_tokens == HarnessConfig().max_response_tokens == 4096
+    assert HarnessConfig.for_profile("smoke", real_model=True, max_turns=2).max_turns == 2
+    assert HarnessConfig.for_profile("paper") == HarnessConfig()
+    with pytest.raises(ValueError, match="unknown profile"):
+        HarnessConfig.for_profile("fast")
+    assert is_named("", "http://x/v1") and is_named("/ckpt", "") and not is_named("tiny-qwen2_vl", "") and not is_named("", "")
+    assert run_labels("smoke", {"smoke": False}) == ["smoke-budgets"]
+    assert run_labels("smoke", {"smoke": True}) == ["smoke"] and run_labels("paper", {"smoke": False}) == []
+
+
 @pytest.mark.slow
-def test_factory_falls_back_loudly_to_a_tiny_model():
+def test_factory_falls_back_loudly_to_a_tiny_model(capfd):
+    """Only when nothing is named; announced on stderr (the terminal), not only as a warning."""
     from kit.policy.factory import make_policy
 
     with pytest.warns(UserWarning, match="RANDOM-WEIGHT"):
-        policy, info = make_policy("", "http://127.0.0.1:9/v1")
-    assert info["smoke"] and info["kind"] == "tiny" and "unreachable" in info["fallback_reason"]
+        policy, info = make_policy("", "")
+    assert info["smoke"] and info["kind"] == "tiny" and "no model or endpoint named" in info["fallback_reason"]
+    assert "RANDOM-WEIGHT" in capfd.readouterr().err
     assert policy.token_counter.count_text("hello world") == 2  # the real Qwen vocabulary

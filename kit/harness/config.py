@@ -1,7 +1,8 @@
 """Harness budgets and recovery settings (WeAgent Table 5; docs/contracts.md "Paper defaults").
 
 ``HarnessConfig()`` holds the paper's values. ``HarnessConfig.smoke()`` keeps every rule but shrinks
-the budgets so CPU smoke runs on tiny models finish in seconds.
+the turn / call / token budgets so CPU smoke runs on tiny models finish in seconds; it bounds
+episodes by turns and tokens, never by the wall clock (results must not depend on machine speed).
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ import json
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
+
+# Smoke episodes never end on the clock: 5 turns of a tiny CPU model take seconds, so a day-long
+# budget only catches a hung run and cannot make results depend on machine speed.
+SMOKE_WALL_CLOCK_S = 86_400.0
 
 
 class HarnessConfig(BaseModel):
@@ -86,12 +91,38 @@ class HarnessConfig(BaseModel):
         return self
 
     @classmethod
-    def smoke(cls, **overrides) -> "HarnessConfig":
-        """Smoke profile: same rules, small budgets for tiny CPU models (labelled smoke in outputs)."""
+    def smoke(cls, *, real_model: bool = False, **overrides) -> "HarnessConfig":
+        """Smoke profile: same rules, small budgets for tiny CPU models (labelled smoke in outputs).
+
+        Episodes are bounded by turns, calls and tokens only: the wall-clock budget and the tool /
+        code timeouts are set to :data:`SMOKE_WALL_CLOCK_S` / the paper's values, far above what a
+        5-turn smoke episode takes even on a loaded 2-core machine, so the same seed gives the same
+        episodes (and tables) whatever the machine's speed. The wall-clock rule itself is unchanged
+        and tested with explicit ``wall_clock_s`` values.
+
+        ``real_model``: a real model (a named endpoint or checkpoint) keeps the paper's
+        ``max_response_tokens`` (Table 5: 4,096), so its answers are not cut to the tiny model's 96
+        tokens and counted as overlong. ``overrides`` win over both.
+        """
         base = dict(max_turns=5, max_calls=8, max_context_tokens=16_384, synthesis_reserve_tokens=1_024,
-                    wall_clock_s=120.0, max_response_tokens=96, code_timeout_s=10.0)
+                    wall_clock_s=SMOKE_WALL_CLOCK_S, max_response_tokens=96)
+        if real_model:
+            base["max_response_tokens"] = cls.model_fields["max_response_tokens"].default
         base.update(overrides)
         return cls(**base)
+
+    @classmethod
+    def for_profile(cls, profile: str, *, real_model: bool = False, **overrides) -> "HarnessConfig":
+        """``"smoke"`` → :meth:`smoke` (``real_model`` passed on), ``"paper"`` → Table 5 values.
+
+        Raises:
+            ValueError: another profile name.
+        """
+        if profile == "smoke":
+            return cls.smoke(real_model=real_model, **overrides)
+        if profile == "paper":
+            return cls(**overrides)
+        raise ValueError(f"unknown profile {profile!r}; choose 'smoke' or 'paper'")
 
     def config_hash(self) -> str:
         """sha256 prefix (16 hex chars) of the canonical JSON of this config, for episode records."""

@@ -2,12 +2,19 @@
 
 :func:`make_policy` returns ``(policy, info)``; ``info["smoke"]`` is True when the policy is a tiny
 random-weight checkpoint, whose outputs must be labelled as smoke results everywhere.
+
+A model or endpoint the user *named* is never replaced: when it cannot be used (endpoint down,
+the server does not serve that model name, the checkpoint does not load) :func:`make_policy` raises
+:class:`ModelUnavailable` before the first episode. The tiny fallback is taken only when nothing was
+named, and it is announced on the terminal (:func:`announce`), not only in a log that Papermill keeps
+inside the executed notebook.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -16,58 +23,127 @@ import httpx
 log = logging.getLogger(__name__)
 
 TINY_PREFIX = "tiny-"
-SMOKE_BANNER = ("SMOKE PROFILE: no real model configured or reachable; using a tiny RANDOM-WEIGHT {arch} checkpoint "
+SMOKE_BANNER = ("SMOKE PROFILE: no real model configured; using a tiny RANDOM-WEIGHT {arch} checkpoint "
                 "built offline. Its outputs are meaningless and are labelled 'smoke'.")
 
 
-def endpoint_reachable(base_url: str, api_key: str | None = None, timeout_s: float = 5.0) -> tuple[bool, str]:
-    """``(True, model ids)`` when ``GET {base_url}/models`` answers 200, else ``(False, reason)``."""
+class ModelUnavailable(RuntimeError):
+    """A named endpoint or model cannot be used; the message is one line naming what and why."""
+
+
+def announce(message: str) -> None:
+    """Write ``message`` (one line) to stderr, and from inside a Jupyter kernel (Papermill) also to the
+    terminal that started it: ipykernel sends ``sys.stderr`` into the notebook only."""
+    err = sys.stderr
+    if getattr(err, "_original_stdstream_copy", None) is not None:
+        # ipykernel captures fd 2 and forwards what is written there to the notebook *and* the terminal
+        err.flush()
+        os.write(2, (message + "\n").encode("utf-8", "replace"))
+        return
+    print(message, file=err, flush=True)
+    if "ipykernel" in type(err).__module__ and sys.__stderr__ is not None:  # a kernel without fd capture
+        sys.__stderr__.write(message + "\n")
+        sys.__stderr__.flush()
+
+
+def served_models(base_url: str, api_key: str | None = None, timeout_s: float = 5.0) -> list[str]:
+    """Model ids listed by ``GET {base_url}/models`` (OpenAI-compatible servers: vLLM, SGLang, hosted).
+
+    Raises:
+        ModelUnavailable: the server cannot be reached, answers non-200, or not with a model list.
+    """
+    url = base_url.rstrip("/") + "/models"
     try:
-        r = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout_s,
-                      headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+        r = httpx.get(url, timeout=timeout_s, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     except httpx.HTTPError as e:
-        return False, f"{type(e).__name__}: {e}"
+        raise ModelUnavailable(f"endpoint {base_url} unreachable ({type(e).__name__}: {e or 'no answer'})") from e
     if r.status_code != 200:
-        return False, f"HTTP {r.status_code}: {r.text[:200]}"
+        raise ModelUnavailable(f"endpoint {base_url} unreachable (GET {url}: HTTP {r.status_code}: "
+                               f"{' '.join(r.text[:200].split())})")
     try:
-        return True, ",".join(m.get("id", "?") for m in r.json().get("data", []))
-    except ValueError:
-        return True, "?"
+        data = r.json().get("data")
+        ids = [m["id"] for m in data]
+    except (ValueError, AttributeError, KeyError, TypeError) as e:
+        raise ModelUnavailable(f"endpoint {base_url} does not answer GET /models with a model list "
+                               f"({type(e).__name__}: {' '.join(r.text[:200].split())})") from e
+    return [str(i) for i in ids]
+
+
+def endpoint_reachable(base_url: str, api_key: str | None = None, timeout_s: float = 5.0) -> tuple[bool, str]:
+    """``(True, comma-joined model ids)`` when ``GET {base_url}/models`` lists models, else ``(False, reason)``."""
+    try:
+        return True, ",".join(served_models(base_url, api_key, timeout_s))
+    except ModelUnavailable as e:
+        return False, str(e)
+
+
+def check_endpoint(endpoint: str, model: str, api_key: str | None = None, timeout_s: float = 5.0) -> tuple[str, list[str]]:
+    """The model id to request from ``endpoint`` and the ids it serves.
+
+    ``model`` empty: the server's only model (a server with several needs a name).
+
+    Raises:
+        ModelUnavailable: unreachable, ``model`` not among the served ids, or no name and not exactly one model.
+    """
+    ids = served_models(endpoint, api_key, timeout_s)
+    if model:
+        if model not in ids:
+            raise ModelUnavailable(f"endpoint {endpoint} does not serve model {model!r}; it serves {ids}")
+        return model, ids
+    if len(ids) != 1:
+        raise ModelUnavailable(f"endpoint {endpoint} serves {len(ids)} models {ids}: name one with the model parameter")
+    return ids[0], ids
+
+
+def is_named(model: str, endpoint: str) -> bool:
+    """True when the user named a real model (an endpoint, or a model that is not ``tiny-<arch>``)."""
+    return bool(endpoint) or bool(model and not model.startswith(TINY_PREFIX))
+
+
+def run_labels(profile: str, info: dict) -> list[str]:
+    """Labels of a run's outputs: ``["smoke"]`` for a tiny/scripted policy (meaningless outputs),
+    ``["smoke-budgets"]`` for a real model under the smoke profile's small budgets, else none."""
+    if info.get("smoke"):
+        return ["smoke"]
+    return ["smoke-budgets"] if profile == "smoke" else []
 
 
 def make_policy(model: str = "", endpoint: str = "", *, api_key_env: str = "OPENAI_API_KEY", tiny_arch: str = "qwen2_vl",
-                max_new_tokens: int = 96, allow_fallback: bool = True, seed: int = 0) -> tuple[Any, dict]:
+                max_new_tokens: int | None = 96, allow_fallback: bool = True, seed: int = 0) -> tuple[Any, dict]:
     """Build the run's policy.
 
-    * ``endpoint`` set: :class:`~kit.policy.openai_client.OpenAIChatPolicy` serving ``model``.
+    * ``endpoint`` set: :class:`~kit.policy.openai_client.OpenAIChatPolicy` serving ``model`` (checked
+      with ``GET /models``; an empty ``model`` takes the server's only model).
     * ``model`` a local path or hub id: :class:`~kit.policy.transformers_policy.TransformersPolicy`.
-    * ``model`` ``"tiny-qwen2_vl"`` / ``"tiny-qwen2_5_vl"`` / ``"tiny-qwen3_vl"`` or empty: a tiny random
-      checkpoint (smoke). When the configured endpoint or model cannot be reached and
-      ``allow_fallback`` is True, the tiny checkpoint is used with a loud warning.
+    * ``model`` ``"tiny-qwen2_vl"`` / ``"tiny-qwen2_5_vl"`` / ``"tiny-qwen3_vl"``: that tiny random checkpoint.
+    * nothing named: the tiny ``tiny_arch`` checkpoint when ``allow_fallback`` (announced on the terminal).
+
+    ``max_new_tokens`` bounds in-process generation (tiny and transformers policies).
 
     Raises:
-        RuntimeError: the configured model is unreachable and ``allow_fallback`` is False.
+        ModelUnavailable: a named endpoint/model cannot be used (never replaced by the tiny model), or
+            nothing is named and ``allow_fallback`` is False.
     """
-    reason = ""
     if endpoint:
         key = os.environ.get(api_key_env)
-        ok, detail = endpoint_reachable(endpoint, key)
-        if ok:
-            from kit.policy.openai_client import OpenAIChatPolicy
+        name, ids = check_endpoint(endpoint, model, key)
+        if name != model:
+            announce(f"note: no model named; {endpoint} serves exactly one, {name!r}: using it")
+        from kit.policy.openai_client import OpenAIChatPolicy
 
-            return OpenAIChatPolicy(endpoint, model, api_key=key), {"kind": "openai", "endpoint": endpoint, "model": model,
-                                                                   "served_models": detail, "smoke": False}
-        reason = f"endpoint {endpoint} unreachable ({detail})"
-    elif model and not model.startswith(TINY_PREFIX):
+        return OpenAIChatPolicy(endpoint, name, api_key=key), {"kind": "openai", "endpoint": endpoint, "model": name,
+                                                              "served_models": ",".join(ids), "smoke": False}
+    if model and not model.startswith(TINY_PREFIX):
         try:
             from kit.policy.transformers_policy import TransformersPolicy
 
             return TransformersPolicy(model, max_new_tokens=max_new_tokens), {"kind": "transformers", "model": model,
                                                                              "smoke": False}
         except Exception as e:  # hub unreachable, bad path, unsupported architecture
-            reason = f"model {model!r} could not be loaded ({type(e).__name__}: {e})"
-    if reason and not allow_fallback:
-        raise RuntimeError(reason)
+            raise ModelUnavailable(f"model {model!r} could not be loaded ({type(e).__name__}: "
+                                   f"{' '.join(str(e).split())[:300]})") from e
+    if not model and not allow_fallback:
+        raise ModelUnavailable("no model or endpoint named and the tiny-model fallback is disabled")
     arch = model[len(TINY_PREFIX):] if model.startswith(TINY_PREFIX) else tiny_arch
     from kit.models.tiny import build_tiny_checkpoint
     from kit.policy.transformers_policy import TransformersPolicy
@@ -78,10 +154,12 @@ def make_policy(model: str = "", endpoint: str = "", *, api_key_env: str = "OPEN
     # Tiny models gain nothing from intra-op threads, and on small shared CPUs extra threads
     # oversubscribe the cores (measured: a forward pass 14 ms -> 550 ms with 2 threads under load).
     torch.set_num_threads(1)
-    banner = SMOKE_BANNER.format(arch=arch) + (f" Reason: {reason}." if reason else "")
+    reason = None if model else "no model or endpoint named"
+    banner = SMOKE_BANNER.format(arch=arch) + (f" Reason: {reason}." if reason else f" (model {model!r} requested).")
+    announce(banner)
     warnings.warn(banner, stacklevel=2)
     log.warning(banner)
     return TransformersPolicy(str(path), max_new_tokens=max_new_tokens), {"kind": "tiny", "model": f"tiny-{arch}",
                                                                           "path": str(path), "smoke": True,
-                                                                          "fallback_reason": reason or None,
+                                                                          "fallback_reason": reason,
                                                                           "banner": banner}

@@ -1,0 +1,61 @@
+"""``python -m kit.cli doctor``: one line per check, a non-zero exit on any failure."""
+
+from __future__ import annotations
+
+from models_server import closed_port_url, models_server
+
+from kit import doctor
+from kit.cli import main
+
+
+def test_endpoint_check_names_the_problem():
+    with models_server(["served-a"]) as url:
+        ok = doctor.check_endpoint(url, "served-a")
+        wrong = doctor.check_endpoint(url, "mine")
+    assert ok.status == "ok" and "serves 'served-a'" in ok.detail
+    assert wrong.status == "FAIL" and "does not serve model 'mine'; it serves ['served-a']" in wrong.detail
+    dead = doctor.check_endpoint(closed_port_url(), "m")
+    assert dead.status == "FAIL" and "unreachable" in dead.detail
+    assert doctor.check_endpoint("", "").status == "skip"
+
+
+def test_zim_check(tmp_path, data_dir):
+    bad = tmp_path / "bad.zim"
+    bad.write_bytes(b"not a zim archive")
+    real = sorted((data_dir / "zim").glob("*.zim"))[0]
+    got = doctor.check_zims([real, bad])
+    assert [c.status for c in got] == ["ok", "FAIL"] and "articles" in got[0].detail
+    assert str(bad) in got[1].detail and "libzim" in got[1].detail
+    assert doctor.check_zims([tmp_path / "missing.zim"])[0].status == "FAIL"
+
+
+def test_sandbox_rlimits_fallback_and_fonts(monkeypatch, tmp_path):
+    c = doctor.check_sandbox("rlimits")
+    assert c.status == "ok" and c.detail.startswith("rlimits"), c
+    assert doctor.check_fonts(str(tmp_path / "nope.ttf")).status == "FAIL"
+    import kit.vfold.fonts as fonts
+
+    monkeypatch.setattr(fonts, "fallback_faces", lambda explicit=None: ())  # a machine without a CJK font
+    c = doctor.check_fonts()
+    assert c.status == "FAIL" and "CJK" in c.detail and "fonts-noto-cjk" in c.detail
+
+
+def test_doctor_command_exit_code_and_lines(tmp_path, capsys):
+    bad = tmp_path / "bad.zim"
+    bad.write_bytes(b"junk")
+    with models_server(["other"]) as url:
+        rc = main(["doctor", "--endpoint", url, "--model", "mine", "--zim", str(bad), "--isolation", "rlimits"])
+    out = capsys.readouterr().out.splitlines()
+    assert rc == 1
+    by = {line.split()[1]: line.split()[0] for line in out if not line.startswith("doctor:")}
+    assert by == {"endpoint": "FAIL", "zim": "FAIL", "tokenizer": "ok", "sandbox": "ok", "fonts": by["fonts"]}
+    failed = [name for name, status in by.items() if status == "FAIL"]  # fonts: FAIL on a machine without CJK fonts
+    assert out[-1] == f"doctor: {len(failed)} check(s) failed: {', '.join(failed)}"
+
+
+def test_doctor_passes_when_everything_is_there(data_dir, capsys):
+    with models_server(["m"]) as url:
+        rc = main(["doctor", "--endpoint", url, "--model", "m", "--isolation", "rlimits"])
+    out = capsys.readouterr().out
+    fonts_ok = "ok   fonts" in out
+    assert (rc == 0) == fonts_ok and "ok   endpoint" in out and "ok   zim" in out and "ok   sandbox" in out
