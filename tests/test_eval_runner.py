@@ -40,6 +40,10 @@ def test_make_configs():
     assert c["direct"].harness.tools_enabled == [] and len(c["harness"].harness.tools_enabled) == 5
     assert c["no_refeed"].harness.refeed_images is False and c["text_only"].text_only
     assert c["harness"].harness.max_turns == 5 and make_configs("paper")["harness"].harness.max_turns == 20
+    # a named real model evaluated under smoke budgets keeps Table 5's response length (not the tiny model's 96)
+    real = make_configs("smoke", real_model=True)
+    assert c["harness"].harness.max_response_tokens == 96
+    assert all(x.harness.max_response_tokens == 4096 and x.harness.max_turns == 5 for x in real.values())
     with pytest.raises(ValueError):
         make_configs("smoke", ["hermes"])
     with pytest.raises(ValueError):

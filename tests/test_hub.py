@@ -204,3 +204,19 @@ def test_cli_publish_dry_run(run_dir, env, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "dry run: nothing uploaded" in out and "predictions/fvqa__harness__r0.jsonl" in out
     assert hub.requests == []
+
+
+def test_cards_tell_a_real_model_under_smoke_budgets_from_a_tiny_model_run():
+    from kit.hub.cards import evaluation_card, smoke_kind
+
+    base = {"git": {"commit": "abc123", "dirty": False}, "seed": 0,
+            "config": {"notebook": "06_evaluation", "profile": "smoke", "repeats": 1, "judge": "rule"}}
+    tiny = {**base, "labels": ["smoke"], "model": {"kind": "transformers", "smoke": True}}
+    real = {**base, "labels": ["smoke-budgets"], "model": {"kind": "openai", "model": "Qwen/Qwen2.5-VL-7B", "smoke": False}}
+    old = {**base, "labels": []}
+    full = {**base, "config": {**base["config"], "profile": "paper"}, "labels": [], "model": {"smoke": False}}
+    assert [smoke_kind(m) for m in (tiny, real, old, full)] == ["smoke", "smoke-budgets", "smoke", None]
+    card_real = evaluation_card(real, "| a |", repo_id="o/r", tag="v1", cache_repo=None, n_items=4)
+    card_tiny = evaluation_card(tiny, "| a |", repo_id="o/r", tag="v1", cache_repo=None, n_items=4)
+    assert "not model quality" not in card_real and "Smoke-profile budgets" in card_real and "smoke-budgets" in card_real
+    assert "not model quality" in card_tiny and "Smoke-profile budgets" not in card_tiny

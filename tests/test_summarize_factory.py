@@ -138,3 +138,18 @@ def test_factory_falls_back_loudly_to_a_tiny_model(capfd):
     assert info["smoke"] and info["kind"] == "tiny" and "no model or endpoint named" in info["fallback_reason"]
     assert "RANDOM-WEIGHT" in capfd.readouterr().err
     assert policy.token_counter.count_text("hello world") == 2  # the real Qwen vocabulary
+
+
+def test_evaluation_policy_kind_never_replaces_a_named_model():
+    from kit.policy.factory import eval_policy_kind
+
+    assert eval_policy_kind(None, "smoke", "", "") == "demonstrator"
+    assert eval_policy_kind(None, "smoke", "", "http://127.0.0.1:8000/v1") == "model"
+    assert eval_policy_kind(None, "smoke", "Qwen/Qwen2.5-VL-7B-Instruct", "") == "model"
+    assert eval_policy_kind(None, "smoke", "tiny-qwen2_vl", "") == "model"
+    assert eval_policy_kind("model", "smoke", "tiny-qwen2_vl", "") == "model"
+    assert eval_policy_kind(None, "paper", "", "") == "model"
+    with pytest.raises(ValueError, match="model is named"):
+        eval_policy_kind("demonstrator", "smoke", "", "http://127.0.0.1:8000/v1")
+    with pytest.raises(ValueError, match="unknown policy_kind"):
+        eval_policy_kind("oracle", "smoke", "", "")

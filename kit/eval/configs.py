@@ -75,10 +75,12 @@ class EvalConfig:
 CONFIG_NAMES = ("direct", "harness", "no_refeed", "text_only")
 
 
-def make_configs(profile: str = "paper", names: list[str] | tuple[str, ...] = CONFIG_NAMES,
-                 **overrides) -> dict[str, EvalConfig]:
+def make_configs(profile: str = "paper", names: list[str] | tuple[str, ...] = CONFIG_NAMES, *,
+                 real_model: bool = False, **overrides) -> dict[str, EvalConfig]:
     """The configurations ``names`` with the profile's budgets (``paper``: Table 5; ``smoke``:
-    :meth:`HarnessConfig.smoke`), ``overrides`` applied to every one.
+    :meth:`HarnessConfig.smoke`), ``overrides`` applied to every one. ``real_model``: the evaluated
+    policy is a named real model, which keeps Table 5's response length under smoke budgets
+    (:meth:`HarnessConfig.for_profile`).
 
     Raises:
         ValueError: unknown profile or configuration name.
@@ -91,7 +93,7 @@ def make_configs(profile: str = "paper", names: list[str] | tuple[str, ...] = CO
 
     def base(**kw) -> HarnessConfig:
         kw = {**overrides, **kw}
-        return HarnessConfig.smoke(**kw) if profile == "smoke" else HarnessConfig(**kw)
+        return HarnessConfig.for_profile(profile, real_model=real_model, **kw)
 
     all_configs = {
         "direct": EvalConfig("direct", "Direct answer", base(tools_enabled=[]),

@@ -294,7 +294,7 @@ async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None,
             usable[key] = lr
     if not usable:
         raise ReplayError(f"nothing to replay in {run_dir}: {report.not_replayed}")
-    configs = make_configs(cfg["profile"], list(cfg["configs"]))
+    configs = make_configs(cfg["profile"], list(cfg["configs"]), real_model=bool(cfg.get("real_model", False)))
     drift: list[str] = []
     for name, c in configs.items():
         now = json.loads(json.dumps(c.harness.model_dump() | {"text_only": c.text_only}, default=str))

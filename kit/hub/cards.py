@@ -80,15 +80,28 @@ def size_category_for(n: int) -> str:
     return "n>1M"
 
 
+def smoke_kind(manifest: dict[str, Any]) -> str | None:
+    """What a run's outputs are, from its manifest: ``"smoke"`` (a tiny random-weight or scripted policy:
+    not model quality), ``"smoke-budgets"`` (a real model under the smoke profile's small budgets) or
+    ``None`` (a full run). A smoke-profile manifest without either label (older runs) counts as smoke."""
+    labels = manifest.get("labels") or []
+    if "smoke" in labels or (manifest.get("model") or {}).get("smoke") is True:
+        return "smoke"
+    if "smoke-budgets" in labels:
+        return "smoke-budgets"
+    return "smoke" if (manifest.get("config") or {}).get("profile") == "smoke" else None
+
+
 def evaluation_card(manifest: dict[str, Any], summary_md: str, *, repo_id: str, tag: str, cache_repo: str | None,
                     n_items: int) -> str:
     """Card of an evaluation-results repository (notebook 06 outputs)."""
     cfg = manifest.get("config", {})
-    smoke = "smoke" in manifest.get("labels", []) or cfg.get("profile") == "smoke"
+    kind = smoke_kind(manifest)
     return render_dataset_card(
         "evaluation_results.md", pretty_name=f"mmsearch-kit evaluation results ({tag})",
-        tags=["mmsearch-kit", "evaluation", "multimodal-search"] + (["smoke"] if smoke else []),
-        size_category=size_category_for(n_items), summary_table=summary_md.strip() or "(no summary table)", smoke=smoke,
+        tags=["mmsearch-kit", "evaluation", "multimodal-search"] + ([kind] if kind else []),
+        size_category=size_category_for(n_items), summary_table=summary_md.strip() or "(no summary table)",
+        smoke=kind == "smoke", smoke_budgets=kind == "smoke-budgets",
         commit=(manifest.get("git") or {}).get("commit"), dirty=(manifest.get("git") or {}).get("dirty"),
         profile=cfg.get("profile"), seed=manifest.get("seed"), repeats=cfg.get("repeats"), judge=cfg.get("judge"),
         policy=(manifest.get("model") or {}).get("kind") or (manifest.get("model") or {}).get("model"),
@@ -112,7 +125,7 @@ def cache_card(snapshot: Path, sha256: str, manifest: dict[str, Any], *, repo_id
     """Card of a tool-response cache snapshot repository."""
     counts = cache_counts(snapshot)
     total = sum(r["entries"] for r in counts)
-    smoke = "smoke" in manifest.get("labels", []) or (manifest.get("config") or {}).get("profile") == "smoke"
+    smoke = smoke_kind(manifest) is not None  # smoke-profile budgets, tiny model or not
     return render_dataset_card(
         "tool_cache_snapshot.md", pretty_name=f"mmsearch-kit tool-response cache snapshot ({run}, {tag})",
         tags=["mmsearch-kit", "tool-cache", "replay"] + (["smoke"] if smoke else []), size_category=size_category_for(total),

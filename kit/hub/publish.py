@@ -201,8 +201,7 @@ def plan_run(run_dir: str | Path, *, tag: str, results_repo: str | None = None, 
             plan.uploads.append(RepoUpload(_check_repo(cache_repo), "dataset", "cache", tag,
                                            [PlannedFile(str(snap), CACHE_FILE, snap.stat().st_size, sha)], card, private,
                                            f"Tool-response cache snapshot of run {run} ({tag})"))
-        smoke = "smoke" in manifest.get("labels", []) or (manifest.get("config") or {}).get("profile") == "smoke" \
-            or (manifest.get("model") or {}).get("smoke") is True
+        kind = cards.smoke_kind(manifest)  # datasets: any smoke-profile run; checkpoints: a tiny model's only
         for rel, repo in dataset_repos.items():
             folder = _inside(run_dir, rel)
             if not folder.is_dir():
@@ -210,7 +209,8 @@ def plan_run(run_dir: str | Path, *, tag: str, results_repo: str | None = None, 
             files = _files(folder)
             if not files:
                 raise PublishError(f"dataset folder {folder} is empty")
-            card = cards.dataset_card(folder, _manifest(folder) or manifest, repo_id=repo, tag=tag, run=run, smoke=smoke)
+            card = cards.dataset_card(folder, _manifest(folder) or manifest, repo_id=repo, tag=tag, run=run,
+                                      smoke=kind is not None)
             plan.uploads.append(RepoUpload(_check_repo(repo), "dataset", "dataset", tag, files, card, private,
                                            f"Dataset {rel} of run {run} ({tag})"))
         for rel, repo in checkpoint_repos.items():
@@ -218,7 +218,8 @@ def plan_run(run_dir: str | Path, *, tag: str, results_repo: str | None = None, 
             if not folder.is_dir():
                 raise FileNotFoundError(f"checkpoint folder {folder} does not exist")
             info = cards.checkpoint_info(folder)
-            card = cards.checkpoint_card(folder, _manifest(folder) or manifest, repo_id=repo, tag=tag, run=run, smoke=smoke)
+            card = cards.checkpoint_card(folder, _manifest(folder) or manifest, repo_id=repo, tag=tag, run=run,
+                                         smoke=kind == "smoke")
             plan.uploads.append(RepoUpload(_check_repo(repo), "model", "lora" if info["adapter"] else "merged", tag,
                                            _files(folder, exclude=("README.md",)), card, private,
                                            f"{'LoRA adapter' if info['adapter'] else 'Merged checkpoint'} {rel} of run {run} ({tag})"))

@@ -100,6 +100,24 @@ def is_named(model: str, endpoint: str) -> bool:
     return bool(endpoint) or bool(model and not model.startswith(TINY_PREFIX))
 
 
+def eval_policy_kind(policy_kind: str | None, profile: str, model: str, endpoint: str) -> str:
+    """The evaluated policy of notebook 06: ``policy_kind`` when given, else ``"model"`` whenever a model
+    or endpoint is named (a ``tiny-<arch>`` one too) or the profile is ``paper``, and the scripted
+    demonstrator only for a smoke run that names none — a named model is never silently replaced.
+
+    Raises:
+        ValueError: ``policy_kind`` is not ``"demonstrator"`` / ``"model"``, or ``"demonstrator"`` was
+            asked for while a model or endpoint is named (ambiguous: say which one to evaluate).
+    """
+    if policy_kind not in (None, "demonstrator", "model"):
+        raise ValueError(f"unknown policy_kind {policy_kind!r}; choose 'demonstrator' or 'model'")
+    named = bool(model or endpoint)
+    if policy_kind == "demonstrator" and named:
+        raise ValueError(f"policy_kind='demonstrator' but a model is named (model={model!r}, endpoint={endpoint!r}): "
+                         "drop the model/endpoint or use policy_kind='model'")
+    return policy_kind or ("model" if named or profile != "smoke" else "demonstrator")
+
+
 def run_labels(profile: str, info: dict) -> list[str]:
     """Labels of a run's outputs: ``["smoke"]`` for a tiny/scripted policy (meaningless outputs),
     ``["smoke-budgets"]`` for a real model under the smoke profile's small budgets, else none."""
