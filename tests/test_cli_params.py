@@ -177,3 +177,14 @@ def test_tiny_fallback_is_announced_on_the_terminal_from_a_papermill_kernel(tmp_
     run_notebook("01", "smoke", {}, tmp_path / "o", notebooks_dir=d)
     err = capfd.readouterr().err
     assert "BANNER-ON-TERMINAL" in err and "WARNING-ONLY" not in err  # a warning alone would not have been seen
+
+
+def test_every_notebook_parameter_has_a_checkable_type():
+    """A parameter whose default is None must carry an annotation, or ``-p`` could not type-check it."""
+    from pathlib import Path
+
+    from kit.cli_params import notebook_parameters
+
+    untyped = {nb.name: [k for k, p in notebook_parameters(nb).items() if p.kinds == ("any",)]
+               for nb in sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))}
+    assert len(untyped) == 7 and not any(untyped.values()), untyped
