@@ -43,7 +43,7 @@ TOOLS = list(TOOL_SPECS)
 ALIASES = sorted({a for s in TOOL_SPECS.values() for a in s.aliases})
 PARAMS = sorted({p for s in TOOL_SPECS.values() for p in s.parameters["properties"]}
                 | {a for s in TOOL_SPECS.values() for al in s.param_aliases.values() for a in al})
-RAW_ERRORS = {"non_json", "trailing_text", "missing_name", "bad_arguments", "truncated"}
+RAW_ERRORS = {"non_json", "trailing_text", "missing_name", "bad_arguments", "truncated", "duplicate_key"}
 TOOL_ERRORS = {"unknown_tool", "ambiguous_arguments", "missing_argument", "bad_arguments"}
 OK_STATUSES = {"answered", "max_turns_synthesis", "context_limit"}
 ANSWER = "<think>done</think><response>final answer</response>"

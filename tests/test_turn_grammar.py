@@ -127,7 +127,10 @@ GRAMMAR_CASES = {
 
 @pytest.mark.parametrize("case", sorted(GRAMMAR_CASES))
 def test_turn_grammar_departures(case):
-    text, think, response, n_calls, n_after, codes = GRAMMAR_CASES[case]
+    check_grammar(*GRAMMAR_CASES[case])
+
+
+def check_grammar(text, think, response, n_calls, n_after, codes):
     p = parse_turn(text)
     assert p.think == think
     assert p.response == response
@@ -279,3 +282,205 @@ def test_structured_call_on_final_turn_costs_format():
     r.messages[-1] = r.messages[-1].model_copy(update={"tool_calls": [ToolCall(id="c", name="web_search",
                                                                                arguments='{"query": "a"}')]})
     assert not format_ok(r)
+
+
+# ----------------------------------------------------------------------------- review findings (H1-H3, M1-M2, L1-L5)
+T = "<think>x</think>"
+# text -> (finish_reason == "length", expected) as in TRUNCATION_CASES; a call is needed, an answer is not
+FINDING_CASES = {
+    # H1: an unquoted value, or a prefix of true/false/null, has two readings: never read as a string
+    "H1_literal_prefix_before_tag": (T + '<tool_call>{"name":"web_search","arguments":{"query":"q","safe": tru'
+                                     '</tool_call>', False, ("error", "non_json")),
+    "H1_literal_prefix_before_tag_length": (T + '<tool_call>{"name":"web_search","arguments":{"query": nul'
+                                            '</tool_call>', True, ("error", "non_json")),
+    "H1_null_prefix_before_tag": (T + '<tool_call>{"name":"web_search","arguments":{"query": nul</tool_call>', False,
+                                  ("error", "non_json")),
+    "H1_unquoted_value": (T + CALL % '{"query": hello}', False, ("error", "non_json")),
+    "H1_nan_is_not_json": (T + CALL % '{"query": "q", "num": NaN}', False, ("error", "non_json")),
+    "H1_literal_prefix_at_end": (T + '<tool_call>{"name":"web_search","arguments":{"query": nul', False,
+                                 ("error", "truncated")),
+    "H1_python_literal_still_repaired": (T + CALL % '{"query": "q", "safe": True}', False,
+                                         ("ok", {"query": "q", "safe": True})),
+    # M1: a key written twice has two readings
+    "M1_duplicate_name": (T + '<tool_call>{"name":"web_extract","name":"web_search","arguments":{"query":"x"}}'
+                          '</tool_call>', False, ("error", "duplicate_key")),
+    "M1_duplicate_argument": (T + CALL % '{"query":"rm -rf","query":"eiffel"}', False, ("error", "duplicate_key")),
+    "M1_duplicate_escaped_key": (T + CALL % '{"query":"a","\\u0071uery":"b"}', False, ("error", "duplicate_key")),
+    "M1_same_key_in_sibling_objects_ok": (T + CALL % '{"query":"a","opt":{"query":"b"}}', False,
+                                          ("ok", {"query": "a", "opt": {"query": "b"}})),
+    # M2: nesting is capped before any decoder runs
+    "M2_deep_braces": (T + "<tool_call>" + "{" * 5000 + "}" * 5000 + "</tool_call>", False, ("error", "non_json")),
+    # L2: a complete but malformed call is non_json; only the end-of-output cut is truncation
+    "L2_unescaped_apostrophe": (T + "<tool_call>{'name':'web_search','arguments':{'query': 'don't'}}</tool_call>",
+                                False, ("error", "non_json")),
+    "L2_quote_inside_single_quotes": (T + "<tool_call>{\"name\":\"web_search\",\"arguments\":{\"q\": 'x'y'}}"
+                                      "</tool_call>", False, ("error", "non_json")),
+    # L1: a lone surrogate is replaced, and the repair is named
+    "L1_lone_surrogate": (T + CALL % '{"query":"\\ud800"}', False, ("ok", {"query": "\ufffd"})),
+    # L3: an empty arguments string means no arguments, in text as for structured calls
+    "L3_text_empty_arguments_string": (T + '<tool_call>{"name":"web_search","arguments":""}</tool_call>', False,
+                                       ("ok", {})),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FINDING_CASES))
+def test_finding_call_structure(case):
+    text, length, (kind, want) = FINDING_CASES[case]
+    p = parse_turn(text, truncated=length)
+    assert len(p.calls) == 1 and p.response is None and not p.departures, (p.departure_codes(), [c.raw for c in p.calls])
+    c = p.calls[0]
+    if kind == "ok":
+        assert c.error is None and c.name == "web_search" and c.arguments == want, (c.error, c.message)
+    else:
+        assert c.error == want and c.arguments is None, (c.error, c.arguments, c.message)
+
+
+@pytest.mark.parametrize("word,value", [("+5", 5), (".5", 0.5), ("5.", 5.0), ("-1e3", -1000.0), ("true", True),
+                                        ("None", None), ("010", "non_json"), ("0x10", "non_json"),
+                                        ("1_000", "non_json"), ("Infinity", "non_json"), ("-", "non_json")])
+def test_finding_bare_numbers(word, value):
+    """H1: a bare value is read only when it is a decimal number or a literal with one reading."""
+    obj, err, _, _ = decode_json_object('{"query": "q", "num": %s}' % word)
+    assert (err if err else obj["num"]) == value
+
+
+def test_finding_messages_and_repair_names():
+    p = parse_turn(FINDING_CASES["M2_deep_braces"][0])
+    assert "nested" in p.calls[0].message and "64" in p.calls[0].message
+    p = parse_turn(FINDING_CASES["M1_duplicate_name"][0])
+    assert "'name'" in p.calls[0].message
+    p = parse_turn(FINDING_CASES["H1_unquoted_value"][0])
+    assert "unquoted" in p.calls[0].message and "hello" in p.calls[0].message
+    p = parse_turn(FINDING_CASES["L1_lone_surrogate"][0])
+    assert "surrogates_replaced" in p.calls[0].repairs
+    p = parse_turn(T + CALL % '{"query":"\\ud83d\\ude00"}')  # a valid pair is no repair
+    assert p.calls[0].arguments == {"query": "\U0001F600"} and p.calls[0].repairs == []
+    p = parse_turn(FINDING_CASES["L3_text_empty_arguments_string"][0])
+    assert "empty_arguments" in p.calls[0].repairs
+
+
+def test_finding_structured_calls_follow_one_rule():
+    def one(args, name="web_search", truncated=False):
+        return parse_turn("", [ToolCall(id="c", name=name, arguments=args)], truncated=truncated).calls[0]
+    # L3: an arguments string the server ended before its JSON was complete is never completed
+    c = one('{"query":"eif","num":1')
+    assert c.error == "truncated" and c.arguments is None
+    c = one('{"query":"eif"')
+    assert c.error == "truncated" and c.arguments is None
+    # "" means no arguments (unless the turn hit the length limit), as `"arguments": ""` in text
+    c = one("")
+    assert c.error is None and c.arguments == {} and c.repairs == ["empty_arguments"]
+    assert one("", truncated=True).error == "truncated"
+    assert one("", name="").error == "missing_name" and one('{"query":"x"}', name="  ").error == "missing_name"
+    assert one('{"query":"a","query":"b"}').error == "duplicate_key"
+    assert one('{"query": hello}').error == "non_json"
+
+
+# text -> (think, response, n calls, n calls after response, departure codes), as GRAMMAR_CASES
+FINDING_GRAMMAR_CASES = {
+    # H2: a <tool_call> that opens no JSON object inside an answer is answer text
+    "H2_tag_mentioned_in_answer": (T + "<response>Use the <tool_call> tag</response>", "x", "Use the <tool_call> tag",
+                                   0, 0, set()),
+    "H2_unclosed_call_never_eats_response_end": (T + '<response>Paris <tool_call>{"name": "web_search", "arguments": '
+                                                 '{"query": "x</response>', "x", "Paris", 0, 1,
+                                                 {"tool_call_after_response"}),
+    # H3: a lone </think> inside an answer is answer text, not the end of template-opened reasoning
+    "H3_think_close_in_answer": ("<response>Close with </think></response>", None, "Close with </think>", 0, 0,
+                                 {"think_missing"}),
+    "H3_think_close_in_answer_after_text": ("reason <response>the tag </think> is</response>", None,
+                                            "the tag </think> is", 0, 0, {"think_missing", "text_outside_grammar"}),
+    # L4: a <response> opened inside a response starts a second one
+    "L4_nested_response": (T + "<response>A<response>B</response>", "x", "B", 0, 0, {"multiple_responses"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FINDING_GRAMMAR_CASES))
+def test_finding_turn_grammar(case):
+    text, think, response, n_calls, n_after, codes = FINDING_GRAMMAR_CASES[case]
+    check_grammar(text, think, response, n_calls, n_after, codes)
+    p = parse_turn(text)
+    assert format_ok(rec(text)) == (p.response is not None and not p.calls and not p.departures) == (not codes)
+
+
+def test_finding_nested_response_detail():
+    p = parse_turn(FINDING_GRAMMAR_CASES["L4_nested_response"][0])
+    d = p.departures[0]
+    assert d.detail["count"] == 2 and d.detail["discarded"] == ["A"] and p.response_complete
+
+
+def test_loop_h1_unquoted_value_is_not_executed(tmp_path, memory_backend):
+    text = T + '<tool_call>{"name":"web_search","arguments":{"query": nul</tool_call>'
+    rec = run(ScriptedPolicy([text, ANSWER]), memory_backend, tmp_path)
+    assert memory_backend.calls == []
+    inv = [e for e in rec.events if e.type == "invalid_call"]
+    assert [e.detail["code"] for e in inv] == ["non_json"] and "argument_repair" not in _types(rec)
+    assert rec.final_response == "Paris"
+
+
+def test_loop_m1_duplicate_key_is_not_executed(tmp_path, memory_backend):
+    text = T + '<tool_call>{"name":"web_extract","name":"web_search","arguments":{"query":"x"}}</tool_call>'
+    rec = run(ScriptedPolicy([text, ANSWER]), memory_backend, tmp_path)
+    assert memory_backend.calls == []
+    assert [e.detail["code"] for e in rec.events if e.type == "invalid_call"] == ["duplicate_key"]
+
+
+@pytest.mark.parametrize("text,answer,events", [
+    (T + "<response>Use the <tool_call> tag</response>", "Use the <tool_call> tag", set()),  # H2
+    ("<response>Close with </think></response>", "Close with </think>", {"think_missing"}),  # H3
+    ("reason <response>the tag </think> is</response>", "the tag </think> is",
+     {"think_missing", "text_outside_grammar"}),  # H3
+])
+def test_loop_h2_h3_answer_is_kept(tmp_path, memory_backend, text, answer, events):
+    rec = run(ScriptedPolicy([text]), memory_backend, tmp_path)
+    assert rec.status == "answered" and rec.final_response == answer and memory_backend.calls == []
+    assert set(_types(rec)) & {"no_action", "response_unclosed", "tool_call_after_response",
+                               "think_opened_by_template", "think_missing", "text_outside_grammar"} == events
+    assert format_ok(rec) == (not events)
+
+
+def adversarial_turns(n: int = 200_000) -> tuple[dict[str, str], str]:
+    """``(inputs, ordinary)``: adversarial assistant turns of about ``n`` characters (deep braces or lists,
+    thousands of calls inside a response, unclosed calls, nested responses, a large repair) and an
+    ordinary turn of as many well-formed calls. Timed against each other in benchmarks/bench_parse.py
+    (before the fix deep braces took ~35 s in json-repair, 8k calls inside a response ~0.7 s)."""
+    c = '<tool_call>{"name":"web_search","arguments":{"query":"q"}}</tool_call>'
+    inputs = {
+        "deep_braces": T + "<tool_call>" + "{" * (n // 2) + "}" * (n // 2) + "</tool_call>",
+        "deep_lists": T + '<tool_call>{"a":' + "[{" * (n // 4) + "}]" * (n // 4) + "}</tool_call>",
+        "calls_in_response": T + "<response>" + "<tool_call>x</tool_call>" * (n // 24),
+        "json_calls_in_response": T + "<response>" + c * (n // len(c)),
+        "unclosed_calls_in_responses": '<response><tool_call>{"a": "x</response>' * (n // 40),
+        "nested_responses": "<response>a" * (n // 11),
+        "single_quote_repair": T + "<tool_call>{'name': 'web_search', 'arguments': {'query': '" + "x" * n + "',}}"
+                               "</tool_call>",
+    }
+    return inputs, T + c * (n // len(c))
+
+
+def test_parse_turn_on_adversarial_input():
+    """M2/L5: 200k-character adversarial turns parse to the right structure; deep nesting is refused by
+    the scanner before any decoder sees it. Their speed (a ratio against an ordinary turn) is a
+    benchmark target: benchmarks/bench_parse.py."""
+    n = 200_000
+    inputs, ordinary = adversarial_turns(n)
+    assert len(parse_turn(ordinary).calls) == len(ordinary) // 70
+    for name, text in inputs.items():
+        assert len(text) >= n * 0.95
+        p = parse_turn(text)
+        if name.startswith("deep_") or name == "single_quote_repair":  # refused, never decoded
+            assert len(p.calls) == 1 and p.calls[0].arguments is None and p.calls[0].error in ("non_json", "bad_arguments")
+        if name == "deep_braces":
+            assert "nested more than 64 levels" in p.calls[0].message
+        if "in_response" in name or name == "nested_responses":
+            assert p.response is not None and p.departures, name
+
+
+def test_deep_nesting_and_large_repairs_are_refused_below_the_size_limit():
+    """The nesting cap and the strict-JSON rule for large calls act on their own, not only through the
+    200,000-character size limit."""
+    deep = T + '<tool_call>{"a":' + "[" * 100 + "]" * 100 + "}</tool_call>"
+    p = parse_turn(deep)
+    assert p.calls[0].error == "non_json" and "nested more than 64 levels" in p.calls[0].message
+    big = T + "<tool_call>{'name': 'web_search', 'arguments': {'query': '" + "x" * 60_000 + "'}}</tool_call>"
+    p = parse_turn(big)
+    assert p.calls[0].error == "non_json" and "strict JSON" in p.calls[0].message

@@ -8,6 +8,11 @@ Two scanners, both linear and exception-free on any input:
 * :func:`segment` splits a turn into ``think`` / ``tool_call`` / ``response`` / ``text`` blocks; a
   ``tool_call`` body ends where its JSON ends (:func:`scan_call`), not at the first closing tag.
 
+Bounds that keep every decoder linear and safe: JSON nesting deeper than :data:`MAX_DEPTH` levels is
+an error of the scanner (``too_deep``), before ``json.loads`` or json-repair see the text; inside a
+``<response>`` a tool call is scanned only up to that response's ``</response>`` (the answer's end is
+never eaten), and a ``<tool_call>`` there that opens no JSON object is answer text.
+
 The grammar decisions built on these blocks (which departure is which, what is executed, what is
 scored) are in :mod:`kit.harness.parsing` and docs/contracts.md "Turn grammar".
 """
@@ -25,6 +30,7 @@ _STRING = {'"': re.compile(r'"(?:[^"\\]|\\.)*(")?', re.S), "'": re.compile(r"'(?
 _WORD = re.compile(r"[^\s{}\[\]:,\"'<]+")
 _FENCE_OPEN = re.compile(r"```(?:json)?[ \t]*\r?\n?", re.I)
 LITERALS = {"true": True, "false": False, "null": None, "none": None}  # "none"/"True": Python literals
+MAX_DEPTH = 64  # JSON nesting levels a tool call may use (real calls use 2-4)
 
 
 @dataclass
@@ -36,9 +42,11 @@ class JsonScan:
     (a key or a value); ``last`` is the last token kind (``open`` / ``key`` / ``colon`` / ``comma`` /
     ``string`` / ``word`` / ``close``); ``closers`` are the brackets still open, innermost last;
     ``scalars`` are ``(kind, text)`` for every bracket, key and scalar value in order (kind ``o`` a
-    bracket, ``s`` a string with its raw inner text, ``w`` a bare word such as a number, literal or
-    unquoted key); ``error`` names a
-    structural fault (``mismatched_bracket``).
+    bracket, ``s`` a string value with its raw inner text, ``w`` a bare-word value such as a number or
+    literal, ``k`` a quoted key (raw inner text), ``kw`` an unquoted key); ``error`` names a structural
+    fault: ``mismatched_bracket``, ``missing_colon`` (a key not followed by ``:``, e.g. an unescaped
+    quote ends a string early), ``too_deep`` (more than :data:`MAX_DEPTH` levels); ``end`` is then
+    where the fault is.
     """
 
     end: int
@@ -52,25 +60,33 @@ class JsonScan:
     error: str | None = None
 
 
-def scan_json(s: str, i: int = 0) -> JsonScan:
-    """Scan the JSON object or array starting at ``s[i]`` (which must be ``{`` or ``[``)."""
+def scan_json(s: str, i: int = 0, end: int | None = None) -> JsonScan:
+    """Scan the JSON object or array starting at ``s[i]`` (which must be ``{`` or ``[``), reading no
+    further than ``end`` (default: the end of ``s``)."""
     stack: list[str] = []
     out = JsonScan(end=i)
-    n = len(s)
+    n = len(s) if end is None else end
     while i < n:
         c = s[i]
         if c in " \t\r\n":
             i += 1
             continue
+        if out.last == "key" and c != ":":
+            out.error, out.end = "missing_colon", i
+            return _done(out, stack)
         if c in "\"'":
-            m = _STRING[c].match(s, i)
+            m = _STRING[c].match(s, i, n)
             if m.group(1) is None:
                 out.in_string, out.end = True, n
                 return _done(out, stack)
-            out.scalars.append(("s", s[i + 1:m.end() - 1]))
-            out.last = "key" if _expects_key(stack, out.last) else "string"
+            key = _expects_key(stack, out.last)
+            out.scalars.append(("k" if key else "s", s[i + 1:m.end() - 1]))
+            out.last = "key" if key else "string"
             i = m.end()
         elif c in "{[":
+            if len(stack) >= MAX_DEPTH:
+                out.error, out.end = "too_deep", i
+                return _done(out, stack)
             stack.append("}" if c == "{" else "]")
             out.scalars.append(("o", c))
             out.last = "open"
@@ -90,14 +106,15 @@ def scan_json(s: str, i: int = 0) -> JsonScan:
             out.last, i = "colon", i + 1
         elif c == ",":
             out.last, i = "comma", i + 1
-        elif c == "<" and _TAG_RE.match(s, i):
-            out.tag, out.end = _TAG_RE.match(s, i).group(0), i
+        elif c == "<" and _TAG_RE.match(s, i, n):
+            out.tag, out.end = _TAG_RE.match(s, i, n).group(0), i
             return _done(out, stack)
         else:
-            m = _WORD.match(s, i)
+            m = _WORD.match(s, i, n)
             j = m.end() if m else i + 1  # a lone "<" that is no tag: one character of text
-            out.scalars.append(("w", s[i:j]))
-            out.last = "key" if _expects_key(stack, out.last) else "word"
+            key = _expects_key(stack, out.last)
+            out.scalars.append(("kw" if key else "w", s[i:j]))
+            out.last = "key" if key else "word"
             out.last_word = s[i:j]
             i = j
     out.end = n
@@ -105,7 +122,9 @@ def scan_json(s: str, i: int = 0) -> JsonScan:
 
 
 def _expects_key(stack: list[str], last: str) -> bool:
-    return bool(stack) and stack[-1] == "}" and last in ("open", "comma")
+    # in an object, a token after "{" or "," is a key; one right after a value is a key with its comma
+    # missing (a colon must follow, else ``missing_colon``)
+    return bool(stack) and stack[-1] == "}" and last in ("open", "comma", "string", "word", "close")
 
 
 def _done(out: JsonScan, stack: list[str]) -> JsonScan:
@@ -117,12 +136,15 @@ def cut_reason(scan: JsonScan, *, at_eof: bool, length_cut: bool) -> tuple[str, 
     """Why an incomplete scan cannot be completed with one reading: ``(code, message)``, or None when
     appending the missing closing brackets is the only reading.
 
-    ``truncated``: the text stopped inside a string, after a key, colon or comma, inside a bare word
-    (number or literal) at the end of the text, or anywhere when the turn hit the length limit.
-    ``non_json``: an explicit end (a tag) after a key, colon or comma: a value is missing.
+    ``truncated``: the text stopped at the end of the output inside a string, after a key, colon or
+    comma, or inside a bare word (number or literal), or anywhere when the turn hit the length limit.
+    ``non_json``: an explicit end (a tag, or the ``</response>`` that bounds a call inside an answer)
+    after a key, colon or comma, or inside a string: a value is missing.
     """
     if scan.in_string:
-        return "truncated", "the tool call was cut off inside a string (a key or a value)"
+        if at_eof:
+            return "truncated", "the tool call was cut off inside a string (a key or a value)"
+        return "non_json", "incomplete JSON: a string is not closed before the end of the response"
     if length_cut and at_eof:
         return "truncated", "the tool call was cut off by the response length limit before it was complete"
     if scan.last in ("open", "key", "colon", "comma"):
@@ -153,50 +175,75 @@ class Block:
     inner: list["Block"] = field(default_factory=list)  # tool calls written inside a response
 
 
-def scan_call(text: str, start: int) -> tuple[str, int, bool, bool]:
-    """The body of a ``<tool_call>`` whose opening tag ends at ``start``.
+def scan_call(text: str, start: int, limit: int | None = None) -> tuple[str, int, bool, bool]:
+    """The body of a ``<tool_call>`` whose opening tag ends at ``start``, read no further than ``limit``
+    (default: the end of ``text``).
 
-    Returns ``(body, end, closed, at_eof)``: ``end`` is where the next block starts. A JSON body ends
-    where its object ends (tags inside strings are text); a body that is not JSON ends at the first
-    ``</tool_call>``; a JSON object followed by more text before ``</tool_call>`` keeps that text in the
-    body (the decoder reports it as ``trailing_text``).
+    Returns ``(body, end, closed, at_eof)``: ``end`` is where the next block starts; ``at_eof`` when the
+    body runs to the end of ``text`` unclosed. A JSON body ends where its object ends (tags inside
+    strings are text); a JSON object followed by more text before ``</tool_call>`` keeps that text in
+    the body (the decoder reports it as ``trailing_text``). A body that is not JSON, or whose JSON has a
+    structural fault, ends at the first ``</tool_call>``, or unclosed at the first other turn tag.
     """
-    n = len(text)
-    i = start
-    while i < n and text[i] in " \t\r\n":
-        i += 1
-    fence = _FENCE_OPEN.match(text, i) if text.startswith("```", i) else None
-    if fence:
-        i = fence.end()
-        while i < n and text[i] in " \t\r\n":
-            i += 1
+    n = len(text) if limit is None else limit
+    i = _skip_fence(text, start, n)
     if i < n and text[i] == "{":
-        sc = scan_json(text, i)
+        sc = scan_json(text, i, n)
         if sc.complete:
             j = sc.end
             while j < n and text[j] in " \t\r\n":
                 j += 1
-            if fence and text.startswith("```", j):
+            if text.startswith("```", j, n):
                 j += 3
                 while j < n and text[j] in " \t\r\n":
                     j += 1
-            if text.startswith("</tool_call>", j):
+            if text.startswith("</tool_call>", j, n):
                 return text[start:j], j + len("</tool_call>"), True, False
             if j >= n:
-                return text[start:j], n, False, True
-            nxt = _TAG_RE.search(text, j)  # the first tag after the object (one search: linear overall)
+                return text[start:j], n, False, n == len(text)
+            nxt = _TAG_RE.search(text, j, n)  # the first tag after the object (one search: linear overall)
             if nxt is not None and nxt.group(0) == "</tool_call>":
                 return text[start:nxt.start()], nxt.end(), True, False
             return text[start:sc.end], sc.end, False, False
         if sc.tag == "</tool_call>":
             return text[start:sc.end], sc.end + len("</tool_call>"), True, False
-        if sc.tag is not None or sc.error:
+        if sc.tag is not None:
             return text[start:sc.end], sc.end, False, False
-        return text[start:], n, False, True
-    k = text.find("</tool_call>", i)
-    if k >= 0:
-        return text[start:k], k + len("</tool_call>"), True, False
-    return text[start:], n, False, True
+        if not sc.error:
+            return text[start:n], n, False, n == len(text)
+        i = sc.end
+    nxt = _TAG_RE.search(text, i, n)
+    if nxt is not None and nxt.group(0) == "</tool_call>":
+        return text[start:nxt.start()], nxt.end(), True, False
+    if nxt is not None:
+        return text[start:nxt.start()], nxt.start(), False, False
+    return text[start:n], n, False, n == len(text)
+
+
+def _skip_fence(text: str, i: int, n: int) -> int:
+    """Past leading whitespace and an opening code fence (```json) of a tool-call body."""
+    while i < n and text[i] in " \t\r\n":
+        i += 1
+    fence = _FENCE_OPEN.match(text, i, n) if text.startswith("```", i, n) else None
+    if fence:
+        i = fence.end()
+        while i < n and text[i] in " \t\r\n":
+            i += 1
+    return i
+
+
+class _Next:
+    """First occurrence of ``needle`` at or after a position; for non-decreasing positions each search
+    resumes past the last one, so all searches together read the text once (a cached miss stays a
+    miss)."""
+
+    def __init__(self, text: str, needle: str):
+        self.text, self.needle, self.frm, self.hit = text, needle, 0, None
+
+    def at(self, i: int) -> int:
+        if self.hit is None or i < self.frm or 0 <= self.hit < i:
+            self.frm, self.hit = i, self.text.find(self.needle, i)
+        return self.hit
 
 
 def segment(text: str) -> list[Block]:
@@ -204,15 +251,18 @@ def segment(text: str) -> list[Block]:
     close = text.find("</think>")
     if close >= 0 and "<think>" not in text[:close]:
         # Reasoning opened by the chat template: everything before the first "</think>" is reasoning,
-        # unless that tag is text inside a tool call's JSON string.
-        if not any(b.kind == "tool_call" and b.start < close < b.end for b in _blocks(text, 0, [])):
+        # unless that tag is text inside a tool call (a JSON string) or inside an answer.
+        plain = _blocks(text, 0, [])
+        if not any(b.kind in ("tool_call", "response") and b.start < close < b.end for b in plain):
             head = Block("think", 0, close + len("</think>"), text[:close], implicit=True)
             return _blocks(text, close + len("</think>"), [head])
+        return plain
     return _blocks(text, 0, [])
 
 
 def _blocks(text: str, i: int, blocks: list[Block]) -> list[Block]:
     n = len(text)
+    nxt = {t: _Next(text, t) for t in ("</response>", "<response>", "<tool_call>")}
     while i < n:
         m = _TAG_RE.search(text, i)
         if m is None:
@@ -232,33 +282,50 @@ def _blocks(text: str, i: int, blocks: list[Block]) -> list[Block]:
             blocks.append(Block("tool_call", m.start(), end, body, closed=closed, at_eof=at_eof))
             i = end
         elif tag == "<response>":
-            i = _response(blocks, text, m.start(), m.end())
+            i = _response(blocks, text, m.start(), m.end(), nxt)
         else:  # a closing tag with nothing open: outside the grammar
             blocks.append(Block("text", m.start(), m.end(), tag))
             i = m.end()
     return blocks
 
 
-def _response(blocks: list[Block], text: str, start: int, i: int) -> int:
-    """A response block from its opening tag; tool calls written inside it are cut out of the answer
-    text and kept in ``inner`` (they are calls after ``<response>``)."""
+def _response(blocks: list[Block], text: str, start: int, i: int, nxt: dict[str, _Next]) -> int:
+    """A response block from its opening tag; returns where the next block starts.
+
+    Tool calls written inside it (a ``<tool_call>`` that opens a JSON object) are cut out of the answer
+    text and kept in ``inner`` (they are calls after ``<response>``); they are scanned no further than
+    this response's ``</response>``. A ``<tool_call>`` that opens no object is answer text. A
+    ``<response>`` before the closing tag ends this response unclosed and starts the next one.
+    """
     n = len(text)
+    k = nxt["</response>"].at(i)
+    lim = k if k >= 0 else n
     parts: list[str] = []
     inner: list[Block] = []
     while True:
-        k = text.find("</response>", i)
-        t = text.find("<tool_call>", i)
-        if t >= 0 and (k < 0 or t < k):
+        t, r = nxt["<tool_call>"].at(i), nxt["<response>"].at(i)
+        t = t if 0 <= t < lim else -1
+        r = r if 0 <= r < lim else -1
+        if r >= 0 and (t < 0 or r < t):
+            parts.append(text[i:r])
+            blocks.append(Block("response", start, r, "".join(parts), closed=False, inner=inner))
+            return r
+        if t >= 0:
             parts.append(text[i:t])
-            body, end, closed, at_eof = scan_call(text, t + len("<tool_call>"))
+            j = t + len("<tool_call>")
+            b = _skip_fence(text, j, lim)
+            if b >= lim or text[b] != "{":  # the tag is mentioned in the answer, not a call
+                parts.append("<tool_call>")
+                i = j
+                continue
+            body, end, closed, at_eof = scan_call(text, j, lim)
             inner.append(Block("tool_call", t, end, body, closed=closed, at_eof=at_eof))
             i = end
             continue
+        parts.append(text[i:lim])
         if k < 0:
-            parts.append(text[i:])
             blocks.append(Block("response", start, n, "".join(parts), closed=False, at_eof=True, inner=inner))
             return n
-        parts.append(text[i:k])
         blocks.append(Block("response", start, k + len("</response>"), "".join(parts), inner=inner))
         return k + len("</response>")
 

@@ -12,26 +12,39 @@ departure                      decision
 =============================  =====================================================================
 ``extra_actions_ignored``      more than one action: the first tool call is the action, the rest
                                (more calls, a response after a call) is not executed
-``multiple_responses``         the LAST complete ``<response>`` is the answer (else the last one)
+``multiple_responses``         the LAST complete ``<response>`` is the answer (else the last one); a
+                               ``<response>`` inside an open one ends it unclosed (a second response)
 ``response_unclosed``          ``<response>`` without ``</response>``: kept as the answer, untrainable
 ``tool_call_after_response``   a call (text, inside the response, or structured) after ``<response>``:
-                               never executed
+                               never executed; inside an answer only a ``<tool_call>`` opening a JSON
+                               object is a call (else answer text), read no further than ``</response>``
 ``text_outside_grammar``       non-blank text outside the blocks, or a stray closing tag
 ``think_missing``              no reasoning block
 ``think_unclosed``             ``<think>`` never closed: everything after it is reasoning, no action
 ``multiple_think``             more than one reasoning block (the first is ``think``)
 =============================  =====================================================================
 
-``think_opened_by_template`` is a note, not a departure: the opening tag is in the prompt.
+``think_opened_by_template`` is a note, not a departure: the opening tag is in the prompt. A lone
+``</think>`` inside a ``<response>`` or ``<tool_call>`` is text of that block, not the end of reasoning.
 
 Tool calls are parsed by JSON structure (:mod:`kit.harness.grammar`): a tag inside a JSON string is
 text. Allowed serialization repairs (each named in ``RawCall.repairs``), all with a single reading:
 ``code_fence_removed``; ``closing_brackets_added:<brackets>`` (final ``}``/``]`` missing after a
-complete value); ``json_serialization_repaired`` (json-repair for single quotes, trailing commas,
-Python literals, unquoted keys, a missing comma) only when the repaired object holds exactly the keys
-and values written, in order; ``arguments_string_decoded`` (double-encoded arguments);
-``ignored_call_fields:<fields>``. A call cut inside a string, key or number, after a key, colon or
-comma, or at the length limit before its end is an error ``truncated`` and is never executed.
+complete value, in a text call only); ``json_serialization_repaired`` (json-repair for single quotes,
+trailing commas, Python literals, unquoted keys, a missing comma) only when the repaired object holds
+exactly the keys and values written, in order, and the text is at most :data:`MAX_REPAIR_CHARS`;
+``arguments_string_decoded`` (double-encoded arguments); ``empty_arguments`` (an arguments string
+``""`` read as no arguments); ``surrogates_replaced`` (a lone UTF-16 surrogate became U+FFFD);
+``ignored_call_fields:<fields>``.
+
+Errors (never executed): ``truncated`` — cut at the end of the output inside a string, key or number,
+after a key, colon or comma, or at the length limit before its end; an arguments string (structured
+call, or double-encoded) that is not a complete JSON object. ``non_json`` — an unquoted value (a bare
+word that is neither a JSON number nor ``true``/``false``/``null`` or their Python spellings; ``tru``
+or ``NaN`` included), a key without its colon (e.g. an unescaped quote), nesting deeper than
+:data:`kit.harness.grammar.MAX_DEPTH` levels, a repair that would change what was written.
+``duplicate_key`` — a key written twice in one object. ``trailing_text``, ``missing_name``,
+``bad_arguments`` as named.
 """
 
 from __future__ import annotations
@@ -42,11 +55,15 @@ from dataclasses import dataclass, field
 
 import json_repair
 
-from kit.harness.grammar import LITERALS, Block, cut_reason, scan_json, segment
+from kit.harness.grammar import LITERALS, MAX_DEPTH, Block, cut_reason, scan_json, segment
 from kit.types import ToolCall
 
 _CITE_RE = re.compile(r"<IMG:\s*([^>\s][^>]*?)\s*>")
 MAX_CALL_CHARS = 200_000  # a tool call longer than this is refused before decoding
+MAX_REPAIR_CHARS = 50_000  # json-repair is superlinear on some inputs: longer text must be strict JSON
+# A decimal number as JSON writes it, or with a sign "+", a bare leading or trailing point (one reading
+# each); leading zeros (octal?), "_" separators, hex, NaN and Infinity are refused.
+_NUMBER = re.compile(r"[-+]?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _FENCE_RE = re.compile(r"^```(?:json)?\s*(.*?)\s*(?:```)?$", re.S | re.I)
 DEPARTURES = ("extra_actions_ignored", "multiple_responses", "response_unclosed", "tool_call_after_response",
               "text_outside_grammar", "think_missing", "think_unclosed", "multiple_think")
@@ -57,7 +74,7 @@ class RawCall:
     """A tool call before repair: ``arguments`` is a dict when decoded, else ``None`` with ``error``.
 
     ``error`` is a structured-error code (``non_json``, ``trailing_text``, ``missing_name``,
-    ``bad_arguments``, ``truncated``) when the call's serialization cannot be trusted; ``repairs``
+    ``bad_arguments``, ``truncated``, ``duplicate_key``) when the call's serialization cannot be trusted; ``repairs``
     lists serialization repairs that were applied.
     """
 
@@ -109,20 +126,24 @@ class ParsedTurn:
         return [d.code for d in self.departures]
 
 
-def decode_json_object(text: str, *, at_eof: bool = False,
-                       length_cut: bool = False) -> tuple[dict | None, str | None, str, list[str]]:
+def decode_json_object(text: str, *, at_eof: bool = False, length_cut: bool = False,
+                       complete: bool = False) -> tuple[dict | None, str | None, str, list[str]]:
     """Decode a JSON object written by a model, by structure.
 
     Args:
         at_eof: the text ran to the end of the model's output without a closing tag (a stop sequence
             or the length limit may have cut it).
         length_cut: the output hit the length limit (``finish_reason == "length"``).
+        complete: the text is a whole arguments string (a structured call's, or double-encoded), ended
+            by the server or by its quotes: an object that is not complete is ``truncated``, never
+            completed.
 
     Returns ``(obj, error_code, message, repairs)``. Strict JSON is accepted as is. An incomplete
     object is ``truncated`` (see :func:`kit.harness.grammar.cut_reason`) unless its only missing part
-    is the final closing brackets. A complete object followed by more text is ``trailing_text``.
-    Serialization slips go to json-repair, whose result is kept only when it holds exactly the keys
-    and values written (else ``non_json``).
+    is the final closing brackets. A complete object followed by more text is ``trailing_text``; an
+    unquoted value or a key without its colon is ``non_json``; a key written twice in one object is
+    ``duplicate_key``. Serialization slips go to json-repair, whose result is kept only when it holds
+    exactly the keys and values written (else ``non_json``).
     """
     s = text.strip()
     repairs: list[str] = []
@@ -144,26 +165,36 @@ def decode_json_object(text: str, *, at_eof: bool = False,
             return None, "non_json", f"tool call is not a JSON object: {s[:80]!r}", repairs
     scan = scan_json(s, 0)
     if scan.error:
-        return None, "non_json", f"cannot decode JSON: {scan.error.replace('_', ' ')} at offset {scan.end}", repairs
+        return None, "non_json", _SCAN_ERRORS[scan.error].format(at=scan.end), repairs
     if scan.complete:
         rest = s[scan.end:].strip()
         if rest:
             return None, "trailing_text", f"unexpected text after the JSON object: {rest[:80]!r}", repairs
     else:
+        if complete:
+            return None, "truncated", ("the arguments string ends before its JSON object is complete (cut off); "
+                                       "it is not completed"), repairs
         why = cut_reason(scan, at_eof=at_eof, length_cut=length_cut)
         if why is not None:
             return None, why[0], why[1], repairs
+    bad = _token_problem(scan.scalars)
+    if bad is not None:
+        return None, bad[0], bad[1], repairs
+    if not scan.complete:
         s = s[:scan.end].rstrip() + "".join(reversed(scan.closers))
         repairs.append("closing_brackets_added:" + "".join(reversed(scan.closers)))
     try:
         obj = json.loads(s)
         if isinstance(obj, dict):
-            return _no_surrogates(obj, s), None, "", repairs
+            return _no_surrogates(obj, s, repairs), None, "", repairs
         return None, "non_json", f"expected a JSON object, got {type(obj).__name__}", repairs
     except json.JSONDecodeError:
         pass
     except RecursionError:
         return None, "non_json", "JSON nested too deeply", repairs
+    if len(s) > MAX_REPAIR_CHARS:
+        return None, "non_json", (f"not strict JSON, and a {len(s)}-character call is too long to repair (limit "
+                                  f"{MAX_REPAIR_CHARS}): write strict JSON"), repairs
     try:
         obj = json_repair.loads(s)
     except (Exception, RecursionError) as e:  # json_repair is defensive, but never let it escape
@@ -177,10 +208,42 @@ def decode_json_object(text: str, *, at_eof: bool = False,
     if not same:
         return None, "non_json", ("cannot decode JSON: repairing it would change the keys or values written "
                                   f"(e.g. an unescaped quote or a comment) in {s[:80]!r}"), repairs
+    repairs.append("json_serialization_repaired")
     try:
-        return _no_surrogates(obj, s), None, "", repairs + ["json_serialization_repaired"]
+        return _no_surrogates(obj, s, repairs), None, "", repairs
     except RecursionError:
-        return None, "non_json", "JSON nested too deeply", repairs
+        return None, "non_json", "JSON nested too deeply", repairs[:-1]
+
+
+_SCAN_ERRORS = {
+    "mismatched_bracket": "cannot decode JSON: mismatched bracket at offset {at}",
+    "missing_colon": ("cannot decode JSON: a key is not followed by ':' at offset {at} (an unescaped quote, a "
+                      "comment or a missing value?); repairing it would change what was written"),
+    "too_deep": f"cannot decode JSON: nested more than {MAX_DEPTH} levels deep (at offset {{at}})",
+}
+
+
+def _token_problem(tokens: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """``(code, message)`` for the first token with two readings: an unquoted value that is no JSON
+    number or literal (``non_json``), or a key written twice in one object (``duplicate_key``); None
+    when there is none."""
+    keys: list[set | None] = []  # per open bracket: the keys seen (None for a list)
+    for kind, raw in tokens:
+        if kind == "o":
+            if raw in "{[":
+                keys.append(set() if raw == "{" else None)
+            elif keys:
+                keys.pop()
+        elif kind == "w":
+            if raw.lower() not in LITERALS and not _NUMBER.fullmatch(raw):
+                return "non_json", (f"unquoted value {raw[:40]!r}: a string must be quoted, a number or "
+                                    "true/false/null written in full")
+        elif kind in ("k", "kw") and keys and keys[-1] is not None:
+            k = _unescape(raw) if kind == "k" else raw
+            if k in keys[-1]:
+                return "duplicate_key", f"key {k[:40]!r} is written twice in one object (two readings)"
+            keys[-1].add(k)
+    return None
 
 
 def _scalars_of(obj) -> list[tuple[str, object]]:
@@ -232,14 +295,17 @@ def _unescape(raw: str) -> str:
 
 
 def _scalars_written(tokens: list[tuple[str, str]]) -> list[tuple[str, object]]:
-    """The scanner's tokens as decoded scalars: brackets as written, strings unescaped, literals and numbers by value, any
-    other bare word (an unquoted key) as a string."""
+    """The scanner's tokens as decoded scalars: brackets as written, strings and quoted keys unescaped,
+    unquoted keys as strings, literals and numbers by value (:func:`_token_problem` has refused any
+    other bare value)."""
     out: list[tuple[str, object]] = []
     for kind, raw in tokens:
         if kind == "o":
             out.append(("o", raw))
-        elif kind == "s":
+        elif kind in ("s", "k"):
             out.append(("s", _unescape(raw)))
+        elif kind == "kw":
+            out.append(("s", raw))
         elif raw.lower() in LITERALS:
             out.append(("l", LITERALS[raw.lower()]))
         else:
@@ -276,11 +342,18 @@ def scrub(obj):
     return obj
 
 
-def _no_surrogates(obj, source: str):
+def _no_surrogates(obj, source: str, repairs: list[str]):
     """Decoded JSON with lone UTF-16 surrogates (raw, or from ``"\\ud800"`` escapes) replaced by
     U+FFFD in every key and string, so names, arguments and the events that quote them can always be
-    recorded as UTF-8. ``source`` is the JSON text: without a surrogate in it, nothing is walked."""
-    return scrub(obj) if _SURROGATE.search(source) else obj
+    recorded as UTF-8; ``surrogates_replaced`` is appended to ``repairs`` when one was. ``source`` is
+    the JSON text: without a surrogate in it, nothing is walked (a valid pair decodes to its character
+    and is no repair)."""
+    if not _SURROGATE.search(source):
+        return obj
+    clean = scrub(obj)
+    if clean != obj:
+        repairs.append("surrogates_replaced")
+    return clean
 
 
 def _decode_text_call(block: Block, idx: int, length_cut: bool) -> RawCall:
@@ -294,8 +367,10 @@ def _decode_text_call(block: Block, idx: int, length_cut: bool) -> RawCall:
         return RawCall(call_id, "", None, body, "text", position, "missing_name",
                        'tool call needs a "name" string', repairs)
     args = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str) and not args.strip():  # "" : no arguments, as for a structured call
+        args, repairs = {}, repairs + ["empty_arguments"]
     if isinstance(args, str):  # some models double-encode the arguments
-        a, err, msg, r2 = decode_json_object(args)
+        a, err, msg, r2 = decode_json_object(args, complete=True)
         if err:
             return RawCall(call_id, name, None, body, "text", position, err, f"arguments: {msg}", repairs + r2)
         args, repairs = a, repairs + r2 + ["arguments_string_decoded"]
@@ -309,15 +384,22 @@ def _decode_text_call(block: Block, idx: int, length_cut: bool) -> RawCall:
 
 
 def decode_structured_call(call: ToolCall, truncated: bool = False) -> RawCall:
-    """Decode a function-calling tool call (arguments as a JSON string); ``truncated``: the turn hit
-    the length limit, so arguments that are not structurally complete are ``truncated``."""
+    """Decode a function-calling tool call (arguments as a JSON string).
+
+    The server's parser ended the arguments string, so one that is not a complete JSON object is
+    ``truncated`` and never completed (with or without the length limit); ``""`` is no arguments
+    (``empty_arguments``) unless ``truncated`` (the turn hit the length limit); a blank name is
+    ``missing_name``. Otherwise the same rules as a text call (:func:`decode_json_object`).
+    """
     raw = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+    if not isinstance(call.name, str) or not call.name.strip():
+        return RawCall(call.id, "", None, raw, "structured", -1, "missing_name", "tool call needs a non-empty name")
     if raw.strip() == "":
         if truncated:
             return RawCall(call.id, call.name, None, raw, "structured", -1, "truncated",
                            "the tool call's arguments were cut off by the response length limit")
-        return RawCall(call.id, call.name, {}, raw, "structured", -1)
-    obj, err, msg, repairs = decode_json_object(raw, at_eof=truncated, length_cut=truncated)
+        return RawCall(call.id, call.name, {}, raw, "structured", -1, repairs=["empty_arguments"])
+    obj, err, msg, repairs = decode_json_object(raw, at_eof=True, length_cut=truncated, complete=True)
     if err:
         return RawCall(call.id, call.name, None, raw, "structured", -1, err, msg, repairs)
     return RawCall(call.id, call.name, obj, raw, "structured", -1, None, "", repairs)
