@@ -71,13 +71,16 @@ class _FoldTable(dict):
 
 
 _FOLD = _FoldTable()
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
 
 
 def fold_accents(text: str) -> str:
     """``text`` with accented letters replaced by their base letters, one character for one, so
     positions in the folded text are positions in ``text`` (``héliosynchrone`` ->
     ``heliosynchrone``). Expects NFC text (:func:`normalize_text`)."""
-    return text if text.isascii() else text.translate(_FOLD)
+    # Only the non-ASCII runs are translated: str.translate through a mapping costs ~25 ns a character,
+    # and page text is mostly ASCII (2.6x faster on the shared archives' snippet leads).
+    return text if text.isascii() else _NON_ASCII_RUN.sub(lambda m: m.group().translate(_FOLD), text)
 
 
 # --------------------------------------------------------------------------------------------------
