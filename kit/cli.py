@@ -107,7 +107,7 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
     declared = notebook_parameters(src)
     params = check_params(declared, params or {}, f"notebook {name}")
     if preflight:
-        preflight_endpoints(declared, params, f"notebook {name}")
+        preflight_endpoints(declared, params)  # the caller names the notebook
     out.mkdir(parents=True, exist_ok=True)
     parameters = {"profile": profile, "out_dir": str(out), **params}
     dest = out / f"{name}.ipynb"

@@ -230,7 +230,9 @@ def named_endpoints(declared: dict[str, Param], params: dict[str, Any]) -> list[
 
 def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], where: str = "",
                         timeout_s: float = 5.0) -> list[str]:
-    """Check every named endpoint of a notebook run (reachable, serves the named model) before it starts.
+    """Check every named endpoint of a notebook run (reachable, serves the named model), and a ``model``
+    named without an endpoint (a local checkpoint folder, :func:`kit.policy.factory.local_model_problem`),
+    before it starts.
 
     Returns one line per endpoint checked. Raises :class:`kit.policy.factory.ModelUnavailable` (one
     line naming the parameter) at the first one that cannot be used. The main ``endpoint`` may omit
@@ -240,14 +242,25 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
 
     from kit.policy.factory import ModelUnavailable, check_endpoint
 
+    from kit.policy.factory import local_model_problem
+
     lines = []
-    for name, endpoint, model, key_env in named_endpoints(declared, params):
-        prefix = f"{where}: " if where else ""
+    prefix = f"{where}: " if where else ""
+    endpoints = named_endpoints(declared, params)
+    for name, endpoint, model, key_env in endpoints:
         if not model and name != "endpoint":
             raise ModelUnavailable(f"{prefix}{name}={endpoint} is set but {name[:-len('endpoint')]}model is empty")
         try:
             served, _ = check_endpoint(endpoint, model, os.environ.get(key_env), timeout_s)
-        except ModelUnavailable as e:
-            raise ModelUnavailable(f"{prefix}{name}: {e}") from e
+        except ModelUnavailable as e:  # its message names the endpoint already
+            raise ModelUnavailable(f"{prefix}{e}" if name == "endpoint" else f"{prefix}{name}: {e}") from e
         lines.append(f"{prefix}{name} {endpoint} serves {served!r}")
+    # the main model named without an endpoint is loaded in process: it must be a checkpoint folder
+    model = params.get("model", declared["model"].default) if "model" in declared else ""
+    if isinstance(model, str) and not any(n == "endpoint" for n, *_ in endpoints):
+        problem = local_model_problem(model)
+        if problem:
+            raise ModelUnavailable(f"{prefix}{problem}")
+        if model:
+            lines.append(f"{prefix}model {model!r} loads in process")
     return lines

@@ -47,7 +47,12 @@ def check_endpoint(endpoint: str | None, model: str | None, api_key_env: str = "
 
     if not endpoint:
         if model and not model.startswith("tiny-"):
-            return Check("endpoint", "skip", f"no endpoint named; model {model!r} is loaded in-process (see tokenizer)")
+            from kit.policy.factory import local_model_problem
+
+            problem = local_model_problem(model)
+            if problem:
+                return Check("model", "FAIL", f"no endpoint named and {problem}")
+            return Check("model", "ok", f"no endpoint named; checkpoint folder {model} is loaded in process")
         return Check("endpoint", "skip", "no endpoint named: runs use the tiny random-weight model (labelled smoke)")
     try:
         name, ids = probe(endpoint, model or "", os.environ.get(api_key_env))
@@ -85,7 +90,9 @@ def check_tokenizer(model: str | None = None) -> Check:
         if model and not model.startswith("tiny-"):
             from kit.policy.tokens import counter_for
 
-            counter, what = counter_for(model), model
+            counter = counter_for(model)
+            # a name that is not a folder gets the offline Qwen tokenizer: say so, it is an approximation
+            what = model if Path(model).expanduser().is_dir() else f"{model!r} counted with the offline Qwen tokenizer"
         else:
             from kit.policy.tokens import QwenTokenCounter
 

@@ -145,7 +145,7 @@ def test_named_endpoint_is_checked_before_the_first_notebook(tmp_path, nb_dir, c
     dead = closed_port_url()
     base = ["--results-dir", str(tmp_path), "--notebooks-dir", str(nb_dir), "--no-progress"]
     with models_server(["served-a", "served-b"]) as url:
-        with pytest.raises(SequenceError, match=r"notebook 03 .*endpoint: endpoint .* does not serve model 'mine'; "
+        with pytest.raises(SequenceError, match=r"notebook 03 .*: endpoint .* does not serve model 'mine'; "
                                                 r"it serves \['served-a', 'served-b'\]"):
             run_sequence("r", ["01", "03"], per_notebook={"03": {"endpoint": url, "model": "mine"}}, results_dir=tmp_path,
                          notebooks_dir=nb_dir, runner=runner, echo=lambda s: None)
@@ -156,6 +156,7 @@ def test_named_endpoint_is_checked_before_the_first_notebook(tmp_path, nb_dir, c
         rc = main(["notebook", "01", "--out", str(tmp_path / "one"), "-p", "endpoint", url, "-p", "model", "mine"])
         err = capsys.readouterr().err.strip()
         assert rc == 2 and "does not serve model 'mine'" in err and len(err.splitlines()) == 1
+        assert err.startswith("notebook 01: endpoint ")  # said once, no stutter
     rc = main(["sequence", "--run", "d", "--only", "01", "-p", "endpoint", dead, "-p", "model", "m", *base])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and f"endpoint {dead} unreachable" in err and len(err.splitlines()) == 1
@@ -188,3 +189,20 @@ def test_every_notebook_parameter_has_a_checkable_type():
     untyped = {nb.name: [k for k, p in notebook_parameters(nb).items() if p.kinds == ("any",)]
                for nb in sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))}
     assert len(untyped) == 7 and not any(untyped.values()), untyped
+
+
+def test_named_local_model_that_cannot_load_stops_before_the_kernel(tmp_path, capsys):
+    """A model named without an endpoint loads in process: a name that is not a checkpoint folder stops the
+    run with one line and exit 2 before any notebook runs (not a traceback from inside the kernel)."""
+    from kit.policy.factory import ModelUnavailable, local_model_problem, make_policy
+
+    for model in ("foo", "Qwen/Qwen2.5-VL-7B-Instruct", str(tmp_path)):
+        rc = main(["notebook", "01", "--out", str(tmp_path / "out"), "-p", "model", model])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and len(err.splitlines()) == 1 and f"model {model!r}" in err, err
+        assert not (tmp_path / "out").exists()
+        with pytest.raises(ModelUnavailable, match="checkpoint folder"):
+            make_policy(model)
+    assert local_model_problem("") is None and local_model_problem("tiny-qwen3_vl") is None
+    (tmp_path / "config.json").write_text("{}")
+    assert local_model_problem(str(tmp_path)) is None

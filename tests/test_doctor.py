@@ -59,3 +59,13 @@ def test_doctor_passes_when_everything_is_there(data_dir, capsys):
     out = capsys.readouterr().out
     fonts_ok = "ok   fonts" in out
     assert (rc == 0) == fonts_ok and "ok   endpoint" in out and "ok   zim" in out and "ok   sandbox" in out
+
+
+def test_doctor_fails_a_named_model_that_is_not_a_checkpoint_folder(tmp_path):
+    from kit.doctor import check_endpoint
+
+    bad = check_endpoint(None, "foo")
+    assert bad.status == "FAIL" and "not a local checkpoint folder" in bad.detail
+    (tmp_path / "config.json").write_text("{}")
+    assert check_endpoint(None, str(tmp_path)).status == "ok"
+    assert check_endpoint(None, "tiny-qwen2_vl").status == "skip"

@@ -97,7 +97,7 @@ def test_factory_never_replaces_a_named_model(capfd):
         make_policy("some-model", dead)
     with pytest.raises(ModelUnavailable, match=rf"endpoint {dead} unreachable"):
         make_policy("", dead)
-    with pytest.raises(ModelUnavailable, match=r"model '/no/such/checkpoint' could not be loaded"):
+    with pytest.raises(ModelUnavailable, match=r"model '/no/such/checkpoint' is not a local checkpoint folder"):
         make_policy("/no/such/checkpoint")
     with models_server(["Qwen/Qwen2.5-VL-7B-Instruct"]) as url:
         with pytest.raises(ModelUnavailable, match=r"does not serve model 'qwen-7b'; it serves \['Qwen/Qwen2.5-VL-7B-Instruct'\]"):

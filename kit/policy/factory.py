@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -95,6 +96,20 @@ def check_endpoint(endpoint: str, model: str, api_key: str | None = None, timeou
     return ids[0], ids
 
 
+def local_model_problem(model: str) -> str | None:
+    """Why ``model`` (named without an endpoint) cannot be loaded in process, or None when it can be tried:
+    empty, a ``tiny-<arch>`` name, or a folder holding a ``config.json``. In-process models load from a
+    local checkpoint folder only (the Hub is not reached at run time)."""
+    if not model or model.startswith(TINY_PREFIX):
+        return None
+    p = Path(model).expanduser()
+    if p.is_dir() and (p / "config.json").is_file():
+        return None
+    what = "has no config.json" if p.is_dir() else "is not a local checkpoint folder"
+    return (f"model {model!r} {what}: an in-process model loads from a checkpoint folder (download it first, "
+            f"e.g. python -m kit.cli download {model}), or serve it and name the endpoint")
+
+
 def is_named(model: str, endpoint: str) -> bool:
     """True when the user named a real model (an endpoint, or a model that is not ``tiny-<arch>``)."""
     return bool(endpoint) or bool(model and not model.startswith(TINY_PREFIX))
@@ -132,7 +147,8 @@ def make_policy(model: str = "", endpoint: str = "", *, api_key_env: str = "OPEN
 
     * ``endpoint`` set: :class:`~kit.policy.openai_client.OpenAIChatPolicy` serving ``model`` (checked
       with ``GET /models``; an empty ``model`` takes the server's only model).
-    * ``model`` a local path or hub id: :class:`~kit.policy.transformers_policy.TransformersPolicy`.
+    * ``model`` a local checkpoint folder: :class:`~kit.policy.transformers_policy.TransformersPolicy`
+      (anything else is refused with :func:`local_model_problem`'s reason).
     * ``model`` ``"tiny-qwen2_vl"`` / ``"tiny-qwen2_5_vl"`` / ``"tiny-qwen3_vl"``: that tiny random checkpoint.
     * nothing named: the tiny ``tiny_arch`` checkpoint when ``allow_fallback`` (announced on the terminal).
 
@@ -152,6 +168,9 @@ def make_policy(model: str = "", endpoint: str = "", *, api_key_env: str = "OPEN
         return OpenAIChatPolicy(endpoint, name, api_key=key), {"kind": "openai", "endpoint": endpoint, "model": name,
                                                               "served_models": ",".join(ids), "smoke": False}
     if model and not model.startswith(TINY_PREFIX):
+        problem = local_model_problem(model)
+        if problem:
+            raise ModelUnavailable(problem)
         try:
             from kit.policy.transformers_policy import TransformersPolicy
 
