@@ -1,4 +1,5 @@
-"""A rule-based demonstrator that drives all five tools like a careful agent would (not a model).
+"""A rule-based demonstrator that drives four of the five tools (all but ``execute_code``) like a careful
+agent would (not a model).
 
 It reads the observations in the context and follows a fixed plan: reverse image search on the user's
 image (or a web search without one), a web search on the question's content words (plus a
