@@ -203,7 +203,8 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
     correct the recorded plan: they may change the profile or parameters of notebooks not yet
     finished (such a notebook then starts afresh), never those of a finished one. A notebook that
     starts afresh (any step without ``resume``, a never-started step with it) first has its folder
-    ``<results_dir>/<run>/<notebook>/`` cleared, so no output of an earlier sequence is mixed in or resumed.
+    ``<results_dir>/<run>/<notebook>/`` cleared (and its private episodes in the kit cache,
+    :func:`kit.eval.runner.default_private_dir`), so no output of an earlier sequence is mixed in or resumed.
 
     Raises:
         SequenceError: bad plan, missing notebooks, an unknown or mistyped override, an unusable
@@ -308,10 +309,15 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         out = run_dir / NOTEBOOKS[key]
         if out.is_symlink():
             raise SequenceError(f"{out} is a symbolic link: the sequence writes (and clears) a real folder there")
-        if out.is_dir() and (not resume or step["status"] == "pending"):
-            # outputs of an earlier sequence: a fresh notebook run must not resume or mix with them
-            shutil.rmtree(out)
-            echo(f"{label}: cleared the earlier outputs in {out}")
+        if not resume or step["status"] == "pending":
+            # outputs of an earlier sequence, and the private (encrypted-benchmark) episodes kept for this
+            # folder in the kit cache: a fresh notebook run must not resume or mix with them
+            from kit.eval.runner import default_private_dir
+
+            for old in (out, default_private_dir(out)):
+                if old.is_dir():
+                    shutil.rmtree(old)
+                    echo(f"{label}: cleared the earlier outputs in {old}")
         step.update(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), params=params,
                     out_dir=str(out), error=None)
         _write_state(state_path, state)

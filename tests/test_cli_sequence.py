@@ -115,10 +115,16 @@ def test_fresh_sequence_clears_earlier_outputs_resume_keeps_them(tmp_path, nb_di
     stale06 = tmp_path / "r" / NOTEBOOKS["06"] / "old.txt"
     stale06.parent.mkdir(parents=True)
     stale06.write_text("from an older sequence")
+    from kit.eval.runner import default_private_dir
+
+    private06 = default_private_dir(stale06.parent) / "mmbrowsecomp" / "episodes.jsonl"  # encrypted benchmark's episodes
+    private06.parent.mkdir(parents=True, exist_ok=True)
+    private06.write_text("{}\n")
     (tmp_path / "fail").unlink()
     run_sequence("r", resume=True, results_dir=tmp_path, notebooks_dir=nb_dir, runner=runner, echo=lines.append)
     assert kept.exists()  # the failed notebook resumes inside its folder
     assert not stale06.exists() and (stale06.parent / "ran.txt").exists()  # a never-started one starts clean
+    assert not private06.exists()  # with its private episodes: an older run's MM-BrowseComp episodes are not resumed
 
 
 def test_resume_without_state_and_bad_run_name(tmp_path, nb_dir):
