@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import re
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -136,7 +137,7 @@ def test_threaded_normalization_matches_serial_and_reruns(traces, tmp_path):
         (tmp_path / "b" / "mmsearch_r1_quarantine.jsonl").read_text()
     # rerun into the same folder: workspace images are replaced, not duplicated or failed
     again, rep3 = normalize_rows(ad, rows, tmp_path / "a")
-    assert rep3.kept == rep1.kept and len(list((tmp_path / "a" / "workspaces" / again[0].id).iterdir())) == 1
+    assert rep3.kept == rep1.kept and len(list(Path(again[0].workspace).iterdir())) == 1
 
 
 def test_chat_adapter_reads_ms_swift_agent_and_sharegpt_layouts(tmp_path):

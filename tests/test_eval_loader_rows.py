@@ -140,3 +140,142 @@ def test_text_only_mode_reaches_load_benchmarks_from_the_data_folder(mmbc, tmp_p
     assert not text_only.problems and len(text_only.tasks) == 20 and text_only.summary()["text_only"] == 1
     with pytest.raises(BenchmarkError, match="MM-BrowseComp"):
         load_benchmark("local:livevqa", data_dir=data, missing_images="text_only")
+
+
+# ------------------------------------------------------------------ review findings (issue 14 part 6)
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+def _hub_mmbc(tmp_path, data_dir, extra_lines=(), first_prefix=b""):
+    src = data_dir / "benchmarks" / "mm_browsecomp_sample"
+    lines = [x for x in (src / "MMBrowseComp.sample.jsonl").read_bytes().splitlines() if x.strip()]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "MMBrowseComp.jsonl").write_bytes(
+        first_prefix + b"\n".join(lines[:3] + list(extra_lines) + lines[3:]) + b"\n")
+    shutil.copytree(src / "images", tmp_path / "MMBC_images")
+    return tmp_path
+
+
+def test_one_bad_line_does_not_abort_a_hub_benchmark(tmp_path, data_dir):
+    from kit.eval.benchmarks import load_benchmark
+    from kit.eval.runner import load_benchmarks
+
+    root = _hub_mmbc(tmp_path, data_dir, [b"not json", DEEP, b'{"id": "caf\xe9"}'])
+    res = load_benchmark("hub:mmbrowsecomp", local_path=root, image_dir=tmp_path / "c")
+    assert len(res.tasks) == 20 and len(res.problems) == 3
+    assert [p["row"] for p in res.problems] == ["MMBrowseComp.jsonl:4", "MMBrowseComp.jsonl:5", "MMBrowseComp.jsonl:6"]
+    out = asyncio.run(load_benchmarks(["hub:mmbrowsecomp"], local_paths={"mmbrowsecomp": str(root)},
+                                      image_dir=tmp_path / "c"))["mmbrowsecomp"]
+    assert len(out.tasks) == 20 and len(out.problems) == 3
+    # any other load failure (a damaged parquet file) is one benchmark-level problem, not a traceback
+    (tmp_path / "fv").mkdir()
+    (tmp_path / "fv" / "fvqa_test.parquet").write_bytes(b"PAR1 this is not parquet")
+    out = asyncio.run(load_benchmarks(["hub:fvqa"], local_paths={"fvqa": str(tmp_path / "fv")}, image_dir=tmp_path / "c"))
+    assert not out["fvqa"].tasks and len(out["fvqa"].problems) == 1 and "fvqa_test.parquet" in out["fvqa"].problems[0]["reason"]
+
+
+def test_deep_nesting_and_bad_encoding_are_row_or_file_problems(mmbc, tmp_path, data_dir):
+    root, f, rows = mmbc
+    with open(f, "ab") as fh:
+        fh.write(DEEP + b"\n" + b'{"id": 1, "x": ' + DEEP + b"}\n")
+    res = load_mm_browsecomp(root)
+    assert len(res.tasks) == 20 and len(res.problems) == 2 and all("nest" in p["reason"] for p in res.problems)
+    src = data_dir / "benchmarks" / "livevqa_news_sample"
+    for name, data in (("deep", DEEP), ("latin1", b'[{"id": "caf\xe9"}]')):
+        shutil.copytree(src, tmp_path / name)
+        (tmp_path / name / "zz.json").write_bytes(data)
+        res = load_livevqa(tmp_path / name)
+        assert len(res.tasks) == 60 and len(res.problems) == 1 and res.problems[0]["row"] == "zz.json"
+
+
+def test_negative_limit_is_an_error_everywhere(mmbc, tmp_path, data_dir):
+    from kit.eval.benchmarks import load_benchmark
+    from kit.eval.loaders import BenchmarkError, load_fvqa
+    from kit.eval.runner import load_benchmarks
+
+    root, _, _ = mmbc
+    b = data_dir / "benchmarks"
+    calls = [lambda: load_fvqa(b / "fvqa_mmsearch_r1", -1), lambda: load_livevqa(b / "livevqa_news_sample", -1),
+             lambda: load_mm_browsecomp(root, -1), lambda: load_infoseek(b / "infoseek_mini" / "mini_data.pq", -1),
+             lambda: load_hub_benchmark("mmbrowsecomp", local_path=_hub_mmbc(tmp_path, data_dir), limit=-1)]
+    for k in ("fvqa", "livevqa", "mmbrowsecomp", "infoseek"):
+        calls.append(lambda k=k: load_benchmark(k, data_dir=data_dir, limit=-1))
+    for c in calls:
+        with pytest.raises(BenchmarkError, match="limit"):
+            c()
+    for bad in (-1, 1.5, "2", True):
+        with pytest.raises(ValueError, match="limit"):
+            asyncio.run(load_benchmarks(["fvqa", "livevqa"], data_dir=data_dir, limit=bad))
+
+
+def test_load_benchmarks_entry_checks(data_dir):
+    from kit.eval.benchmarks import load_benchmark
+    from kit.eval.runner import load_benchmarks
+
+    for specs in (["fvqa", "local:fvqa"], ["livevqa", "livevqa"]):
+        with pytest.raises(ValueError, match="duplicate"):
+            asyncio.run(load_benchmarks(specs, data_dir=data_dir, limit=1))
+    for specs in (["fvqa"], ["mmbrowsecomp"], ["hub:fvqa"]):
+        with pytest.raises(ValueError, match="missing_images"):
+            asyncio.run(load_benchmarks(specs, data_dir=data_dir, limit=1, missing_images="txt_only"))
+    for spec in ("fvqa", "mmbrowsecomp", "hub:fvqa"):
+        with pytest.raises(ValueError, match="missing_images"):
+            load_benchmark(spec, data_dir=data_dir, limit=1, missing_images="txt_only")
+    out = asyncio.run(load_benchmarks([5, None, "fvqa"], data_dir=data_dir, limit=1))
+    assert list(out) == ["5", "None", "fvqa"] and len(out["fvqa"].tasks) == 1
+    assert all(len(out[k].problems) == 1 and "UnknownBenchmarkError" in out[k].problems[0]["reason"] for k in ("5", "None"))
+
+
+def _fvqa_copy(tmp_path, data_dir, n=4):
+    src = data_dir / "benchmarks" / "fvqa_mmsearch_r1"
+    (tmp_path / "fv" / "metadata").mkdir(parents=True)
+    (tmp_path / "fv" / "images").symlink_to(src / "images")
+    files = sorted((src / "metadata").glob("*.json"))[:n]
+    for f in files:
+        shutil.copy(f, tmp_path / "fv" / "metadata" / f.name)
+    return tmp_path / "fv", files
+
+
+def test_one_id_rule_in_every_loader(mmbc, tmp_path, data_dir):
+    from kit.eval.loaders import load_fvqa, row_id
+
+    assert [row_id({"id": v}, "id") for v in ("a ", 7, 7.0, "7")] == ["a", "7", "7", "7"]
+    root, files = _fvqa_copy(tmp_path, data_dir)
+    base = json.loads(files[1].read_text())
+    for k, did in enumerate([[1, 2], {"a": 1}, True, "  ", None, 1.5]):
+        (root / "metadata" / f"bad{k}.json").write_text(json.dumps({**base, "data_id": did}))
+    (root / "metadata" / "zero.json").write_text(json.dumps({**base, "data_id": 0}))
+    (root / "metadata" / "spaced.json").write_text(json.dumps({**base, "data_id": base["data_id"] + " "}))
+    (root / "metadata" / "nokey.json").write_text(json.dumps({k: v for k, v in base.items() if k != "data_id"}))
+    tasks, problems = load_fvqa(root)
+    ids = [t.id for t in tasks]
+    assert "0" in ids and "nokey" in ids and "1.5" in ids and len(ids) == len(set(ids)) == 7
+    reasons = {p["file"]: p["reason"] for p in problems}
+    assert all("id" in reasons[f"bad{k}.json"] for k in range(5)) and "duplicate" in reasons["spaced.json"]
+    assert "bad5.json" not in reasons  # 1.5 is a number id: "1.5"
+    # MM-BrowseComp: 4.0 and 4 are the same id
+    _, f, rows = mmbc
+    with open(f, "a") as fh:
+        fh.write(json.dumps(dict(rows[0], id=float(rows[0]["id"]))) + "\n")
+    res = load_mm_browsecomp(mmbc[0])
+    assert len(res.tasks) == 20 and len(res.problems) == 1 and "duplicate id" in res.problems[0]["reason"]
+
+
+def test_byte_order_marks_are_not_problems(mmbc, tmp_path, data_dir):
+    from kit.eval.loaders import load_fvqa
+
+    root, files = _fvqa_copy(tmp_path, data_dir)
+    p = root / "metadata" / files[0].name
+    p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())
+    tasks, problems = load_fvqa(root)
+    assert len(tasks) == 4 and not problems
+    _, f, _ = mmbc
+    f.write_bytes(b"\xef\xbb\xbf" + f.read_bytes())
+    res = load_mm_browsecomp(mmbc[0])
+    assert len(res.tasks) == 20 and not res.problems
+    lv = tmp_path / "lv"
+    shutil.copytree(data_dir / "benchmarks" / "livevqa_news_sample", lv)
+    j = next(lv.glob("*.json"))
+    j.write_bytes(b"\xef\xbb\xbf" + j.read_bytes())
+    res = load_livevqa(lv)
+    assert len(res.tasks) == 60 and not res.problems

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 from kit.eval.hub_loaders import HUB_SOURCES, UnknownBenchmarkError, load_hub_benchmark
-from kit.eval.loaders import (BenchmarkError, LoadResult, load_fvqa, load_infoseek, load_livevqa, load_mm_browsecomp,
-                              load_vistarget_jsonl)
+from kit.eval.loaders import (BenchmarkError, LoadResult, check_limit, check_missing_images, load_fvqa, load_infoseek,
+                              load_livevqa, load_mm_browsecomp, load_vistarget_jsonl)
 
 MMSEARCH_STYLE = "MMSearch-style Tasks"
 KNOWLEDGE_QA = "Multimodal Knowledge QA"
@@ -78,8 +78,10 @@ def parse_spec(spec: str, default_source: str = "local") -> tuple[str, str]:
     """``"hub:fvqa"`` -> ``("hub", "fvqa")``; a bare name takes ``default_source``.
 
     Raises:
-        UnknownBenchmarkError: malformed spec or unknown name.
+        UnknownBenchmarkError: malformed spec (not a string) or unknown name.
     """
+    if not isinstance(spec, str):
+        raise UnknownBenchmarkError(f"a benchmark spec is a string like 'fvqa' or 'hub:fvqa', got {spec!r}")
     m = _SPEC.match(spec.strip())
     if not m or m.group(2) not in BENCHMARKS:
         raise UnknownBenchmarkError(f"unknown benchmark {spec!r}; known: {sorted(BENCHMARKS)} "
@@ -105,7 +107,11 @@ def load_benchmark(spec: str, *, source: str = "local", data_dir: str | Path | N
         UnknownBenchmarkError: unknown name, or a local spec with no local files for it.
         BenchmarkError: no data folder, or unreadable data.
         UnpinnedRevisionError: hub loading without a pinned revision (see hub_loaders).
+        ValueError: ``missing_images`` is not one of ``"problem"``, ``"text_only"`` (checked first,
+            for every benchmark); ``BenchmarkError`` for a ``limit`` that is not an integer >= 0.
     """
+    check_missing_images(missing_images)
+    check_limit(limit)
     src, key = parse_spec(spec, source)
     if key == "vistarget_zim":
         raise BenchmarkError("vistarget_zim is built from a search backend: use kit.eval.vistarget.build_zim_vistarget")

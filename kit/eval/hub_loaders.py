@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kit.eval.crypto import DecryptionError, decrypt_text
-from kit.eval.loaders import (MISSING_IMAGES, BenchmarkError, LoadResult, _aslist, _answers, default_image_dir,
-                              image_to_bytes, livevqa_tasks, mmbrowsecomp_task, mmsearch_r1_task, row_id,
-                              save_image_bytes, sha256_text)
+from kit.eval.loaders import (BenchmarkError, LoadResult, _aslist, _answers, check_limit, check_missing_images,
+                              default_image_dir, image_to_bytes, json_line, livevqa_tasks, mmbrowsecomp_task,
+                              mmsearch_r1_task, row_id, save_image_bytes, sha256_text)
 from kit.harness.episode import Task
 
 MMSEARCH_PLUS_CANARY = "MMSearch-Plus"  # the authors' hint: the repository name without the user
@@ -275,21 +275,81 @@ def _is_saved_dataset(folder: Path) -> bool:
     return (folder / "state.json").is_file() and (folder / "dataset_info.json").is_file()
 
 
-def _rows(src: HubSource, local_path: Path | None, revision: str | None) -> tuple[list[tuple[str, int, dict]], dict]:
-    """``[(file label, row index, row)]`` and provenance. Rows come through ``datasets``."""
+class BadRow:
+    """A place in a data file that is not a row (a line that is not JSON, not UTF-8, too deeply
+    nested): reported as that row's problem by :func:`load_hub_benchmark`."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def json_rows(data: bytes, fname: str) -> list[tuple[str, int, dict | BadRow]]:
+    """``[(where, row index, row or BadRow)]`` of a JSON file (a list of rows, or one row) or, when
+    the whole file is not one JSON document, of JSON lines read one by one (``where`` is
+    ``"<file>:<line>"``, 1-based, as the local loaders say), so one damaged line is one problem."""
     try:
-        import datasets
-    except ImportError as e:
-        raise BenchmarkError("loading benchmarks by hub name needs `datasets`: pip install 'mmsearch-kit[train]'") from e
+        whole = json_line(data)
+    except ValueError:
+        whole = None
+    else:
+        rows = whole if isinstance(whole, list) else [whole]
+        return [(f"{fname}:{i}", i, r) for i, r in enumerate(rows)]
+    out: list[tuple[str, int, dict | BadRow]] = []
+    for line, raw in enumerate(data.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            row: Any = json_line(raw)
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, too deep
+            row = BadRow(f"{type(e).__name__}: {str(e)[:300]}")
+        out.append((f"{fname}:{line}", len(out), row))
+    return out
+
+
+def _load(what: str, fn: Callable[[], Any]) -> Any:
+    """Run a ``datasets`` loader; any failure (damaged file, not cached offline, bad split) is one
+    :class:`BenchmarkError` naming ``what``, never a traceback from inside ``datasets``."""
+    try:
+        return fn()
+    except BenchmarkError:
+        raise
+    except Exception as e:  # datasets / pyarrow raise many unrelated types (DatasetGenerationError, ArrowInvalid ...)
+        raise BenchmarkError(f"{what}: cannot be loaded: {type(e).__name__}: {str(e)[:300]}") from e
+
+
+def _rows(src: HubSource, local_path: Path | None, revision: str | None
+          ) -> tuple[list[tuple[str, str, int, dict | BadRow]], dict]:
+    """``[(file name, where, row index, row)]`` and provenance. JSON releases are read by the kit
+    (:func:`json_rows`: a bad line is a :class:`BadRow`); parquet through ``datasets``.
+
+    Raises:
+        BenchmarkError: missing ``datasets`` or data files, or a file that cannot be loaded at all.
+    """
     info: dict[str, Any] = {"repo": src.repo, "revision": revision, "subset": src.subset, "licence": src.licence}
-    out: list[tuple[str, int, dict]] = []
+    out: list[tuple[str, str, int, dict | BadRow]] = []
+
+    def dataset(what: str, fn: Callable[[], Any]) -> list[tuple[str, str, int, dict | BadRow]]:
+        ds = _load(what, fn)
+        return [(Path(what).name, f"{Path(what).name}:{i}", i, r) for i, r in enumerate(ds)]
+
+    def need_datasets():
+        try:
+            import datasets
+        except ImportError as e:
+            raise BenchmarkError("loading benchmarks by hub name needs `datasets`: pip install 'mmsearch-kit[train]'") from e
+        return datasets
+
     if local_path is not None:
         info["local_path"] = str(local_path)
         if _is_saved_dataset(local_path):
-            ds = datasets.load_from_disk(str(local_path))
-            if isinstance(ds, datasets.DatasetDict):
-                ds = ds[src.split] if src.split in ds else next(iter(ds.values()))
-            return [(local_path.name, i, r) for i, r in enumerate(ds)], {**info, "format": "save_to_disk"}
+            datasets = need_datasets()
+
+            def from_disk():
+                ds = datasets.load_from_disk(str(local_path))
+                if isinstance(ds, datasets.DatasetDict):
+                    ds = ds[src.split] if src.split in ds else next(iter(ds.values()))
+                return ds
+            return dataset(str(local_path), from_disk), {**info, "format": "save_to_disk"}
         files = []
         for pattern in src.data_files:
             found = sorted(local_path.glob(pattern))
@@ -297,19 +357,28 @@ def _rows(src: HubSource, local_path: Path | None, revision: str | None) -> tupl
                 raise BenchmarkError(f"{local_path} has no file matching {pattern!r} (laid out like {src.repo})")
             files += found
         for f in files:
-            ds = datasets.load_dataset(src.builder, data_files={src.split: str(f)}, split=src.split)
-            out += [(f.name, i, r) for i, r in enumerate(ds)]
+            if src.builder == "json":
+                out += [(f.name, w, i, r) for w, i, r in json_rows(f.read_bytes(), f.name)]
+            else:
+                datasets = need_datasets()
+                out += dataset(str(f), lambda f=f: datasets.load_dataset(src.builder, data_files={src.split: str(f)},
+                                                                         split=src.split))
         from kit.manifest import file_sha256
 
         info["files"] = [{"path": str(f), "sha256": file_sha256(f)} for f in files]
         return out, info
     for pattern in src.data_files:
-        if src.on_github:
-            ds = datasets.load_dataset(src.builder, data_files={src.split: _github_raw(src.repo, revision, pattern)},
-                                       split=src.split)
+        name = Path(pattern).name
+        if src.on_github and src.builder == "json":
+            out += [(name, w, i, r) for w, i, r in json_rows(_download(_github_raw(src.repo, revision, pattern)), name)]
+        elif src.on_github:
+            datasets = need_datasets()
+            out += dataset(pattern, lambda p=pattern: datasets.load_dataset(
+                src.builder, data_files={src.split: _github_raw(src.repo, revision, p)}, split=src.split))
         else:
-            ds = datasets.load_dataset(src.repo, data_files={src.split: pattern}, split=src.split, revision=revision)
-        out += [(Path(pattern).name, i, r) for i, r in enumerate(ds)]
+            datasets = need_datasets()
+            out += dataset(pattern, lambda p=pattern: datasets.load_dataset(
+                src.repo, data_files={src.split: p}, split=src.split, revision=revision))
     return out, info
 
 
@@ -341,8 +410,8 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
         BenchmarkError: missing ``datasets``, missing data files, or ``strict`` and a bad row.
     """
     src = get_source(name)
-    if missing_images not in MISSING_IMAGES:
-        raise ValueError(f"missing_images must be one of {MISSING_IMAGES}, got {missing_images!r}")
+    check_missing_images(missing_images)
+    check_limit(limit)
     local = Path(local_path) if local_path is not None else None
     rev = revision or src.revision
     if local is None and rev is None and not allow_unpinned:
@@ -373,16 +442,20 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
     info.update({"pinned_revision": src.revision, "unpinned": local is None and rev is None,
                  "revision_evidence": src.revision_evidence, "notes": src.notes})
     res = LoadResult(name, info=info)
-    for fname, i, row in rows:
+    for fname, where, i, row in rows:
         ctx = RowContext(name, img_dir, resolve, fname, missing_images)
         try:
-            res.add(src.convert(dict(row), i, ctx), f"{fname}:{i}")
+            if isinstance(row, BadRow):
+                raise BenchmarkError(row.reason)
+            if not isinstance(row, dict):
+                raise BenchmarkError(f"row is a JSON {type(row).__name__}, not an object")
+            res.add(src.convert(dict(row), i, ctx), where)
         except SkipRow as e:
             res.skip(str(e))
         except (BenchmarkError, DecryptionError, KeyError, TypeError, ValueError, AttributeError) as e:
             if strict:
-                raise BenchmarkError(f"{name} {fname} row {i}: {type(e).__name__}: {e}") from e
-            res.problem(f"{fname}:{i}", f"{type(e).__name__}: {e}")
+                raise BenchmarkError(f"{name} {where}: {type(e).__name__}: {e}") from e
+            res.problem(where, f"{type(e).__name__}: {e}")
         if limit is not None and len(res.tasks) >= limit:
             res.tasks = res.tasks[:limit]
             break

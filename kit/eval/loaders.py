@@ -58,8 +58,7 @@ def load_fvqa(root: str | Path, limit: int | None = None, *, strict: bool = Fals
     meta_dir, img_dir = root / "metadata", root / "images"
     if not meta_dir.is_dir():
         raise BenchmarkError(f"{root} has no metadata/ folder (expected the MMSearch-R1 FVQA layout)")
-    if limit is not None and limit < 0:
-        raise BenchmarkError(f"limit must be >= 0, got {limit}")
+    check_limit(limit)
     tasks: list[Task] = []
     problems: list[dict] = []
     seen: set[str] = set()
@@ -67,7 +66,7 @@ def load_fvqa(root: str | Path, limit: int | None = None, *, strict: bool = Fals
         if limit is not None and len(tasks) >= limit:
             break
         try:
-            row = json.loads(f.read_text(encoding="utf-8"))
+            row = json.loads(f.read_text(encoding="utf-8-sig"))  # utf-8-sig: a byte-order mark is not content
             if not isinstance(row, dict):
                 raise BenchmarkError(f"row is a JSON {type(row).__name__}, not an object")
             q = row.get("question")
@@ -86,7 +85,7 @@ def load_fvqa(root: str | Path, limit: int | None = None, *, strict: bool = Fals
             img = img_dir / name
             if not name or not img.is_file():
                 raise BenchmarkError(f"query image {name!r} not found in {img_dir}")
-            tid = str(row.get("data_id") or f.stem)
+            tid = row_id(row, "data_id") if "data_id" in row else f.stem  # the file name only when there is no field
             if tid in seen:
                 raise BenchmarkError(f"duplicate data_id {tid!r}")
             seen.add(tid)
@@ -169,15 +168,53 @@ MISSING_IMAGES = ("problem", "text_only")
 
 
 def row_id(row: dict[str, Any], key: str) -> str:
-    """The row's id from field ``key`` as text.
+    """The row's id from field ``key`` as text, by one rule for every loader: a string (stripped)
+    or a number (an integral float is the integer: ``4.0`` and ``4`` are the same id ``"4"``), so
+    ids that differ only in spacing or number type are caught as duplicates.
 
     Raises:
-        BenchmarkError: ``missing id``: the field is absent, null, empty, a boolean or not a scalar.
+        BenchmarkError: ``missing id`` (absent, null, empty or blank) or ``bad id`` (a boolean, a
+            list, an object, NaN or infinity).
     """
+    import math
+
     v = row.get(key)
-    if v is None or isinstance(v, bool) or not isinstance(v, (str, int, float)) or not str(v).strip():
+    if v is None or (isinstance(v, str) and not v.strip()):
         raise BenchmarkError(f"missing id: field {key!r} is {'absent' if key not in row else repr(v)[:40]}")
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+        raise BenchmarkError(f"bad id: field {key!r} must be a string or a number, got {repr(v)[:40]}")
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() else repr(v)
     return str(v).strip()
+
+
+def check_limit(limit: Any) -> None:
+    """``limit`` is ``None`` (all rows) or an integer >= 0.
+
+    Raises:
+        BenchmarkError: anything else (a negative number would otherwise load one row or none).
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise BenchmarkError(f"limit must be None or an integer >= 0, got {limit!r}")
+
+
+def json_line(raw: bytes) -> Any:
+    """One JSON line (UTF-8; a byte-order mark is ignored).
+
+    Raises:
+        ValueError: not UTF-8 or not JSON (``UnicodeDecodeError`` / ``JSONDecodeError``), or nested
+            too deeply to decode (the decoder's ``RecursionError``, reworded).
+    """
+    try:
+        return json.loads(raw.decode("utf-8-sig"))
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
+
+
+def check_missing_images(missing_images: Any) -> None:
+    """Raises ``ValueError`` unless ``missing_images`` is one of :data:`MISSING_IMAGES`."""
+    if missing_images not in MISSING_IMAGES:
+        raise ValueError(f"missing_images must be one of {MISSING_IMAGES}, got {missing_images!r}")
 
 
 def sha256_text(text: str) -> str:
@@ -319,8 +356,7 @@ def mmbrowsecomp_task(row: dict[str, Any], resolve_image: Callable[[str], Path],
         BenchmarkError: missing fields, failed decryption, or (default ``missing_images="problem"``)
             an image that cannot be resolved; ``ValueError`` for an unknown ``missing_images``.
     """
-    if missing_images not in MISSING_IMAGES:
-        raise ValueError(f"missing_images must be one of {MISSING_IMAGES}, got {missing_images!r}")
+    check_missing_images(missing_images)
     if not isinstance(row, dict):
         raise BenchmarkError(f"row is a JSON {type(row).__name__}, not an object")
     row_id(row, "id")
@@ -375,8 +411,8 @@ def load_mm_browsecomp(root: str | Path, limit: int | None = None, *, strict: bo
     files = sorted(root.glob("*.jsonl"))
     if not files:
         raise BenchmarkError(f"{root} has no .jsonl file (expected MM-BrowseComp's published JSONL)")
-    if missing_images not in MISSING_IMAGES:
-        raise ValueError(f"missing_images must be one of {MISSING_IMAGES}, got {missing_images!r}")
+    check_missing_images(missing_images)
+    check_limit(limit)
     res = LoadResult("mmbrowsecomp", info={"files": [_file_info(f) for f in files], "format": "MM-BrowseComp JSONL",
                                            "missing_images": missing_images})
     img_dir = root / "images"
@@ -386,8 +422,11 @@ def load_mm_browsecomp(root: str | Path, limit: int | None = None, *, strict: bo
                 continue
             rid = None
             try:
-                row = json.loads(raw.decode("utf-8"))  # per line: one badly encoded line is one problem
-                rid = row.get("id") if isinstance(row, dict) else None
+                row = json_line(raw)  # per line: one badly encoded or too deeply nested line is one problem
+                try:  # the problem line names the id only when it is one
+                    rid = row_id(row, "id") if isinstance(row, dict) else None
+                except BenchmarkError:
+                    rid = None
                 res.add([mmbrowsecomp_task(row, lambda u: resolve_by_name(u, img_dir), source="mm_browsecomp",
                                            missing_images=missing_images)], f"{f.name}:{i}")
             except (ValueError, BenchmarkError, AttributeError, TypeError) as e:  # JSON/Unicode errors are ValueErrors
@@ -467,19 +506,20 @@ def load_livevqa(root: str | Path, limit: int | None = None, *, levels: Iterable
     files = sorted(root.glob("*.json"))
     if not files:
         raise BenchmarkError(f"{root} has no .json file (expected LiveVQA's benchmark JSON)")
+    check_limit(limit)
     res = LoadResult("livevqa", info={"files": [_file_info(f) for f in files], "levels": list(levels)})
     img_dir = root / "images"
     rows_done = 0
     for f in files:
-        try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
+        try:  # one unreadable file is one problem (the other files load)
+            data = json_line(f.read_bytes())
+            if not isinstance(data, list):
+                raise BenchmarkError(f"holds a JSON {type(data).__name__}, expected a list of items")
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, too deep, not a list
             if strict:
                 raise BenchmarkError(f"{f}: {e}") from e
-            res.problem(f.name, f"JSONDecodeError: {e}")
+            res.problem(f.name, f"{type(e).__name__}: {e}")
             continue
-        if not isinstance(data, list):
-            raise BenchmarkError(f"{f} holds a {type(data).__name__}, expected a list of items")
         for i, row in enumerate(data):
             try:
                 if not isinstance(row, dict):
@@ -559,6 +599,7 @@ def load_mmsearch_r1_parquet(path: str | Path, limit: int | None = None, *, benc
     Raises:
         BenchmarkError: unreadable file, or ``strict`` and a row is bad.
     """
+    check_limit(limit)
     path = Path(path)
     img_dir = Path(image_dir) if image_dir else default_image_dir() / benchmark
     res = LoadResult(benchmark, info={"files": [_file_info(path)], "format": "MMSearch-R1 parquet"})
@@ -592,6 +633,7 @@ def load_vistarget_jsonl(path: str | Path, limit: int | None = None, *, strict: 
     Raises:
         BenchmarkError: unreadable file, or ``strict`` and a row is bad.
     """
+    check_limit(limit)
     path = Path(path)
     if not path.is_file():
         raise BenchmarkError(f"{path} does not exist")
@@ -601,7 +643,7 @@ def load_vistarget_jsonl(path: str | Path, limit: int | None = None, *, strict: 
         if not line.strip():
             continue
         try:
-            row = json.loads(line.decode("utf-8"))
+            row = json_line(line)
             target = (base / row["target_image"]).resolve()
             if not target.is_file():
                 raise BenchmarkError(f"target image {row['target_image']!r} not found")

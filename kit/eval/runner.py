@@ -224,19 +224,39 @@ async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int
     unpinned revision, unreadable file) becomes an empty :class:`LoadResult` whose single problem
     says why — reported and counted, never dropped. ``vistarget_zim`` is built from ``web``.
 
-    Keys are benchmark names (the spec itself when it names no benchmark). ``missing_images``
+    Keys are benchmark names (``str(spec)`` when it names no benchmark). ``missing_images``
     (``"problem"`` or ``"text_only"``) applies to MM-BrowseComp and hub benchmarks (see
-    :func:`kit.eval.benchmarks.load_benchmark`); the others ignore it.
+    :func:`kit.eval.benchmarks.load_benchmark`); the others ignore it. A failure that no loader
+    foresaw is one benchmark's problem too (with its type), never the end of the others.
+
+    Raises:
+        ValueError: before anything loads: ``limit`` is not ``None`` or an integer >= 0,
+            ``missing_images`` is not a known mode, or two specs name the same benchmark
+            (``fvqa`` and ``local:fvqa``: one would silently replace the other).
     """
     from kit.eval.benchmarks import load_benchmark, parse_spec
     from kit.eval.hub_loaders import UnknownBenchmarkError, UnpinnedRevisionError
-    from kit.eval.loaders import BenchmarkError, default_image_dir
+    from kit.eval.loaders import BenchmarkError, check_limit, check_missing_images, default_image_dir
     from kit.eval.vistarget import build_zim_vistarget
 
+    try:
+        check_limit(limit)
+    except BenchmarkError as e:
+        raise ValueError(f"load_benchmarks: {e}") from None
+    check_missing_images(missing_images)
+    first: dict[str, str] = {}
+    for spec in specs:  # keys first: a duplicate would overwrite a loaded benchmark
+        try:
+            k = parse_spec(spec, source)[1]
+        except UnknownBenchmarkError:
+            k = str(spec)
+        if k in first:
+            raise ValueError(f"duplicate benchmark {k!r}: named by {first[k]!r} and {spec!r}; name each benchmark once")
+        first[k] = spec
     out: dict[str, LoadResult] = {}
     local_paths, revisions = local_paths or {}, revisions or {}
     for spec in specs:
-        key = spec
+        key = str(spec)
         try:
             src, key = parse_spec(spec, source)
             if key == "vistarget_zim":
@@ -252,5 +272,8 @@ async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int
         except (UnknownBenchmarkError, UnpinnedRevisionError, BenchmarkError, OSError) as e:
             lr = LoadResult(key)
             lr.problem(None, f"{type(e).__name__}: {e}")
+        except Exception as e:  # unforeseen: reported as this benchmark's problem, the others still load
+            lr = LoadResult(key)
+            lr.problem(None, f"unexpected {type(e).__name__}: {str(e)[:300]}")
         out[key] = lr
     return out

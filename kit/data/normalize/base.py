@@ -172,8 +172,27 @@ def _all_text(rec: EpisodeRecord) -> str:
     return "\n".join([rec.task.question] + [m.text() for m in rec.messages])
 
 
+def safe_workspace(root: Path, rid: str) -> Path:
+    """The workspace folder of record ``rid`` under ``root``: a safe name derived from the id
+    (:func:`kit.harness.runner.workspace_name`: unsafe characters replaced, plus a short hash), so
+    an id taken from the data (``../../x``, ``a/b``) can never write outside ``root``."""
+    from kit.harness.runner import workspace_name
+
+    return root / workspace_name(rid)
+
+
+def _row_id(row: Any) -> Any:
+    """The id a quarantine line names: the row's ``id``, else its trace's ``data_id`` (MMSearch-R1)."""
+    if not isinstance(row, dict):
+        return None
+    if row.get("id") is not None:
+        return row["id"]
+    tr = row.get("trace")
+    return tr.get("data_id") if isinstance(tr, dict) else row.get("data_id")
+
+
 def _convert(adapter: Adapter, i: int, row: Any, ws_root: Path) -> tuple[Any, EpisodeRecord | NormalizeError]:
-    rid = row.get("id") if isinstance(row, dict) else None
+    rid = _row_id(row)
     try:
         if not isinstance(row, dict):
             raise NormalizeError("not_an_object", type(row).__name__)

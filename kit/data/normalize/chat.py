@@ -6,13 +6,20 @@ parts, and images in a parallel ``images`` column (base64 strings, raw bytes, ``
 dicts or file paths) consumed in order by ``<image>`` placeholders or image parts. Assistant turns
 carry structured ``tool_calls`` or Qwen-style ``<tool_call>{json}</tool_call>`` text, reasoning in
 ``<think>`` (or a ``reasoning_content`` field) and the final answer in ``<answer>``/``<response>``
-tags or as plain text. Observations come as ``tool`` messages or as user turns wrapped in
+tags or as plain text (several ``<answer>`` blocks in a turn: the last complete one, event
+``multiple_responses``). Observations come as ``tool`` messages or as user turns wrapped in
 ``<tool_response>``. Every assistant turn is rewritten to a canonical form; each tool name gets the
-source prefix. A row's ``answer`` (when present) is the reference; the record's correctness is the
-rule judge's verdict on the trajectory's own final answer (``metadata["correct"]``, labels
-``correct`` / ``incorrect`` / ``unjudged``), and a judged-incorrect trajectory is not trainable.
-Long observations are persisted as the harness does (WeAgent Table 5); an observation no call
-asked for is kept and marked (event ``observation_without_call``).
+source prefix. The row's reference is the first of :data:`REFERENCE_KEYS` present (``answer``,
+``ground_truth``, ``label``, ``solution``; ``metadata["reference_field"]`` names it); the record's
+correctness is the rule judge's verdict on the trajectory's own final answer
+(``metadata["correct"]``, labels ``correct`` / ``incorrect`` / ``unjudged``). Only a judged-correct
+trajectory is trainable: an unjudged one (no reference) never is. Long observations are persisted
+as the harness does (WeAgent Table 5). An observation no call asked for is kept as a tool message
+and marked (event ``observation_without_call``); a call with no observation gets none (event
+``observation_missing``, still counted in ``tool_calls``); either makes the record untrainable and
+is a label. Workspaces are named safely from the row id (never a path). Images may be base64
+(line breaks allowed), data URLs, bytes, PIL images, paths, or ``{"bytes"|"path"|"url"}`` objects
+(an ``http(s)`` URL is ``image_missing``: nothing is fetched); a string images column is one image.
 
 The column layout was checked against the Metis-ColdStart viewer (``messages`` JSON string,
 ``images`` base64). REDSearcher publishes its SFT sets for ms-swift (github.com/RedSearchAgent/REDSearcher:
@@ -35,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.data.normalize.base import (NormalizeError, canonical_call, canonical_response, dedupe_answers, judge_label,
-                                     persist_observation, store_image, text_msg)
+                                     persist_observation, safe_workspace, store_image, text_msg)
 from kit.harness.episode import EpisodeRecord, Event, Task
 from kit.types import ContentPart, Message
 
@@ -44,6 +51,8 @@ _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _ANSWER = re.compile(r"<(answer|response)>(.*?)</\1>", re.S)
 _TOOL_RESP = re.compile(r"^\s*<tool_response>(.*?)(?:</tool_response>\s*)?$", re.S)
 RULE_MODE = "contains"  # the kit's default rule judge: releases' answers are free text
+#: Columns that hold the reference answer in the releases (the first present one is used).
+REFERENCE_KEYS = ("answer", "ground_truth", "label", "solution")
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,27 @@ SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistan
                   "function_call": "tool_call", "observation": "tool_response", "tool": "tool_response"}
 
 
+def _image_column(value: Any) -> list:
+    """The images column as a list: a list/tuple as is, a JSON-list string parsed, one string (a
+    path, base64 or a data URL) or one object as a one-item list (never split into characters)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        if value.strip().startswith("["):
+            try:
+                parsed = json.loads(value)
+            except (json.JSONDecodeError, RecursionError):
+                parsed = None
+            if isinstance(parsed, list):
+                return parsed
+        return [value] if value.strip() else []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if hasattr(value, "tolist"):  # numpy arrays from parquet
+        return list(value.tolist())
+    return [value]
+
+
 def _image_bytes(item: Any) -> bytes:
     if isinstance(item, (bytes, bytearray)):
         return bytes(item)
@@ -80,13 +110,18 @@ def _image_bytes(item: Any) -> bytes:
     if isinstance(item, dict):
         if item.get("bytes") is not None:
             return _image_bytes(item["bytes"])
-        if item.get("path"):
-            return _image_bytes(item["path"])
+        ref = item.get("path") or item.get("url") or item.get("image_url")
+        if isinstance(ref, dict):  # OpenAI-style {"image_url": {"url": ...}}
+            ref = ref.get("url")
+        if ref:
+            if isinstance(ref, str) and ref.startswith(("http://", "https://")):
+                raise NormalizeError("image_missing", f"{ref[:120]}: remote images are not fetched (offline)")
+            return _image_bytes(ref)
     if isinstance(item, str):
         s = item.split(",", 1)[1] if item.startswith("data:") else item
-        if len(s) > 256 or not Path(s).suffix:
-            try:
-                return base64.b64decode(s, validate=True)
+        if item.startswith("data:") or len(s) > 256 or not Path(s).suffix:
+            try:  # MIME base64 wraps lines: whitespace is not data
+                return base64.b64decode("".join(s.split()), validate=True)
             except (binascii.Error, ValueError) as e:
                 raise NormalizeError("image_unreadable", f"not base64: {e}") from e
         p = Path(s)
@@ -185,14 +220,15 @@ class ChatAdapter:
             raise NormalizeError("missing_messages", f"no {self.spec.messages_key!r} (or 'conversations') list")
         raw = self._standard(raw)
         rid = f"{self.source}-{row.get('id', index)}"
-        ws = workspace_root / rid
-        images = list(row.get(self.spec.images_key) or [])
+        ws = safe_workspace(workspace_root, rid)  # the id comes from the data: never a path
+        images = _image_column(row.get(self.spec.images_key))
         used = 0
         msgs: list[Message] = []
         regs = []
         final = None
         question = ""
-        pending: list[str] = []
+        pending: list[tuple[str, int]] = []  # calls awaiting their observation: (tool name, turn)
+        n_calls = 0
         events: list[Event] = []
         turn = 0
         for j, m in enumerate(raw):
@@ -230,8 +266,10 @@ class ChatAdapter:
             text = "".join(p.text or "" for p in fixed if p.type == "text")
             if role == "system":
                 msgs.append(Message(role="system", content=fixed or [ContentPart(type="text", text="")]))
-            elif role == "user" and _TOOL_RESP.match(text) and pending:
-                name = pending.pop(0)
+            elif role == "user" and _TOOL_RESP.match(text):
+                if not pending:  # an observation no call asked for: keep it as one, say so
+                    events.append(Event(type="observation_without_call", turn=turn, detail={"message": j}))
+                name = pending.pop(0)[0] if pending else f"{self.prefix}tool"
                 obs = _TOOL_RESP.match(text).group(1).strip()
                 imgs = [p for p in fixed if p.type == "image"]
                 obs = self._persist(obs, ws, turn, name, events)
@@ -244,12 +282,13 @@ class ChatAdapter:
             elif role in ("tool", "function"):
                 if not pending:  # the source has an observation no call asked for: keep it, say so
                     events.append(Event(type="observation_without_call", turn=turn, detail={"message": j}))
-                name = pending.pop(0) if pending else f"{self.prefix}{m.get('name', 'tool')}"
+                name = pending.pop(0)[0] if pending else f"{self.prefix}{m.get('name', 'tool')}"
                 fixed = [ContentPart(type="text", text=self._persist(p.text or "", ws, turn, name, events))
                          if p.type == "text" else p for p in fixed]
                 msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{turn}", turn=turn,
                                     content=fixed or [ContentPart(type="text", text="")]))
             else:
+                self._missing(pending, events)
                 turn += 1
                 th = _THINK.search(text)
                 think = th.group(1) if th else str(m.get("reasoning_content") or "")
@@ -260,34 +299,52 @@ class ChatAdapter:
                     name, args = calls[0]
                     name = self.prefix + name
                     self._note_tool(name, args)
-                    pending = [name]
+                    pending = [(name, turn)]
+                    n_calls += 1
                     msgs.append(text_msg("assistant", canonical_call(think, name, args), turn=turn))
                 else:
-                    a = _ANSWER.search(text)
-                    ans = a.group(2) if a else _THINK.sub("", text).strip()
+                    tags = [t for _, t in _ANSWER.findall(text)]
+                    if len(tags) > 1:  # the harness rule: the last complete block wins, and it is an event
+                        events.append(Event(type="multiple_responses", turn=turn, detail={
+                            "count": len(tags), "kept": "last", "dropped": [t.strip()[:200] for t in tags[:-1]]}))
+                    ans = tags[-1] if tags else _THINK.sub("", text).strip()
                     if not ans:
                         raise NormalizeError("bad_message", f"assistant turn {turn} has neither a call nor an answer")
                     final = ans.strip()
                     msgs.append(text_msg("assistant", canonical_response(think, final), turn=turn))
+        self._missing(pending, events)
         if not question:
             raise NormalizeError("no_user_turn", rid)
         if turn == 0:
             raise NormalizeError("no_assistant_turn", rid)
         if used != len(images):
             raise NormalizeError("image_count_mismatch", f"{len(images)} images, {used} placeholders")
-        answers = dedupe_answers(row.get("answer"))
+        ref_key = next((k for k in REFERENCE_KEYS if row.get(k) not in (None, "", [])), None)
+        answers = dedupe_answers(row.get(ref_key)) if ref_key else []
         ok = final is not None and msgs[-1].role == "assistant"
         # correctness: the rule judge on the trajectory's own answer; no reference -> unjudged
         correct, judge = judge_label(final, answers, RULE_MODE)
         meta = {k: row[k] for k in ("id", "source", "data_source") if k in row}
-        meta.update({"correct": correct, "judge": judge, "rule_mode": RULE_MODE})
+        meta.update({"correct": correct, "judge": judge, "rule_mode": RULE_MODE, "reference_field": ref_key})
+        kinds = {e.type for e in events}
+        # context that is not a call/observation pair as it happened is kept and marked, never trained on
+        untrainable = [t for t in ("observation_missing", "observation_without_call") if t in kinds]
         return EpisodeRecord(
             id=rid, task=Task(id=rid, question=question, answers=answers, source=self.source, metadata=meta),
             config_hash=f"source:{self.source}", policy=self.source, backend=f"source:{self.source}", messages=msgs,
             images=regs, final_response=final, events=events, status="answered" if ok else "error",
-            error=None if ok else "trajectory does not end with an answer", trainable=ok and correct is not False,
-            turns=turn, tool_calls=sum(1 for m in msgs if m.role == "tool"), workspace=str(ws),
-            labels=[self.source, {True: "correct", False: "incorrect", None: "unjudged"}[correct]])
+            error=None if ok else "trajectory does not end with an answer",
+            trainable=ok and correct is True and not untrainable, turns=turn, tool_calls=n_calls, workspace=str(ws),
+            labels=[self.source, {True: "correct", False: "incorrect", None: "unjudged"}[correct]] + untrainable)
+
+    @staticmethod
+    def _missing(pending: list[tuple[str, int]], events: list) -> None:
+        """Calls still awaiting an observation when the next assistant turn (or the end) comes: the
+        source records no result for them (event ``observation_missing``; nothing is invented)."""
+        for name, t in pending:
+            events.append(Event(type="observation_missing", turn=t, detail={
+                "tool": name, "note": "the source has no observation for this call"}))
+        pending.clear()
 
     @staticmethod
     def _persist(text: str, ws: Path, turn: int, name: str, events: list) -> str:

@@ -12,7 +12,13 @@ Faithfulness (issue 14; WeAgent §4.5, Table 5):
   the trace's own final answer against its deduplicated references (``ground_truth`` +
   ``candidate_answers``). Source flags (``pass``, ``exact_match``, ``failure_capture_pass`` …) mean
   other things (a captured failure "passes") and are kept under ``metadata["source_fields"]`` only.
-  A record is ``trainable`` only when it answered and the judge says correct.
+  A record is ``trainable`` only when it answered, the judge says correct, and its context is what
+  the model saw (no ``input_image_missing`` / ``input_image_mismatch`` / ``observation_missing`` /
+  ``observation_hash_mismatch`` event).
+* **The answer** is the last complete ``<answer>`` block of the answer round (the harness rule;
+  event ``multiple_responses`` when there are several); rounds after it are not part of the
+  episode (event ``rounds_after_answer``); a ``trace.final_answer`` that disagrees with it is an
+  event ``final_answer_mismatch`` (the record keeps what the model wrote).
 * **Observations** are what the model saw: a ``returned_text`` stored with the round is used
   verbatim (checked against ``returned_text_sha256``); otherwise the text is rendered from the
   structured status and the record says so (event ``observation_reconstructed`` with the source's
@@ -20,15 +26,22 @@ Faithfulness (issue 14; WeAgent §4.5, Table 5):
   Thumbnails shown by image search are registered (``search_image_<n>``, with their URL) when
   found by file name in ``thumbnail_dir``; otherwise event ``observation_images_missing`` lists them.
 * **Missing inputs are said, not hidden**: an input image absent from ``image_dir`` keeps the
-  record (so every trace is judged) with event ``input_image_missing`` and label of that name; such
-  a record is never trainable.
+  record (so every trace is judged) with event ``input_image_missing`` and label of that name; one
+  whose sha256 differs from the trace's ``png_sha256`` (another picture under that file name) gets
+  ``input_image_mismatch``. Neither is ever trainable.
 * **Nothing invented**: a round whose tool hit a hard failure (``trace.hard_failures``) ended the
   episode before the model saw anything: the record keeps the call, gets no observation, an event
-  ``tool_hard_failure``, status ``error`` and is not trainable.
+  ``tool_hard_failure``, status ``error`` and is not trainable (``round`` may be written ``2``,
+  ``"2"`` or ``2.0``). A trace that ends in a ``*_hard_failure`` terminal status without naming the
+  round, and any call round that stores no tool result, get no observation either: event
+  ``observation_missing`` (never a "No results." made up from nothing).
+* **Workspaces** are named safely from the record id (:func:`safe_workspace`): a ``data_id`` such
+  as ``../../x`` stays the id, never a path.
 
-Input shapes: the trace image as a path string or an object (``{"path"}``, ``{"bytes"}`` raw or
-base64, ``{"url"}``), resolved by file name in ``image_dir`` when the path is foreign; files as JSON
-lines or single-case JSON (one object or a list). Damaged input (truncated JSON, bad encoding,
+Input shapes: the trace image as a path string, a data URL, or an object (``{"path"}``,
+``{"bytes"}`` raw or base64 — line breaks allowed —, ``{"url"}``), resolved by file name in
+``image_dir`` when the path is foreign; files as JSON lines, single-case JSON (one object or a list)
+or concatenated cases (:func:`kit.data.normalize.files.read_json_rows`). Damaged input (truncated JSON, bad encoding,
 wrong types) becomes a quarantine line with its reason, never an exception.
 """
 
@@ -37,13 +50,14 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
 from kit.data.normalize.base import (NormalizeError, canonical_call, canonical_response, dedupe_answers, judge_label,
-                                     persist_observation, store_file, store_image, text_msg, tool_schema)
+                                     persist_observation, safe_workspace, store_file, store_image, text_msg,
+                                     tool_schema)
+from kit.data.normalize.files import read_json_rows
 from kit.harness.episode import EpisodeRecord, Event, RegisteredImage, Task
 from kit.types import ContentPart, Message
 
@@ -54,58 +68,24 @@ SYSTEM = ("You answer questions about an image. You may search the web with the 
           "(MMR1_image_search) or with text (MMR1_text_search), one call per turn, then answer.")
 RULE_MODE = "exact"  # MMSearch-R1's reward on FVQA / InfoSeek
 #: Source fields kept for provenance; none of them is the record's correctness.
+#: Status fields that hold a tool's results; a status with none of them stores no observation.
+_RESULT_KEYS = ("titles", "summaries", "documents", "results", "local_thumbnail_paths", "thumbnail_urls")
 SOURCE_FLAGS = ("pass", "status", "exact_match", "failure_capture_pass", "path_pass", "representative_pass",
                 "case_type", "evaluation_semantics")
 
 
-def _marker(reason: str, detail: str, raw: str = "") -> dict:
-    return {"_unparsable": raw[:200], "_reason": reason, "_error": detail}
-
-
 def read_mmsearch_r1(path: str | Path) -> Iterator[Any]:
-    """Rows of an MMSearch-R1 trace file: JSON lines, or single-case JSON (one object or a list of
-    them), whatever the suffix says. Never raises on content: a line or file that is not JSON
-    (truncated, wrong encoding) is yielded as a ``{"_unparsable", "_reason", "_error"}`` marker that
-    the normalizer quarantines (``unparsable_json`` / ``bad_encoding``).
+    """Rows of an MMSearch-R1 trace file: JSON lines, single-case JSON (one object or a list of
+    them) or pretty-printed cases one after another, whatever the suffix says (layout rules:
+    :func:`kit.data.normalize.files.read_json_rows`). Never raises on content: damaged lines or
+    files (truncated, nested too deeply, wrong encoding, empty) are yielded as
+    ``{"_unparsable", "_reason", "_error"}`` markers that the normalizer quarantines
+    (``unparsable_json`` / ``bad_encoding`` / ``empty_file``), the error naming file and line.
 
     Raises:
         OSError: the file cannot be opened.
     """
-    p = Path(path)
-    data = p.read_bytes()
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    try:
-        whole = data.decode("utf-8")
-    except UnicodeDecodeError:
-        whole = None
-    lines = [ln for ln in data.split(b"\n") if ln.strip()]
-    if whole is not None and whole.strip()[:1] in ("{", "["):
-        try:
-            obj = json.loads(whole)
-        except json.JSONDecodeError as e:
-            try:
-                first = json.loads(lines[0])
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                first = None
-            if not isinstance(first, (dict, list)):  # not JSON lines: one damaged single-case file
-                yield _marker("unparsable_json", f"{p.name}: {e}", whole)
-                return
-        else:
-            yield from (obj if isinstance(obj, list) else [obj])
-            return
-    parsed: list[Any] = []
-    for ln in lines:
-        try:
-            text = ln.decode("utf-8")
-        except UnicodeDecodeError as e:
-            parsed.append(_marker("bad_encoding", str(e), ln.decode("utf-8", "replace")))
-            continue
-        try:
-            parsed.append(json.loads(text))
-        except json.JSONDecodeError as e:
-            parsed.append(_marker("unparsable_json", str(e), text))
-    yield from parsed
+    return read_json_rows(path)
 
 
 def _expect(value: Any, kind: type | tuple, what: str) -> Any:
@@ -126,7 +106,8 @@ class MMSearchR1Adapter:
 
     ``to_episode`` raises :class:`NormalizeError` with reasons ``unparsable_json``, ``bad_encoding``,
     ``missing_trace``, ``missing_rounds``, ``missing_response``, ``missing_question``, ``bad_type``,
-    ``unknown_action``, ``missing_query``, ``image_missing``, ``image_unreadable``.
+    ``unknown_action``, ``missing_query``, ``image_missing``, ``image_unreadable`` (and ``empty_file``
+    from the reader's markers).
     """
 
     source = "mmsearch_r1"
@@ -149,13 +130,14 @@ class MMSearchR1Adapter:
         if img is None or img == "" or img == {}:
             raise NormalizeError("image_missing", "the trace names no input image")
         if isinstance(img, str):
-            img = {"path": img}
+            img = {"bytes": img} if img.startswith("data:") else {"path": img}
         _expect(img, dict, "trace.image")
         raw = img.get("bytes")
         if raw is not None:
             if isinstance(raw, str):
-                try:
-                    raw = base64.b64decode(raw.split(",", 1)[1] if raw.startswith("data:") else raw, validate=True)
+                try:  # MIME base64 wraps lines: whitespace is not data, anything else non-base64 is refused
+                    raw = base64.b64decode("".join((raw.split(",", 1)[1] if raw.startswith("data:") else raw).split()),
+                                           validate=True)
                 except (binascii.Error, ValueError) as e:
                     raise NormalizeError("image_unreadable", f"trace.image.bytes is not base64: {e}") from e
             _expect(raw, (bytes, bytearray), "trace.image.bytes")
@@ -192,11 +174,17 @@ class MMSearchR1Adapter:
                     blocks.append(f"## {d.get('title', '')}\nURL: {d.get('url', '')}\n{d.get('snippet', '')}")
         return "\n\n".join(blocks) or "No results."
 
-    def _observation_text(self, rnd: dict, k: int, events: list[Event]) -> str:
+    def _observation_text(self, rnd: dict, k: int, events: list[Event]) -> str | None:
+        """What the model read after round ``k``'s call; ``None`` when the round stores no tool data
+        (no ``tool``, or a status without any result field): nothing is rendered from nothing."""
         tool = _expect(rnd.get("tool") or {}, dict, f"round {k} tool")
         st = _expect(tool.get("status") or {}, dict, f"round {k} tool.status")
         sha, n = tool.get("returned_text_sha256"), tool.get("returned_text_characters")
         returned = tool.get("returned_text", st.get("returned_text"))
+        if returned is not None and not isinstance(returned, str):
+            raise NormalizeError("bad_type", f"round {k} returned_text is {type(returned).__name__}")
+        if returned is None and not any(key in st for key in _RESULT_KEYS):
+            return None
         if isinstance(returned, str):
             if sha and hashlib.sha256(returned.encode("utf-8")).hexdigest() != sha:
                 events.append(Event(type="observation_hash_mismatch", turn=k, detail={"returned_text_sha256": sha}))
@@ -242,18 +230,16 @@ class MMSearchR1Adapter:
             raise NormalizeError("missing_rounds", "trace has no rounds")
         did = str(tr.get("data_id") or f"row{index}")
         rid = f"mmr1-{index}-{did}"
-        ws = workspace_root / rid
+        ws = safe_workspace(workspace_root, rid)  # the id comes from the data: never a path
         question = tr.get("question")
         if question is not None and not isinstance(question, str):
             raise NormalizeError("bad_type", f"trace.question is {type(question).__name__}")
         question = (question or "").strip()
         if not question:
             raise NormalizeError("missing_question", rid)
-        hard = _expect(tr.get("hard_failures") or [], list, "trace.hard_failures")
-        failures = {}
-        for f in hard:
-            if isinstance(f, dict) and isinstance(f.get("round"), int):
-                failures[f["round"]] = f
+        failures, unplaced = _hard_failures(tr)
+        terminal = tr.get("terminal_status", "answered")
+        hard_end = isinstance(terminal, str) and terminal.endswith("hard_failure")
         answers = dedupe_answers(tr.get("ground_truth"), tr.get("candidate_answers"))
         events: list[Event] = []
         try:
@@ -268,6 +254,11 @@ class MMSearchR1Adapter:
                 "ref": img_ref, "reason": e.detail[:300],
                 **({k: tr["image"].get(k) for k in ("png_sha256", "width", "height")}
                    if isinstance(tr.get("image"), dict) else {})}))
+        expected = tr["image"].get("png_sha256") if isinstance(tr.get("image"), dict) else None
+        if user_img is not None and isinstance(expected, str) and expected.lower() != user_img.sha256:
+            # a different picture under the file name the trace names: not what the model saw
+            events.append(Event(type="input_image_mismatch", turn=0, detail={
+                "ref": img_ref, "expected_sha256": expected, "found_sha256": user_img.sha256}))
         user_parts = [ContentPart(type="image", image=user_img.filename)] if user_img else []
         msgs = [text_msg("system", SYSTEM),
                 Message(role="user", content=user_parts + [ContentPart(type="text", text=question)])]
@@ -283,11 +274,15 @@ class MMSearchR1Adapter:
             think = m.group(1) if m else resp.split("<", 1)[0]
             action = rnd.get("action")
             if action == "answer":
-                a = _ANSWER.search(resp)
-                final = (a.group(1) if a else str(rnd.get("parsed_payload") or "")).strip()
-                if not final:
-                    raise NormalizeError("missing_response", f"round {k} answers nothing")
+                final = self._answer(rnd, k, events)
+                if rnd.get("tool"):  # a result stored on the answer round: no call asked for it, nobody read it
+                    events.append(Event(type="observation_without_call", turn=k, detail={
+                        "note": "the answer round stores tool data; it is not part of the episode"}))
                 msgs.append(text_msg("assistant", canonical_response(think, final), turn=k))
+                if k < len(rounds):  # the episode ended at the answer: later rounds are not part of it
+                    events.append(Event(type="rounds_after_answer", turn=k, detail={
+                        "count": len(rounds) - k,
+                        "actions": [r.get("action") if isinstance(r, dict) else None for r in rounds[k:]]}))
                 break
             if action == "image_search":
                 name, args = f"{self.prefix}image_search", {"image": user_img.filename if user_img else "user_image_1"}
@@ -309,7 +304,18 @@ class MMSearchR1Adapter:
                     "tool": name, "stage": fail.get("stage"), "error": fail.get("error"),
                     "note": "no observation: the episode ended at this call"}))
                 break
+            if k == len(rounds) and (hard_end or unplaced) and not failures.keys() & set(range(1, k + 1)):
+                # the trace ended in a hard failure without naming its round: its last call returned
+                # nothing the trace records as seen; never render one from the stored status
+                events.append(Event(type="observation_missing", turn=k, detail={
+                    "tool": name, "terminal_status": terminal, "hard_failures": unplaced[:3],
+                    "note": "the episode ended in a hard failure whose round the trace does not name"}))
+                break
             text = self._observation_text(rnd, k, events)
+            if text is None:
+                events.append(Event(type="observation_missing", turn=k, detail={
+                    "tool": name, "note": "the round stores no tool result: what the model read is unknown"}))
+                continue
             text, persisted = persist_observation(text, ws, k, name)
             if persisted:
                 events.append(Event(type="result_persisted", turn=k, detail=persisted))
@@ -318,24 +324,37 @@ class MMSearchR1Adapter:
             msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{k}", turn=k,
                                 content=[ContentPart(type="text", text=text)]
                                 + [ContentPart(type="image", image=r.filename) for r in shown]))
+        fa = tr.get("final_answer")
+        if final is not None and isinstance(fa, (str, int, float)) and not isinstance(fa, bool) \
+                and " ".join(str(fa).split()) != " ".join(final.split()):
+            # the source's summary field disagrees with what the model wrote: the record keeps the latter
+            events.append(Event(type="final_answer_mismatch", turn=len(msgs) and msgs[-1].turn or 0, detail={
+                "final_answer": str(fa)[:300], "round_answer": final[:300]}))
         if fail is None and failures:
             fail = next(iter(failures.values()))
-        answered = final is not None and fail is None and tr.get("terminal_status", "answered") == "answered"
+        if fail is None and unplaced:
+            fail = unplaced[0]
+        answered = final is not None and fail is None and terminal == "answered"
         correct, judge = judge_label(final, answers, RULE_MODE)
         missing_imgs = sum(e.detail.get("count", 0) for e in events if e.type == "observation_images_missing")
         labels = [self.source, {True: "correct", False: "incorrect", None: "unjudged"}[correct]]
         if user_img is None:
             labels.append("input_image_missing")
+        kinds = {e.type for e in events}
+        # a record whose context is not what the model saw is kept and judged, never trained on
+        untrainable = [t for t in ("input_image_mismatch", "observation_missing", "observation_hash_mismatch")
+                       if t in kinds]
+        labels += untrainable
         if missing_imgs:
             labels.append("observation_images_missing")
-        if any(e.type == "observation_reconstructed" for e in events):
+        if "observation_reconstructed" in kinds:
             labels.append("observation_reconstructed")
         if answered:
             error = None
         elif fail is not None:
             error = f"{fail.get('stage')}: {fail.get('error')}"
         else:
-            error = str(tr.get("terminal_status") or "the trace ends without an answer")
+            error = str(terminal or "the trace ends without an answer")
         return EpisodeRecord(
             id=rid, task=Task(id=rid, question=question, input_images=[img_path] if img_path else [], answers=answers, source=self.source,
                               metadata={"data_id": did, "category": tr.get("category"),
@@ -346,5 +365,62 @@ class MMSearchR1Adapter:
             config_hash="source:mmsearch_r1", policy=str(((row.get("models") or {}).get("mmsearch") or {}).get(
                 "repository", "mmsearch_r1")), backend="source:mmsearch_r1", messages=msgs, images=images,
             final_response=final, events=events, status="answered" if answered else "error", error=error,
-            trainable=answered and correct is True and user_img is not None, turns=len([m for m in msgs if m.role == "assistant"]),
-            tool_calls=n_calls, workspace=str(ws), labels=labels)
+            trainable=answered and correct is True and user_img is not None and not untrainable,
+            turns=len([m for m in msgs if m.role == "assistant"]), tool_calls=n_calls, workspace=str(ws), labels=labels)
+
+    @staticmethod
+    def _answer(rnd: dict, k: int, events: list[Event]) -> str:
+        """The answer of an answer round: the last complete ``<answer>`` block (the harness rule,
+        event ``multiple_responses`` when there are several), else ``parsed_payload`` (a string,
+        a number, or a one-item list of one).
+
+        Raises:
+            NormalizeError: ``missing_response`` (nothing answered), ``bad_type`` (another payload).
+        """
+        tags = _ANSWER.findall(rnd["response"])
+        if tags:
+            if len(tags) > 1:
+                events.append(Event(type="multiple_responses", turn=k, detail={
+                    "count": len(tags), "kept": "last", "dropped": [t.strip()[:200] for t in tags[:-1]]}))
+            final = tags[-1].strip()
+        else:
+            payload = rnd.get("parsed_payload")
+            if isinstance(payload, list) and len(payload) == 1:
+                payload = payload[0]
+            if payload is not None and (isinstance(payload, bool) or not isinstance(payload, (str, int, float))):
+                raise NormalizeError("bad_type", f"round {k} parsed_payload is {type(payload).__name__}: {str(payload)[:80]}")
+            final = str(payload if payload is not None else "").strip()
+        if not final:
+            raise NormalizeError("missing_response", f"round {k} answers nothing")
+        return final
+
+
+def _round_no(value: Any) -> int | None:
+    """A round number as releases write it (``2``, ``"2"``, ``2.0``); ``None`` when absent or not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _hard_failures(tr: dict) -> tuple[dict[int, dict], list[dict]]:
+    """``trace.hard_failures`` -> ({round: failure}, failures that name no usable round).
+
+    Raises:
+        NormalizeError: (``bad_type``) not a list of objects.
+    """
+    placed: dict[int, dict] = {}
+    unplaced: list[dict] = []
+    for f in _expect(tr.get("hard_failures") or [], list, "trace.hard_failures"):
+        _expect(f, dict, "trace.hard_failures item")
+        k = _round_no(f.get("round"))
+        if k is None:
+            unplaced.append(f)
+        else:
+            placed.setdefault(k, f)
+    return placed, unplaced
