@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.cli_params import ParameterError, check_params, notebook_parameters, preflight_endpoints
+from kit.cli_params import ParameterError, check_combinations, check_params, notebook_parameters, preflight_endpoints
 from kit.paths import PROJECT_ROOT
 
 NOTEBOOKS = {
@@ -40,6 +40,16 @@ NOTEBOOKS = {
 }
 PROFILES = ("smoke", "paper")
 SEQUENCE_FILE = "sequence.json"
+# parameters the command line sets itself: a -p for them would silently contradict the run's record
+RESERVED = {"profile": "--profile", "out_dir": "--out (a sequence: --run and --results-dir)"}
+
+
+def reserved_problem(names, where: str = "") -> str | None:
+    """One line when ``names`` include a parameter the command line sets itself (:data:`RESERVED`)."""
+    hit = [n for n in names if n in RESERVED]
+    if not hit:
+        return None
+    return (f"{where + ': ' if where else ''}" + "; ".join(f"-p {n} is not accepted: set it with {RESERVED[n]}" for n in hit))
 
 
 class SequenceError(RuntimeError):
@@ -104,16 +114,40 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
         raise FileNotFoundError(f"no notebook {src}; available: {sorted(p.stem for p in nb_dir.glob('*.ipynb'))}")
     # cells run inside notebooks/: a relative out_dir is taken from the caller's working directory
     out = Path(out_dir).resolve() if out_dir else PROJECT_ROOT / "results" / name
+    if profile not in PROFILES:
+        raise ParameterError(f"unknown profile {profile!r}; choose one of {PROFILES}")
+    problem = reserved_problem(params or {})
+    if problem:
+        raise ParameterError(problem)
     declared = notebook_parameters(src)
     params = check_params(declared, params or {}, f"notebook {name}")
+    check_combinations(declared, params, profile, f"notebook {name}")
     if preflight:
         preflight_endpoints(declared, params)  # the caller names the notebook
     out.mkdir(parents=True, exist_ok=True)
     parameters = {"profile": profile, "out_dir": str(out), **params}
     dest = out / f"{name}.ipynb"
+    _quiet_papermill_name_check()
     pm.execute_notebook(str(src), str(dest), parameters=parameters, kernel_name=kernel, cwd=str(nb_dir),
                         progress_bar=progress)
     return dest
+
+
+class _KnownParameters:
+    """Drops Papermill's "Passed unknown parameter" warning: its regex inspector cannot read annotations
+    such as ``Literal["zim", "serper"]`` or ``Count | None``, while every name was already checked
+    against the parameters cell's AST (:func:`kit.cli_params.check_params`)."""
+
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("Passed unknown parameter")
+
+
+def _quiet_papermill_name_check() -> None:
+    import logging
+
+    log = logging.getLogger("papermill")
+    if not any(isinstance(f, _KnownParameters) for f in log.filters):
+        log.addFilter(_KnownParameters())
 
 
 # ---------------------------------------------------------------------------------------- sequence
@@ -269,6 +303,9 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
     # every override is checked before the first notebook runs: a common one must be declared by some
     # planned notebook, an NN.name one by notebook NN (which must be planned), and every value typed
+    problem = reserved_problem([*plan["common"], *(n for v in plan["per_notebook"].values() for n in v)])
+    if problem:
+        raise SequenceError(problem)
     stray = sorted(n for n in plan["common"] if not any(n in d for d in declared.values()))
     if stray:
         raise SequenceError(f"no planned notebook has parameter(s) {stray}")
@@ -281,6 +318,7 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         where = f"notebook {key} ({NOTEBOOKS[key]})"
         try:
             typed[key] = check_params(declared[key], _given(plan, key, declared[key]), where)
+            check_combinations(declared[key], typed[key], plan["profile"], where)
         except ParameterError as e:
             raise SequenceError(str(e)) from e
     if preflight:
@@ -290,7 +328,7 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             if state["steps"][key]["status"] != "ok":
                 try:
                     preflight_endpoints(declared[key], typed[key], f"notebook {key} ({NOTEBOOKS[key]})")
-                except ModelUnavailable as e:
+                except (ModelUnavailable, ParameterError) as e:
                     raise SequenceError(str(e)) from e
     for key in fresh:
         if state["steps"][key]["status"] != "ok":

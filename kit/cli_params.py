@@ -17,7 +17,18 @@ default ``None``       anything (no annotation: the notebook's own code decides)
 ``list``               a list (elements checked against the default's element type); a single
                        value becomes a one-element list (``-p zim_paths a.zim`` → ``["a.zim"]``)
 ``dict``               a dict
+``Literal["a", "b"]``  one of the listed values (``backend: Literal["zim", "serper"] = "zim"``)
+``Count`` …            a bounded number: the aliases below, or ``Annotated[int, Ge(1)]`` with
+                       :mod:`annotated_types` bounds (``Ge``, ``Gt``, ``Le``, ``Lt``)
 =====================  ==========================================================================
+
+Bounded aliases for parameters cells (``from kit.cli_params import Count, ...``): :data:`Count`
+(int >= 1: episodes, repeats, concurrency, sizes), :data:`NonNegInt` (int >= 0), :data:`PositiveFloat`
+(> 0: learning rates, seconds), :data:`NonNegFloat` (>= 0: temperatures, thresholds), :data:`Fraction`
+(0 <= x <= 1). A float must be finite (``1e400`` is ``inf``: refused). List elements are checked the
+same way (``list[Count]``, ``list[Literal[...]]``). A single text value given for a list parameter
+becomes a one-element list, except text with a comma (``-p benchmarks fvqa,livevqa``), which is
+refused: a comma may be part of a path, so write the list (``-p benchmarks "['fvqa', 'livevqa']"``).
 
 Anything else raises :class:`ParameterError` naming the parameter, the expected type, the default
 and the value given.
@@ -26,10 +37,23 @@ and the value given.
 from __future__ import annotations
 
 import ast
+import math
 import os
+import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from annotated_types import Ge, Gt, Le, Lt
+
+Count = Annotated[int, Ge(1)]
+NonNegInt = Annotated[int, Ge(0)]
+PositiveFloat = Annotated[float, Gt(0)]
+NonNegFloat = Annotated[float, Ge(0)]
+Fraction = Annotated[float, Ge(0), Le(1)]
+_ALIASES = {"Count": Count, "NonNegInt": NonNegInt, "PositiveFloat": PositiveFloat, "NonNegFloat": NonNegFloat,
+            "Fraction": Fraction}
+_BOUND_OPS = {"Ge": ">=", "Gt": ">", "Le": "<=", "Lt": "<"}
 
 ANY = "any"
 _NAMES = {"None": "none", "NoneType": "none", "bool": "bool", "int": "int", "float": "float", "str": "str",
@@ -42,20 +66,55 @@ class ParameterError(ValueError):
 
 
 @dataclass(frozen=True)
+class Spec:
+    """What an annotation allows: ``kinds`` (``none``/``bool``/``int``/``float``/``str``/``list``/``dict``,
+    or ``("any",)``), ``choices`` (a Literal's values, or None), ``bounds`` (``(op, number)`` pairs,
+    op one of ``>=``/``>``/``<=``/``<``) and ``item`` (the Spec of a list's elements, or None)."""
+
+    kinds: tuple[str, ...]
+    choices: tuple | None = None
+    bounds: tuple[tuple[str, float], ...] = ()
+    item: "Spec | None" = None
+
+
+@dataclass(frozen=True)
 class Param:
     """One declared notebook parameter: ``kinds`` (allowed kinds: ``none``/``bool``/``int``/``float``/
-    ``str``/``list``/``dict``, or ``("any",)``), ``item`` (the element kind of a list, or ``any``)."""
+    ``str``/``list``/``dict``, or ``("any",)``), ``item`` (the element kind of a list, or ``any``),
+    ``choices`` (allowed values, from ``Literal``), ``bounds`` (``(op, number)`` pairs), and the same
+    for list elements (``item_choices``, ``item_bounds``)."""
 
     name: str
     default: Any
     kinds: tuple[str, ...]
     item: str = ANY
+    choices: tuple | None = None
+    bounds: tuple[tuple[str, float], ...] = ()
+    item_choices: tuple | None = None
+    item_bounds: tuple[tuple[str, float], ...] = ()
 
     def describe(self) -> str:
         if self.kinds == (ANY,):
             return "any value"
-        parts = [f"list of {self.item}" if k == "list" and self.item != ANY else k for k in self.kinds]
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices) + (" or None" if "none" in self.kinds else "")
+        parts = []
+        for k in self.kinds:
+            if k == "list" and self.item != ANY:
+                inner = (("one of " + "/".join(repr(c) for c in self.item_choices)) if self.item_choices is not None
+                         else self.item + _bounds_text(self.item_bounds))
+                parts.append(f"list of {inner}")
+            else:
+                parts.append(k + (_bounds_text(self.bounds) if k in ("int", "float") else ""))
         return " or ".join(parts)
+
+
+def _bounds_text(bounds) -> str:
+    return "".join(f" {op} {v:g}" for op, v in bounds)
+
+
+def _within(value, bounds) -> bool:
+    return all({">=": value >= b, ">": value > b, "<=": value <= b, "<": value < b}[op] for op, b in bounds)
 
 
 def _kind_of(value: Any) -> str:
@@ -74,10 +133,44 @@ def _item_kind(values) -> str:
     return kinds.pop() if len(kinds) == 1 else ANY
 
 
-def _from_annotation(node: ast.AST) -> tuple[tuple[str, ...], str] | None:
-    """Allowed kinds and list element kind of an annotation node; None when it is not understood."""
+def _runtime_spec(obj) -> Spec | None:
+    """The Spec of a bounded alias (``Annotated[int, Ge(1)]`` as a typing object)."""
+    base, *meta = typing.get_args(obj)
+    kind = {int: "int", float: "float"}.get(base)
+    if kind is None:
+        return None
+    bounds = []
+    for m in meta:
+        for cls, op in _BOUND_OPS.items():
+            if type(m).__name__ == cls:
+                bounds.append((op, getattr(m, cls.lower())))
+    return Spec((kind,), bounds=tuple(bounds))
+
+
+def _bound_of(node: ast.AST) -> tuple[str, float] | None:
+    """``Ge(1)`` / ``Gt(gt=0)`` … as ``(op, number)``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))):
+        return None
+    fname = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+    args = list(node.args) + [k.value for k in node.keywords]
+    if fname not in _BOUND_OPS or len(args) != 1:
+        return None
+    try:
+        v = ast.literal_eval(args[0])
+    except ValueError:
+        return None
+    return (_BOUND_OPS[fname], v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _union(a: Spec, b: Spec) -> Spec:
+    choices = None if a.choices is None and b.choices is None else (a.choices or ()) + (b.choices or ())
+    return Spec(tuple(dict.fromkeys(a.kinds + b.kinds)), choices, a.bounds or b.bounds, a.item or b.item)
+
+
+def _from_annotation(node: ast.AST) -> Spec | None:
+    """What an annotation node allows; None when it is not understood."""
     if isinstance(node, ast.Constant) and node.value is None:
-        return ("none",), ANY
+        return Spec(("none",))
     if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a string annotation
         try:
             return _from_annotation(ast.parse(node.value, mode="eval").body)
@@ -85,27 +178,43 @@ def _from_annotation(node: ast.AST) -> tuple[tuple[str, ...], str] | None:
             return None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         a, b = _from_annotation(node.left), _from_annotation(node.right)
-        if a is None or b is None:
-            return None
-        return tuple(dict.fromkeys(a[0] + b[0])), a[1] if a[1] != ANY else b[1]
+        return None if a is None or b is None else _union(a, b)
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
     if name is not None:
+        if name in _ALIASES:
+            return _runtime_spec(_ALIASES[name])
         kind = _NAMES.get(name)
-        return ((kind,), ANY) if kind else None
+        return Spec((kind,)) if kind else None
     if isinstance(node, ast.Subscript):
-        head = _from_annotation(node.value)
         args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        head_name = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", None)
+        if head_name == "Literal":
+            try:
+                values = tuple(ast.literal_eval(a) for a in args)
+            except ValueError:
+                return None
+            kinds = tuple(dict.fromkeys(_kind_of(v) for v in values))
+            return None if ANY in kinds else Spec(kinds, choices=tuple(v for v in values if v is not None))
+        if head_name == "Annotated":
+            base = _from_annotation(args[0])
+            bounds = [_bound_of(a) for a in args[1:]]
+            if base is None or any(b is None for b in bounds):
+                return None
+            return Spec(base.kinds, base.choices, base.bounds + tuple(bounds), base.item)
+        head = _from_annotation(node.value)
         if head is None:
             return None
-        if head[0] == ("list",):
+        if head.kinds == ("list",):
             inner = _from_annotation(args[0])
-            return ("list",), (inner[0][0] if inner and len(inner[0]) == 1 else ANY)
-        if isinstance(node.value, ast.Name) and node.value.id in ("Optional", "Union"):
+            return Spec(("list",), item=inner if inner is not None and len(inner.kinds) == 1 else None)
+        if head_name in ("Optional", "Union"):
             parts = [_from_annotation(a) for a in args]
             if any(p is None for p in parts):
                 return None
-            kinds = tuple(dict.fromkeys(k for p in parts for k in p[0]))
-            return (kinds + ("none",) if node.value.id == "Optional" else kinds), next((p[1] for p in parts if p[1] != ANY), ANY)
+            spec = parts[0]
+            for p in parts[1:]:
+                spec = _union(spec, p)
+            return _union(spec, Spec(("none",))) if head_name == "Optional" else spec
         return head
     return None
 
@@ -118,11 +227,13 @@ def _param(name: str, value: ast.AST | None, annotation: ast.AST | None) -> Para
         default, literal = None, False
     if annotation is not None:
         spec = _from_annotation(annotation)
-        if spec is not None and ANY not in spec[0]:
-            kinds, item = spec
-            if item == ANY and isinstance(default, (list, tuple)) and default:
+        if spec is not None and ANY not in spec.kinds:
+            item, item_choices, item_bounds = ANY, None, ()
+            if spec.item is not None:
+                item, item_choices, item_bounds = spec.item.kinds[0], spec.item.choices, spec.item.bounds
+            elif isinstance(default, (list, tuple)) and default:
                 item = _item_kind(default)
-            return Param(name, default, kinds, item)
+            return Param(name, default, spec.kinds, item, spec.choices, spec.bounds, item_choices, item_bounds)
     if not literal or default is None:
         return Param(name, default, (ANY,))
     kind = _kind_of(default)
@@ -169,6 +280,8 @@ def _to(kind: str, v: Any, item: str = ANY) -> Any:
     if kind == "int" and isinstance(v, int) and not isinstance(v, bool):
         return v
     if kind == "float" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        if not math.isfinite(v):
+            raise TypeError("a finite number (1e400 is inf)")
         return float(v)
     if kind == "str":
         if isinstance(v, str):
@@ -180,6 +293,9 @@ def _to(kind: str, v: Any, item: str = ANY) -> Any:
     if kind == "list":
         if isinstance(v, (list, tuple)):
             return [_to(item, x) for x in v]
+        if isinstance(v, str) and "," in v:
+            # a comma may be part of a path: never guess a split
+            raise TypeError(f"a list written as a list ({[x.strip() for x in v.split(',')]!r}), not one text with a comma")
         if not isinstance(v, (dict, type(None))):
             return [_to(item, v)]  # a single value: a one-element list
     if kind == "dict" and isinstance(v, dict):
@@ -187,15 +303,31 @@ def _to(kind: str, v: Any, item: str = ANY) -> Any:
     raise TypeError(kind)
 
 
+def _fits(value: Any, choices, bounds) -> bool:
+    if choices is not None and value not in choices:
+        return False
+    return not (bounds and isinstance(value, (int, float)) and not isinstance(value, bool) and not _within(value, bounds))
+
+
 def coerce(param: Param, value: Any, where: str = "") -> Any:
     """``value`` (a ``-p`` value as parsed by the CLI, or a Python value) checked and converted to
-    ``param``'s type (module table). Raises :class:`ParameterError` (one line)."""
+    ``param``'s type, choices and bounds (module table). Raises :class:`ParameterError` (one line)."""
+    reasons = []
     for kind in param.kinds:
         try:
-            return _to(kind, value, param.item)
-        except TypeError:
+            got = _to(kind, value, param.item)
+        except TypeError as e:
+            if e.args and e.args[0] != kind:
+                reasons.append(str(e.args[0]))
             continue
-    raise ParameterError(f"parameter {param.name!r}{f' of {where}' if where else ''} expects {param.describe()} "
+        if got is None:
+            return got
+        items = got if kind == "list" else [got]
+        choices, bounds = (param.item_choices, param.item_bounds) if kind == "list" else (param.choices, param.bounds)
+        if all(_fits(x, choices, bounds) for x in items):
+            return got
+    why = f" ({'; '.join(reasons)})" if reasons else ""
+    raise ParameterError(f"parameter {param.name!r}{f' of {where}' if where else ''} expects {param.describe()}{why} "
                          f"(default {param.default!r}); got {value!r} ({type(value).__name__})")
 
 
@@ -255,7 +387,7 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
         except ModelUnavailable as e:  # its message names the endpoint already
             raise ModelUnavailable(f"{prefix}{e}" if name == "endpoint" else f"{prefix}{name}: {e}") from e
         lines.append(f"{prefix}{name} {endpoint} serves {served!r}")
-    # the main model named without an endpoint is loaded in process: it must be a checkpoint folder
+    # the main model named without an endpoint is loaded in process: a checkpoint folder or tiny-<arch>
     model = params.get("model", declared["model"].default) if "model" in declared else ""
     if isinstance(model, str) and not any(n == "endpoint" for n, *_ in endpoints):
         problem = local_model_problem(model)
@@ -263,4 +395,61 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
             raise ModelUnavailable(f"{prefix}{problem}")
         if model:
             lines.append(f"{prefix}model {model!r} loads in process")
+    # the other model-like parameters: what their notebooks load (04/05 resolve hub: refs; 02 reads a folder)
+    from kit.policy.factory import checkpoint_ref_problem
+
+    for name, kw in CHECKPOINT_PARAMS.items():
+        value = params.get(name, declared[name].default) if name in declared else ""
+        if isinstance(value, str) and value:
+            problem = checkpoint_ref_problem(name, value, **kw)
+            if problem:
+                raise ModelUnavailable(f"{prefix}{problem}")
+            lines.append(f"{prefix}{name} {value!r} is a checkpoint reference")
     return lines
+
+
+# model-like parameters that are not served: which references each notebook can load
+CHECKPOINT_PARAMS = {"base_model": {"tiny": True, "hub": True}, "sft_model": {"tiny": False, "hub": False}}
+# (switch parameter, value) -> parameters that must then be non-empty
+NEEDS = {("judge", "llm"): ("judge_endpoint", "judge_model"),
+         ("image_judge", "vlm"): ("image_judge_endpoint", "image_judge_model")}
+# parameters a paper-profile run must name (the notebooks stop in their first cells otherwise)
+PAPER_NEEDS = {"expert_endpoint": "an OpenAI-compatible expert", "expert_model": "the expert's served name",
+               "base_model": "the checkpoint to train"}
+
+
+def check_combinations(declared: dict[str, Param], params: dict[str, Any], profile: str = "smoke",
+                       where: str = "") -> None:
+    """Rules across parameters, checked before a notebook starts (no network):
+
+    * a ``<role>_model`` given while its ``<role>_endpoint`` is empty (a model nothing serves);
+    * ``judge="llm"`` needs ``judge_endpoint`` and ``judge_model``; ``image_judge="vlm"`` its endpoint and model;
+    * ``policy_kind="demonstrator"`` while a model or endpoint is named (:func:`kit.policy.factory.eval_policy_kind`);
+    * the paper profile needs the parameters of :data:`PAPER_NEEDS` that the notebook declares.
+
+    Raises:
+        ParameterError: the first rule broken (one line).
+    """
+    value = {k: params.get(k, p.default) for k, p in declared.items()}
+    at = f" of {where}" if where else ""
+    for name in sorted(params):
+        if name.endswith("_model") and value.get(name) and (name[: -len("model")] + "endpoint") in declared:
+            ep = name[: -len("model")] + "endpoint"
+            if not value.get(ep):
+                raise ParameterError(f"{name}={value[name]!r}{at} is set but {ep} is empty: name the endpoint that serves it")
+    for (switch, on), needed in NEEDS.items():
+        if value.get(switch) == on:
+            missing = [n for n in needed if n in declared and not value.get(n)]
+            if missing:
+                raise ParameterError(f"{switch}={on!r}{at} needs {' and '.join(missing)}")
+    if "policy_kind" in declared:
+        from kit.policy.factory import eval_policy_kind
+
+        try:
+            eval_policy_kind(value.get("policy_kind"), profile, value.get("model") or "", value.get("endpoint") or "")
+        except ValueError as e:
+            raise ParameterError(f"{e}{at}") from e
+    if profile == "paper":
+        missing = [f"{n} ({why})" for n, why in PAPER_NEEDS.items() if n in declared and not value.get(n)]
+        if missing:
+            raise ParameterError(f"the paper profile{at} needs " + ", ".join(missing))

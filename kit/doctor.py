@@ -4,8 +4,10 @@
 
 Checks, in order:
 
-* ``endpoint`` — the named OpenAI-compatible endpoint answers ``GET /models`` and serves the named
-  model (skipped, and said so, when none is named: runs then use the tiny random-weight model);
+* ``endpoint`` — the named OpenAI-compatible endpoint answers ``GET /models`` completely within 5 s
+  and serves the named model (skipped, and said so, when none is named: runs then use the tiny
+  random-weight model); without an endpoint, a named ``--model`` must be a checkpoint folder or a
+  ``tiny-<arch>`` of a known architecture;
 * ``zim`` — every ZIM archive (``--zim``, else the shared data folder's / the kit cache's) opens with
   libzim and holds articles (the local web);
 * ``tokenizer`` — the token counter loads (``--tokenizer``: a checkpoint folder or served model name;
@@ -46,6 +48,12 @@ def check_endpoint(endpoint: str | None, model: str | None, api_key_env: str = "
     from kit.policy.factory import ModelUnavailable, check_endpoint as probe
 
     if not endpoint:
+        if model and model.startswith("tiny-"):
+            from kit.policy.factory import tiny_problem
+
+            problem = tiny_problem(model)
+            if problem:
+                return Check("model", "FAIL", problem)
         if model and not model.startswith("tiny-"):
             from kit.policy.factory import local_model_problem
 

@@ -6,35 +6,62 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @contextlib.contextmanager
-def models_server(ids: list[str]):
-    """Serve ``{"data": [{"id": ...}]}`` at ``/v1/models``; yields the base URL ``http://127.0.0.1:PORT/v1``."""
+def models_server(ids: list | None = None, *, body: bytes | None = None, drip_s: float | None = None,
+                  drip_headers: bool = False):
+    """Serve ``{"data": [{"id": ...}]}`` (or ``body`` as is) at ``/v1/models``; yields the base URL
+    ``http://127.0.0.1:PORT/v1``. ``drip_s``: send one byte of the body (with ``drip_headers``, of the
+    status line) every ``drip_s`` seconds, the way a stuck proxy does, so no single read times out."""
+    stop = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
+            if drip_s is not None:
+                try:
+                    if drip_headers:
+                        for b in b"HTTP/1.1 200 OK\r\n" * 1000:
+                            if stop.is_set():
+                                return
+                            self.wfile.write(bytes([b]))
+                            self.wfile.flush()
+                            time.sleep(drip_s)
+                    self.send_response(200)
+                    self.send_header("Content-Length", "100000")
+                    self.end_headers()
+                    while not stop.is_set():
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        time.sleep(drip_s)
+                except OSError:  # the client gave up
+                    return
+                return
             if self.path.rstrip("/") == "/v1/models":
-                body = json.dumps({"object": "list", "data": [{"id": i, "object": "model"} for i in ids]}).encode()
+                out = body if body is not None else json.dumps(
+                    {"object": "list", "data": [{"id": i, "object": "model"} for i in ids or []]}).encode()
                 self.send_response(200)
             else:
-                body = b'{"error": "not found"}'
+                out = b'{"error": "not found"}'
                 self.send_response(404)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(out)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(out)
 
         def log_message(self, *args):  # quiet
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     finally:
+        stop.set()
         server.shutdown()
         server.server_close()
 

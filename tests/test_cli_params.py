@@ -206,3 +206,167 @@ def test_named_local_model_that_cannot_load_stops_before_the_kernel(tmp_path, ca
     assert local_model_problem("") is None and local_model_problem("tiny-qwen3_vl") is None
     (tmp_path / "config.json").write_text("{}")
     assert local_model_problem(str(tmp_path)) is None
+
+
+def test_profile_and_out_dir_are_not_parameters(tmp_path, nb_dir, capsys, no_kernel):
+    """-p profile / -p out_dir would silently contradict --profile / --out and the sequence's record (C11)."""
+    with pytest.raises(ParameterError, match=r"-p out_dir is not accepted: set it with --out"):
+        run_notebook("01", "smoke", {"out_dir": str(tmp_path / "x")}, tmp_path / "o", notebooks_dir=nb_dir)
+    rc = main(["notebook", "01", "--out", str(tmp_path / "o"), "-p", "profile", "smoke"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "-p profile is not accepted: set it with --profile" in err and len(err.splitlines()) == 1
+    base = ["--results-dir", str(tmp_path), "--notebooks-dir", str(nb_dir), "--no-progress"]
+    for p in (["-p", "out_dir", str(tmp_path / "x")], ["-p", "06.profile", "smoke"]):
+        assert main(["sequence", "--run", "r", "--only", "01", "06", *p, *base]) == 2
+        assert "is not accepted" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists() and not (tmp_path / "x").exists()
+
+
+def test_invalid_endpoint_url_is_one_line_exit_2(tmp_path, nb_dir, capsys, no_kernel):
+    """An invalid URL stops notebook and sequence with exit 2 and one line, no traceback (C12)."""
+    rc = main(["notebook", "01", "--out", str(tmp_path / "o"), "-p", "endpoint", "http://[::1"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "invalid URL" in err and len(err.splitlines()) == 1
+    rc = main(["sequence", "--run", "r", "--only", "01", "-p", "endpoint", "http://[::1", "--results-dir", str(tmp_path),
+               "--notebooks-dir", str(nb_dir)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "invalid URL" in err and len(err.splitlines()) == 1
+
+
+def test_every_model_like_parameter_is_preflighted(tmp_path, capsys, no_kernel):
+    """base_model (04, 05), sft_model (02) and a tiny-<arch> model are checked before the kernel starts (C13)."""
+    for key, name, value, msg in [("04", "base_model", "tiny-bogus", "no tiny architecture 'bogus'"),
+                                  ("05", "base_model", "hub:Qwen/Qwen2-VL", "not a hub model reference"),
+                                  ("04", "base_model", "hub:dataset:o/n@v1", "not a hub model reference"),
+                                  ("05", "base_model", str(tmp_path / "none"), "is not a local checkpoint folder"),
+                                  ("02", "sft_model", str(tmp_path / "none"), "is not a local checkpoint folder"),
+                                  ("02", "sft_model", "tiny-qwen2_vl", "sft_model takes a checkpoint folder"),
+                                  ("01", "model", "tiny-bogus", "no tiny architecture 'bogus'")]:
+        rc = main(["notebook", key, "--out", str(tmp_path / "o"), "-p", name, value])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and msg in err and len(err.splitlines()) == 1, (key, name, value, err)
+    assert not (tmp_path / "o").exists()
+    from kit.cli_params import preflight_endpoints
+
+    decl = notebook_parameters(__import__("kit.paths").paths.PROJECT_ROOT / "notebooks" / "04_sft_unsloth.ipynb")
+    assert preflight_endpoints(decl, {"base_model": "hub:Qwen/Qwen2-VL-2B-Instruct@main"})  # syntax only, no download
+    assert preflight_endpoints(decl, {"base_model": "tiny-qwen3_vl"})
+
+
+REAL_REFUSALS = [
+    ("01", "n_episodes", "-1", "int >= 1"), ("01", "n_episodes", "0", "int >= 1"), ("01", "concurrency", "0", ">= 1"),
+    ("06", "repeats", "-3", ">= 1"), ("06", "repeats", "0", ">= 1"), ("03", "n_episodes", "0", ">= 1"),
+    ("06", "temperature", "-5", ">= 0"), ("01", "wall_clock_s", "1e400", "finite"), ("06", "concurrency", "0", ">= 1"),
+    ("01", "backend", "bing", "one of 'zim', 'serper'"), ("06", "cache_mode", "rw", "one of 'readwrite'"),
+    ("06", "judge", "gpt", "one of 'rule', 'llm'"), ("06", "policy_kind", "Model", "one of 'demonstrator', 'model'"),
+    ("06", "missing_images", "bogus", "one of 'problem', 'text_only'"), ("06", "benchmarks", "fvqa,livevqa", "['fvqa', 'livevqa']"),
+    ("06", "configs", "['harness', 'oracle']", "list of one of"), ("05", "algorithm", "ppo", "one of 'fa_gspo'"),
+    ("04", "finetune", "qlora", "one of 'full', 'lora'"), ("02", "depths", "[0]", "list of int >= 1"),
+    ("02", "holdout_seed_fraction", "1.5", "<= 1"), ("05", "lr", "0", "> 0"), ("04", "backend", "deepspeed", "one of 'auto'"),
+    ("06", "judge", "llm", "judge='llm' of notebook 06_evaluation needs judge_endpoint"),
+    ("06", "policy_kind", "demonstrator", "policy_kind='demonstrator' but a model is named"),
+    ("02", "expert_model", "kimi", "expert_model='kimi' of notebook 02_data_synthesis is set but expert_endpoint is empty"),
+]
+
+
+@pytest.fixture
+def no_kernel(monkeypatch):
+    """A notebook that gets past the checks would start a kernel: fail at once instead."""
+    import papermill
+
+    def refuse(*a, **kw):
+        raise AssertionError("the notebook started: the value was not refused before the kernel")
+
+    monkeypatch.setattr(papermill, "execute_notebook", refuse)
+
+
+@pytest.mark.parametrize("key,name,raw,msg", REAL_REFUSALS)
+def test_real_notebook_values_are_refused_before_the_kernel(tmp_path, capsys, no_kernel, key, name, raw, msg):
+    """Counts, finite floats, choices, list items and rules across parameters of the real notebooks (C14)."""
+    extra = ["-p", "model", "tiny-qwen2_vl"] if (name, raw) == ("policy_kind", "demonstrator") else []
+    rc = main(["notebook", key, "--out", str(tmp_path / "o"), "-p", name, raw, *extra])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and msg in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_paper_profile_needs_its_models_before_the_kernel(tmp_path, capsys, no_kernel):
+    for key, what in (("02", "expert_endpoint"), ("04", "base_model"), ("05", "base_model")):
+        rc = main(["notebook", key, "--profile", "paper", "--out", str(tmp_path / "o")])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and "the paper profile" in err and what in err, err
+
+
+def test_choices_bounds_and_lists_from_annotations(tmp_path):
+    """The annotation vocabulary: Literal choices, bounded aliases, Annotated bounds, list elements, and a
+    comma-joined single value that is refused rather than guessed."""
+    d = tmp_path / "nbs"
+    d.mkdir()
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(
+        "from typing import Annotated, Literal\nfrom annotated_types import Ge, Lt\n"
+        "from kit.cli_params import Count, Fraction, NonNegFloat\n"
+        'mode: Literal["a", "b"] | None = None\nn: Count = 2\nf: Fraction = 0.5\nt: NonNegFloat = 1.0\n'
+        "k: Annotated[int, Ge(0), Lt(10)] = 3\nitems: list[Count] = [1]\nnames: list[str] = []\nopts: list[Literal['x', 'y']] | None = None\n")
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell]
+    nbformat.write(nb, d / "x.ipynb")
+    p = notebook_parameters(d / "x.ipynb")
+    ok = {"mode": ["a", None], "n": [1, 10**6], "f": [0, 1, 0.25], "t": [0, 2.5], "k": [0, 9], "items": [[1, 2], 3],
+          "names": ["a.zim", ["a,b.zim"]], "opts": [["x"], "y", None]}
+    for name, values in ok.items():
+        for v in values:
+            coerce(p[name], v)
+    bad = {"mode": ["c", "A", 1], "n": [0, -1, 1.5, True], "f": [-0.1, 1.01, float("nan")], "t": [-1e-9, float("inf")],
+           "k": [-1, 10], "items": [[0], [1, -2]], "names": ["a.zim,b.zim"], "opts": [["x", "z"], "z"]}
+    for name, values in bad.items():
+        for v in values:
+            with pytest.raises(ParameterError, match=rf"parameter '{name}' expects"):
+                coerce(p[name], v)
+    assert coerce(p["items"], 3) == [3] and coerce(p["f"], 1) == 1.0
+    exec(compile(nb.cells[0].source, "params", "exec"), {})  # the parameters cell itself runs
+
+
+def test_notebooks_declare_choices_and_bounds():
+    """Every enum-like parameter of the real notebooks declares its choices and every count its bound,
+    and no notebook turns a count of 0 into its default with ``x or default``."""
+    import re
+
+    from kit.paths import PROJECT_ROOT
+
+    enums = {"backend", "cache_mode", "judge", "image_judge", "policy_kind", "missing_images", "profile", "finetune",
+             "algorithm", "tiny_vocab", "event_backend", "source", "rescue_action"}
+    counts = {"n_episodes", "concurrency", "repeats", "n_per_benchmark", "max_seeds", "variants", "samples", "n_tasks",
+              "rl_group_size", "rl_filter_queries", "vqa_n", "vistarget_n", "n_reads", "group_size", "prompts_per_step",
+              "total_steps", "lora_rank", "max_turns", "max_calls", "max_context_tokens", "open_source_limit"}
+    for nb in sorted((PROJECT_ROOT / "notebooks").glob("*.ipynb")):
+        params = notebook_parameters(nb)
+        for name, prm in params.items():
+            if name in enums:
+                assert prm.choices, (nb.name, name)
+            if name in counts:
+                assert ("int" in prm.kinds and (">=", 1) in prm.bounds), (nb.name, name, prm)
+        code = "\n".join(c.source for c in nbformat.read(str(nb), as_version=4).cells
+                         if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", []))
+        numeric = [n for n, prm in params.items() if {"int", "float"} & set(prm.kinds)]
+        used = [n for n in numeric if re.search(rf"\b{n} or\b", code)]
+        assert not used, (nb.name, used)
+
+
+def test_papermill_does_not_warn_about_parameters_the_kit_checked(tmp_path, caplog):
+    """Papermill's regex inspector cannot read ``Literal[...]`` / ``X | None`` annotations and warned
+    'Passed unknown parameter' for names the kit had already checked."""
+    import logging
+
+    d = tmp_path / "nbs"
+    d.mkdir()
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell('from typing import Literal\nprofile: Literal["smoke", "paper"] = "smoke"\n'
+                                     'out_dir = "."\nmode: Literal["a", "b"] = "a"')
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell, nbformat.v4.new_code_cell("assert mode == 'b' and profile == 'smoke'")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, d / "01_harness_demo.ipynb")
+    with caplog.at_level(logging.WARNING, logger="papermill"):
+        run_notebook("01", "smoke", {"mode": "b"}, tmp_path / "o", notebooks_dir=d)
+    assert not [r for r in caplog.records if "unknown parameter" in r.getMessage()]

@@ -197,3 +197,22 @@ def test_declared_parameters_of_the_real_notebooks():
         assert {"profile", "out_dir"} <= _declared(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), key
     assert {"data", "lr_language", "lr_vision"} <= _declared(PROJECT_ROOT / "notebooks" / "04_sft_unsloth.ipynb")
     assert "stages" in _declared(PROJECT_ROOT / "notebooks" / "05_rl_long_mdr.ipynb")
+
+
+def test_sequence_preflights_model_parameters_and_rules_before_the_first_notebook(tmp_path):
+    """A bad base_model of 04, a count of 0 or an LLM judge without endpoint stop the whole sequence before
+    01 runs (C13, C14)."""
+    calls = []
+
+    def runner(key, *a, **kw):
+        calls.append(key)
+        raise AssertionError("no notebook may run")
+
+    for keys, common, per, msg in [
+            (["01", "04"], {}, {"04": {"base_model": "tiny-bogus"}}, r"notebook 04 .*no tiny architecture 'bogus'"),
+            (["01", "06"], {"concurrency": 0}, {}, r"'concurrency' of notebook 01 .* expects int >= 1"),
+            (["01", "06"], {}, {"06": {"judge": "llm"}}, r"judge='llm' of notebook 06 .* needs judge_endpoint")]:
+        with pytest.raises(SequenceError, match=msg):
+            run_sequence("r", keys, common=common, per_notebook=per, results_dir=tmp_path, runner=runner,
+                         echo=lambda s: None)
+    assert calls == [] and not (tmp_path / "r").exists()

@@ -69,3 +69,13 @@ def test_doctor_fails_a_named_model_that_is_not_a_checkpoint_folder(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     assert check_endpoint(None, str(tmp_path)).status == "ok"
     assert check_endpoint(None, "tiny-qwen2_vl").status == "skip"
+
+
+def test_doctor_invalid_url_and_unknown_tiny_arch_fail_in_one_line(capsys):
+    """An invalid endpoint URL is a FAIL line, not a traceback (C12); tiny-bogus is no model (C13)."""
+    rc = main(["doctor", "--endpoint", "http://[::1", "--model", "m", "--zim", "/no/such.zim", "--isolation", "rlimits"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "FAIL endpoint" in out and "invalid URL" in out
+    bad = doctor.check_endpoint(None, "tiny-bogus")
+    assert bad.status == "FAIL" and "no tiny architecture 'bogus'" in bad.detail and "tiny-qwen2_vl" in bad.detail
+    assert doctor.check_endpoint(None, "tiny-qwen3_vl").status == "skip"

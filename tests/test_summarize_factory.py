@@ -153,3 +153,99 @@ def test_evaluation_policy_kind_never_replaces_a_named_model():
         eval_policy_kind("demonstrator", "smoke", "", "http://127.0.0.1:8000/v1")
     with pytest.raises(ValueError, match="unknown policy_kind"):
         eval_policy_kind("oracle", "smoke", "", "")
+
+
+@pytest.mark.parametrize("drip_headers", [False, True])
+def test_served_models_has_an_overall_deadline(drip_headers):
+    """A server that drips one byte at a time never trips a per-read timeout; the check still ends
+    within its deadline with one line (C10)."""
+    import time
+
+    from models_server import models_server
+
+    from kit.policy.factory import ModelUnavailable, served_models
+
+    with models_server(drip_s=0.05, drip_headers=drip_headers) as url:
+        t0 = time.monotonic()
+        with pytest.raises(ModelUnavailable, match=r"no complete answer within 0.6 s"):
+            served_models(url, timeout_s=0.6)
+        assert time.monotonic() - t0 < 2.0
+
+
+def test_bad_urls_and_odd_model_lists_are_one_line_errors():
+    """An invalid URL is a ModelUnavailable, not an httpx.InvalidURL traceback (C12); a 404 on a URL
+    without /v1 hints at it; a null model id is not a model named 'None' (Low)."""
+    from models_server import models_server
+
+    from kit.policy.factory import ModelUnavailable, check_endpoint, make_policy, served_models
+
+    for bad in ("http://[::1", "localhost:8000/v1", "ftp://127.0.0.1/v1"):
+        with pytest.raises(ModelUnavailable, match=r"endpoint .* (invalid|unreachable)"):
+            served_models(bad, timeout_s=1)
+        with pytest.raises(ModelUnavailable):
+            make_policy("m", bad)
+    with models_server(["m"]) as url:
+        root = url[: -len("/v1")]
+        with pytest.raises(ModelUnavailable, match=rf"HTTP 404.*did you mean {root}/v1\?"):
+            served_models(root, timeout_s=1)
+    with models_server(body=b'{"data": [{"id": null}, {"id": 7}, {"id": "a"}]}') as url:
+        assert served_models(url, timeout_s=1) == ["a"]
+        with pytest.raises(ModelUnavailable, match=r"does not serve model 'None'"):
+            check_endpoint(url, "None", timeout_s=1)
+
+
+def test_tiny_names_must_be_known_architectures():
+    """``tiny-bogus`` is refused before anything is built (C13)."""
+    from kit.models.tiny import ARCHS
+    from kit.policy.factory import ModelUnavailable, local_model_problem, make_policy
+
+    problem = local_model_problem("tiny-bogus")
+    assert problem and "tiny-bogus" in problem and all(a in problem for a in ARCHS)
+    with pytest.raises(ModelUnavailable, match="tiny-bogus"):
+        make_policy("tiny-bogus")
+    assert all(local_model_problem(f"tiny-{a}") is None for a in ARCHS)
+
+
+def test_named_expert_is_used_under_smoke(capfd):
+    """Notebook 02's roles: a named expert (or RL policy) is used under the smoke profile too, and the
+    run is not labelled offline or tiny (H4); nothing named under smoke is the offline chain."""
+    from models_server import closed_port_url, models_server
+
+    from kit.policy.factory import ModelUnavailable, synthesis_policies
+
+    off = synthesis_policies("smoke", "", "")
+    assert off.offline and off.expert is None and off.rl is None and off.labels == ["synthetic-offline", "smoke"]
+    assert off.manifest_model()["smoke"] is True
+    with models_server(["kimi-fake"]) as url:
+        r = synthesis_policies("smoke", url, "kimi-fake")
+        assert not r.offline and r.expert.model == "kimi-fake" and r.rl is r.expert
+        assert r.labels == ["expert:kimi-fake", "smoke-budgets"] and r.manifest_model() == {
+            "smoke": False, "model": "kimi-fake", "expert_endpoint": url, "rl_model": "kimi-fake"}
+        rl_only = synthesis_policies("smoke", "", "", url, "kimi-fake")
+        assert rl_only.offline and rl_only.expert is None and rl_only.rl.model == "kimi-fake"
+        assert synthesis_policies("paper", url, "kimi-fake").labels == ["expert:kimi-fake"]
+        with pytest.raises(ModelUnavailable, match="does not serve model 'other'"):
+            synthesis_policies("smoke", url, "other")
+    with pytest.raises(ModelUnavailable, match="unreachable"):
+        synthesis_policies("smoke", closed_port_url(), "m")
+    with pytest.raises(ModelUnavailable, match="paper profile needs expert_endpoint and expert_model"):
+        synthesis_policies("paper", "", "")
+    with pytest.raises(ModelUnavailable, match="expert_model='m' is set but expert_endpoint is empty"):
+        synthesis_policies("smoke", "", "m")
+
+
+def test_notebook_02_takes_its_expert_from_the_named_roles():
+    """Notebook 02 chooses the expert and RL policy by what is named (synthesis_policies), never by the
+    profile alone: no cell builds the offline stand-ins on ``SMOKE`` (H4)."""
+    import re
+
+    import nbformat
+
+    from kit.paths import PROJECT_ROOT
+
+    nb = nbformat.read(str(PROJECT_ROOT / "notebooks" / "02_data_synthesis.ipynb"), as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "synthesis_policies(profile, expert_endpoint, expert_model, rl_endpoint, rl_model" in code
+    assert not re.search(r"if (not )?SMOKE( else|:)\s*\n?\s*(def rl_harness|solver|from kit.data.expert)", code)
+    assert "OfflineVQAConverter() if OFFLINE" in code and "offline=SMOKE" not in code
+    assert '"smoke": SMOKE' not in code and "roles.manifest_model()" in code and "roles.labels" in code

@@ -12,6 +12,7 @@ inside the executed notebook.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -47,27 +48,85 @@ def announce(message: str) -> None:
         sys.__stderr__.flush()
 
 
-def served_models(base_url: str, api_key: str | None = None, timeout_s: float = 5.0) -> list[str]:
-    """Model ids listed by ``GET {base_url}/models`` (OpenAI-compatible servers: vLLM, SGLang, hosted).
+MAX_MODELS_BYTES = 4 << 20  # a model list is a few kB; more is not an OpenAI-compatible server
+
+
+async def _get_body(url: str, headers: dict, timeout_s: float) -> tuple[int, bytes]:
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        async with client.stream("GET", url, headers=headers) as r:
+            body = bytearray()
+            async for chunk in r.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_MODELS_BYTES:
+                    raise ValueError(f"answer larger than {MAX_MODELS_BYTES} bytes")
+            return r.status_code, bytes(body)
+
+
+def _bounded_get(url: str, headers: dict, timeout_s: float) -> tuple[int, bytes]:
+    """``(status, body)`` of ``GET url`` within ``timeout_s`` seconds *in all* (connect, headers, body).
+
+    httpx's timeouts bound each socket read, so a server that drips a byte at a time never trips them;
+    an asyncio deadline cancels the request (closing its socket). It runs on a private thread and
+    event loop, so it also works inside a Jupyter kernel whose loop is already running.
 
     Raises:
-        ModelUnavailable: the server cannot be reached, answers non-200, or not with a model list.
+        TimeoutError: no complete answer in time; httpx.HTTPError / httpx.InvalidURL / ValueError.
+    """
+    import asyncio
+    import threading
+
+    got: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            got["ok"] = asyncio.run(asyncio.wait_for(_get_body(url, headers, timeout_s), timeout_s))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            got["err"] = e
+
+    t = threading.Thread(target=work, name="kit-served-models", daemon=True)
+    t.start()
+    t.join(timeout_s + 5.0)  # the loop cancels itself at timeout_s; this is only a backstop
+    if "ok" in got:
+        return got["ok"]
+    err = got.get("err")
+    if err is None or isinstance(err, (TimeoutError, asyncio.TimeoutError)):
+        raise TimeoutError(f"no complete answer within {timeout_s:g} s")
+    raise err
+
+
+def served_models(base_url: str, api_key: str | None = None, timeout_s: float = 5.0) -> list[str]:
+    """Model ids listed by ``GET {base_url}/models`` (OpenAI-compatible servers: vLLM, SGLang, hosted),
+    answered completely within ``timeout_s`` seconds. Entries whose id is not a string are ignored.
+
+    Raises:
+        ModelUnavailable: an invalid URL, the server cannot be reached or does not answer in time,
+            answers non-200 (a 404 on a URL without ``/v1`` says so), or not with a model list.
     """
     url = base_url.rstrip("/") + "/models"
     try:
-        r = httpx.get(url, timeout=timeout_s, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
-    except httpx.HTTPError as e:
+        status, body = _bounded_get(url, {"Authorization": f"Bearer {api_key}"} if api_key else {}, timeout_s)
+    except TimeoutError as e:
+        raise ModelUnavailable(f"endpoint {base_url} unreachable ({e})") from e
+    except httpx.InvalidURL as e:  # not an httpx.HTTPError
+        raise ModelUnavailable(f"endpoint {base_url!r} is an invalid URL ({e})") from e
+    except httpx.UnsupportedProtocol as e:
+        raise ModelUnavailable(f"endpoint {base_url!r} is an invalid URL ({e}); e.g. http://localhost:8000/v1") from e
+    except (httpx.HTTPError, httpx.StreamError, OSError, ValueError) as e:
         raise ModelUnavailable(f"endpoint {base_url} unreachable ({type(e).__name__}: {e or 'no answer'})") from e
-    if r.status_code != 200:
-        raise ModelUnavailable(f"endpoint {base_url} unreachable (GET {url}: HTTP {r.status_code}: "
-                               f"{' '.join(r.text[:200].split())})")
+    text = body.decode("utf-8", "replace")
+    if status != 200:
+        hint = ""
+        if status == 404 and not base_url.rstrip("/").endswith("/v1"):
+            hint = f"; did you mean {base_url.rstrip('/')}/v1?"
+        raise ModelUnavailable(f"endpoint {base_url} unreachable (GET {url}: HTTP {status}: "
+                               f"{' '.join(text[:200].split())}){hint}")
     try:
-        data = r.json().get("data")
+        data = json.loads(text).get("data")
         ids = [m["id"] for m in data]
     except (ValueError, AttributeError, KeyError, TypeError) as e:
         raise ModelUnavailable(f"endpoint {base_url} does not answer GET /models with a model list "
-                               f"({type(e).__name__}: {' '.join(r.text[:200].split())})") from e
-    return [str(i) for i in ids]
+                               f"({type(e).__name__}: {' '.join(text[:200].split())})") from e
+    return [i for i in ids if isinstance(i, str) and i]  # a null id is no model (never the name 'None')
 
 
 def endpoint_reachable(base_url: str, api_key: str | None = None, timeout_s: float = 5.0) -> tuple[bool, str]:
@@ -100,14 +159,54 @@ def local_model_problem(model: str) -> str | None:
     """Why ``model`` (named without an endpoint) cannot be loaded in process, or None when it can be tried:
     empty, a ``tiny-<arch>`` name, or a folder holding a ``config.json``. In-process models load from a
     local checkpoint folder only (the Hub is not reached at run time)."""
-    if not model or model.startswith(TINY_PREFIX):
+    if not model:
         return None
+    if model.startswith(TINY_PREFIX):
+        return tiny_problem(model)
     p = Path(model).expanduser()
     if p.is_dir() and (p / "config.json").is_file():
         return None
     what = "has no config.json" if p.is_dir() else "is not a local checkpoint folder"
     return (f"model {model!r} {what}: an in-process model loads from a checkpoint folder (download it first, "
             f"e.g. python -m kit.cli download {model}), or serve it and name the endpoint")
+
+
+def tiny_problem(name: str) -> str | None:
+    """Why ``tiny-<arch>`` names no tiny checkpoint (an unknown arch), or None."""
+    from kit.models.tiny import ARCHS
+
+    arch = name[len(TINY_PREFIX):]
+    if arch in ARCHS:
+        return None
+    return f"model {name!r}: no tiny architecture {arch!r}; known: " + ", ".join(f"tiny-{a}" for a in ARCHS)
+
+
+def checkpoint_ref_problem(name: str, value: str, *, tiny: bool = True, hub: bool = True) -> str | None:
+    """Why parameter ``name``'s ``value`` names no loadable checkpoint, or None: empty, ``tiny-<arch>``
+    with a known arch (when ``tiny``), a syntactically valid ``hub:[model:]owner/name@rev`` reference
+    (when ``hub``; downloaded by the notebook, :func:`kit.hub.download.resolve_ref`), or a local folder
+    holding a ``config.json``."""
+    if not value:
+        return None
+    accepts = "a checkpoint folder" + (", tiny-<arch>" if tiny else "") + (" or hub:owner/name@revision" if hub else "")
+    if not tiny and value.startswith(TINY_PREFIX) or not hub and value.startswith("hub:"):
+        return f"{name}={value!r}: {name} takes {accepts}"
+    if value.startswith(TINY_PREFIX):
+        problem = tiny_problem(value)
+        return f"{name}: {problem}" if problem else None
+    if value.startswith("hub:"):
+        from kit.hub.download import _REF
+
+        m = _REF.match(value)
+        if m and m.group(1) != "dataset":
+            return None
+        return (f"{name}={value!r} is not a hub model reference: expected hub:owner/name@revision "
+                "(e.g. hub:Qwen/Qwen2.5-VL-7B-Instruct@main)")
+    p = Path(value).expanduser()
+    if p.is_dir() and (p / "config.json").is_file():
+        return None
+    what = "has no config.json" if p.is_dir() else "is not a local checkpoint folder"
+    return f"{name}={value!r} {what}: give {accepts}"
 
 
 def is_named(model: str, endpoint: str) -> bool:
@@ -179,6 +278,8 @@ def make_policy(model: str = "", endpoint: str = "", *, api_key_env: str = "OPEN
         except Exception as e:  # hub unreachable, bad path, unsupported architecture
             raise ModelUnavailable(f"model {model!r} could not be loaded ({type(e).__name__}: "
                                    f"{' '.join(str(e).split())[:300]})") from e
+    if model.startswith(TINY_PREFIX) and tiny_problem(model):
+        raise ModelUnavailable(tiny_problem(model))
     if not model and not allow_fallback:
         raise ModelUnavailable("no model or endpoint named and the tiny-model fallback is disabled")
     arch = model[len(TINY_PREFIX):] if model.startswith(TINY_PREFIX) else tiny_arch
@@ -200,3 +301,70 @@ def make_policy(model: str = "", endpoint: str = "", *, api_key_env: str = "OPEN
                                                                           "path": str(path), "smoke": True,
                                                                           "fallback_reason": reason,
                                                                           "banner": banner}
+
+
+class SynthesisPolicies:
+    """The models of notebook 02 (data synthesis): the ``expert`` (stages 2-4, VQA conversion, label
+    audit, solvability) and the ``rl`` policy whose rollouts filter RL queries (WeAgent §4), each an
+    :class:`~kit.policy.openai_client.OpenAIChatPolicy` or None (the offline stand-ins run instead).
+
+    A named expert or RL endpoint is used under every profile: the smoke profile only shrinks sizes
+    (a named model is never silently replaced by the offline chain-follower). ``offline`` is True when
+    no expert is named (stages 2-4 use the offline expander and chain-follower); ``labels`` mark the
+    outputs (``synthetic-offline``/``smoke``, or ``expert:<model>`` plus ``smoke-budgets`` under smoke).
+    """
+
+    def __init__(self, profile: str, expert_endpoint: str, expert_model: str, rl_endpoint: str = "",
+                 rl_model: str = "", api_key: str | None = None):
+        from kit.data import OFFLINE_LABEL
+        from kit.policy.openai_client import OpenAIChatPolicy
+
+        for role, endpoint, model in (("expert", expert_endpoint, expert_model), ("rl", rl_endpoint, rl_model)):
+            if model and not endpoint:
+                raise ModelUnavailable(f"{role}_model={model!r} is set but {role}_endpoint is empty: name the "
+                                       f"OpenAI-compatible endpoint that serves it")
+        if profile != "smoke" and not (expert_endpoint and expert_model):
+            raise ModelUnavailable("the paper profile needs expert_endpoint and expert_model (an OpenAI-compatible expert)")
+        self.profile, self.expert_endpoint, self.rl_endpoint = profile, expert_endpoint, rl_endpoint
+        self.expert = self.rl = None
+        if expert_endpoint:
+            name, _ = check_endpoint(expert_endpoint, expert_model, api_key)
+            self.expert = OpenAIChatPolicy(expert_endpoint, name, api_key=api_key)
+        if rl_endpoint:
+            name, _ = check_endpoint(rl_endpoint, rl_model, api_key)
+            self.rl = OpenAIChatPolicy(rl_endpoint, name, api_key=api_key)
+        else:
+            self.rl = self.expert
+        self.offline = self.expert is None
+        if self.offline:
+            self.labels = [OFFLINE_LABEL, "smoke"]
+        else:
+            self.labels = [f"expert:{self.expert.model}"] + (["smoke-budgets"] if profile == "smoke" else [])
+        if not self.offline or self.rl is not None:
+            announce(f"data synthesis: expert {self.expert.model + ' at ' + expert_endpoint if self.expert else 'offline'}"
+                     f"; RL rollouts {self.rl.model + ' at ' + (rl_endpoint or expert_endpoint) if self.rl else 'offline'}"
+                     f" (profile {profile})")
+
+    def manifest_model(self) -> dict[str, Any]:
+        """The manifest's ``model`` entry: ``smoke`` is True only for the offline stand-ins."""
+        if self.offline and self.rl is None:
+            return {"smoke": True, "model": None}
+        out: dict[str, Any] = {"smoke": False, "model": self.expert.model if self.expert else None}
+        if self.expert:
+            out["expert_endpoint"] = self.expert_endpoint
+        if self.rl is not None:
+            out["rl_model"] = self.rl.model
+            if self.rl_endpoint:
+                out["rl_endpoint"] = self.rl_endpoint
+        return out
+
+
+def synthesis_policies(profile: str, expert_endpoint: str, expert_model: str, rl_endpoint: str = "", rl_model: str = "",
+                       api_key: str | None = None) -> SynthesisPolicies:
+    """Notebook 02's expert and RL policies (:class:`SynthesisPolicies`).
+
+    Raises:
+        ModelUnavailable: a named endpoint is down or does not serve the named model, a model is named
+            without its endpoint, or the paper profile names no expert.
+    """
+    return SynthesisPolicies(profile, expert_endpoint, expert_model, rl_endpoint, rl_model, api_key)
