@@ -29,7 +29,9 @@ def test_notebook_02_smoke(tmp_path, data_dir):
             {"role": "tool_call", "content": json.dumps({"name": "image_search", "arguments": {"image": "img_1"}})},
             {"role": "tool_response", "content": "Golden Gate Bridge - Wikipedia"},
             {"role": "assistant", "content": "<think>It is the Golden Gate.</think><answer>Golden Gate Bridge</answer>"}]
-    red.write_text("".join(json.dumps({"id": i, "messages": msgs, "images": [base64.b64encode(buf.getvalue()).decode()]})
+    # a reference answer: the chat adapter trains only on trajectories its judge scores correct
+    red.write_text("".join(json.dumps({"id": i, "messages": msgs, "answer": "Golden Gate Bridge",
+                                       "images": [base64.b64encode(buf.getvalue()).decode()]})
                            + "\n" for i in range(2)))
     executed = run_notebook("02", "smoke", {"max_seeds": 50, "rl_filter_queries": 8, "vqa_n": 6,
                                             "open_sources": {"redsearcher": str(red)}}, out)
