@@ -85,6 +85,12 @@ class BackendError(Exception):
         self.retryable = retryable
 
 
+class RequestRejected(BackendError):
+    """The request itself cannot be served, whatever the backend's state (a corrupt or too-small query
+    image): deterministic, so :class:`kit.web.cache.CachedBackend` keeps the refusal like a result and an
+    offline replay reproduces the same error observation."""
+
+
 @runtime_checkable
 class SearchBackend(Protocol):
     """Web search, image search, reverse image search and fetch (docs/contracts.md "Search backend").

@@ -260,3 +260,41 @@ def test_transcript_inlines_images_and_marks_interventions(tmp_path):
     html = render_transcript(rec)
     assert html.count("data:image/png;base64,") == 2  # in the observation and as the cited image
     assert "harness intervention" in html and "&lt;b&gt;q&lt;/b&gt;" in html and "<b>q</b>" not in html
+
+
+def test_deterministic_refusals_are_cached_and_replayed_other_errors_are_not(tmp_path):
+    """A query image too small to search by is refused the same way every time: the cache keeps the
+    refusal so an offline replay reproduces the error observation; a transient error is never cached."""
+    import io
+
+    from PIL import Image
+
+    from kit.types import BackendError, RequestRejected
+
+    class Refusing:
+        name = "refusing"
+        calls = 0
+
+        async def reverse_image_search(self, image, num):
+            self.calls += 1
+            raise RequestRejected("image of 20x10 pixels is too small to search by")
+
+        async def search(self, query, num):
+            self.calls += 1
+            raise BackendError("HTTP 503", retryable=True)
+
+    buf = io.BytesIO()
+    Image.new("RGB", (20, 10)).save(buf, "PNG")
+    be, cache = Refusing(), ToolCache(tmp_path / "c.sqlite")
+    cb = CachedBackend(be, cache)
+    for _ in range(2):
+        with pytest.raises(RequestRejected, match="too small"):
+            asyncio.run(cb.reverse_image_search(buf.getvalue(), 5))
+        with pytest.raises(BackendError, match="503"):
+            asyncio.run(cb.search("q", 3))
+    assert be.calls == 3  # the refusal once, the transient error every time
+    cache.close()
+    ro = CachedBackend(Refusing(), ToolCache(tmp_path / "c.sqlite", mode="readonly"))
+    with pytest.raises(RequestRejected, match="too small"):
+        asyncio.run(ro.reverse_image_search(buf.getvalue(), 5))
+    assert ro.backend.calls == 0

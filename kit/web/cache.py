@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from kit.types import ImageHit, Page, ReverseImageResult, SearchBackend, SearchHit
+from kit.types import ImageHit, Page, RequestRejected, ReverseImageResult, SearchBackend, SearchHit
 
 CacheMode = Literal["readwrite", "readonly", "off"]
 
@@ -101,7 +101,7 @@ class ToolCache:
         return row[0] if row else None
 
     def put(self, key: str, backend: str, op: str, request: dict[str, Any], response_json: str) -> None:
-        """Store a successful response (no-op unless ``readwrite``); a newer response replaces an older one."""
+        """Store a response (a result, or a deterministic refusal; no-op unless ``readwrite``); a newer one replaces an older one."""
         if self._db is None or self.mode != "readwrite":
             return
         with self._lock:
@@ -169,6 +169,7 @@ _HITS = TypeAdapter(list[SearchHit])
 _IMAGES = TypeAdapter(list[ImageHit])
 _REVERSE = TypeAdapter(ReverseImageResult)
 _PAGE = TypeAdapter(Page)
+_REJECTED_PREFIX = '{"rejected":'  # no result type serializes to an object with this first key
 
 
 class CachedBackend:
@@ -180,11 +181,20 @@ class CachedBackend:
         self.name = backend.name
 
     async def _cached(self, op: str, request: dict[str, Any], call, adapter):
+        """Serve ``request`` from the cache or through ``call``. A :class:`RequestRejected` refusal is
+        deterministic, so it is cached too (as ``{"rejected": message}``) and raised again on a hit;
+        every other :class:`BackendError` propagates uncached (a retry or a later call may succeed)."""
         key = cache_key(self.name, op, request)
         hit = self.cache.get(key)
         if hit is not None:
+            if hit.startswith(_REJECTED_PREFIX):
+                raise RequestRejected(json.loads(hit)["rejected"])
             return adapter.validate_json(hit)
-        result = await call()  # BackendError propagates: failures are never cached
+        try:
+            result = await call()
+        except RequestRejected as e:
+            self.cache.put(key, self.name, op, request, json.dumps({"rejected": str(e)}, ensure_ascii=False))
+            raise
         self.cache.put(key, self.name, op, request, adapter.dump_json(result).decode())
         return result
 

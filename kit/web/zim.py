@@ -82,7 +82,7 @@ from markdownify import MarkdownConverter
 from PIL import Image, UnidentifiedImageError
 
 from kit.paths import cache_dir, file_sha256
-from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, ReverseImageResult, SearchHit
+from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, RequestRejected, ReverseImageResult, SearchHit
 from kit.web.text_clean import (
     MIN_IMAGE_LONG_SIDE,
     MIN_IMAGE_SIDE,
@@ -1522,13 +1522,17 @@ class LocalZimWeb:
         :data:`STRONG_DISTANCE`. No match gives an empty result.
 
         Raises:
-            BackendError: bytes that are empty, not an image, corrupt, truncated, or over
-                ``PIL.Image.MAX_IMAGE_PIXELS``; ``num`` < 1.
+            RequestRejected: bytes that are empty, not an image, corrupt, truncated, over
+                ``PIL.Image.MAX_IMAGE_PIXELS``, or an image too small to search by.
+            BackendError: ``num`` < 1.
         """
         self._check_num(num)
-        img = decode_image(image)
+        try:
+            img = decode_image(image)
+        except BackendError as e:  # the query image itself: the same bytes are always refused
+            raise RequestRejected(str(e)) from e
         if _is_decorative(*img.size):
-            raise BackendError(
+            raise RequestRejected(
                 f"image of {img.size[0]}x{img.size[1]} pixels is too small to search by "
                 f"(needs at least {MIN_IMAGE_LONG_SIDE} px on its long side and "
                 f"{MIN_IMAGE_SIDE} px on its short side)"
