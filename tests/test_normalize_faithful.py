@@ -9,6 +9,7 @@ import copy
 import hashlib
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -423,3 +424,23 @@ def test_unverifiable_observation_is_not_trainable_and_stray_results_are_events(
     ok, bad, st = recs
     assert ok.trainable and not bad.trainable and "observation_hash_mismatch" in bad.labels
     assert any(e.type == "observation_without_call" for e in st.events) and st.trainable
+
+
+def test_normalizing_never_writes_through_to_the_source_images(shared, tmp_path):
+    """Workspace images are copies: re-normalizing into the same workspace with other bytes (or any
+    write to the workspace file) leaves the source dataset untouched. (Hard links let one such rerun
+    overwrite a shared benchmark image.)"""
+    rows, imgs = shared
+    src_dir = tmp_path / "imgs"
+    shutil.copytree(imgs, src_dir)
+    row = copy.deepcopy(rows[1])
+    name = row["trace"]["image"]["path"].rsplit("/", 1)[-1]
+    before = (src_dir / name).read_bytes()
+    recs, _ = normalize_rows(MMSearchR1Adapter(src_dir), [row], tmp_path / "out")
+    ws_img = Path(recs[0].workspace) / "user_image_1.png"
+    assert ws_img.stat().st_ino != (src_dir / name).stat().st_ino
+    other = copy.deepcopy(row)
+    other["trace"]["image"] = {"bytes": base64.b64encode(_png()).decode()}
+    normalize_rows(MMSearchR1Adapter(src_dir), [other], tmp_path / "out")  # same workspace, other bytes
+    ws_img.write_bytes(b"changed by code run in the workspace")
+    assert (src_dir / name).read_bytes() == before

@@ -72,6 +72,22 @@ def text_msg(role: str, text: str, **kw) -> Message:
     return Message(role=role, content=[ContentPart(type="text", text=text)], **kw)
 
 
+def _replace_file(dest: Path, data: bytes) -> None:
+    """Write ``data`` as a new file at ``dest`` (temporary file, then rename): an existing entry —
+    a hard link to a source image, a symlink — is replaced, never written through."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def store_image(data: bytes, workspace: Path, name: str) -> RegisteredImage:
     """Write image bytes into ``workspace/<name>.<ext>`` and describe it as a registered image.
 
@@ -91,7 +107,7 @@ def store_image(data: bytes, workspace: Path, name: str) -> RegisteredImage:
     ext = {"jpeg": "jpg"}.get(fmt, fmt)
     workspace.mkdir(parents=True, exist_ok=True)
     fn = f"{name}.{ext}"
-    (workspace / fn).write_bytes(data)
+    _replace_file(workspace / fn, data)
     return RegisteredImage(ref=name, filename=fn, kind="user_image" if name.startswith("user") else "search_image",
                            sha256=hashlib.sha256(data).hexdigest(), width=w, height=h, mime=f"image/{fmt}")
 
@@ -100,16 +116,13 @@ _FILE_MEMO: dict[tuple[str, int, int], tuple[str, int, int, str]] = {}
 
 
 def store_file(src: Path, workspace: Path, name: str) -> RegisteredImage:
-    """Like :func:`store_image` for an image file: hard-linked into the workspace when possible
-    (copied otherwise); its sha256 and header are memoised by (path, size, mtime) so re-normalizing
+    """Like :func:`store_image` for an image file, copied into the workspace; its sha256 and header are memoised by (path, size, mtime) so re-normalizing
     a source does not re-hash its images.
 
     Raises:
         NormalizeError: (``image_unreadable``) not a decodable image; (``image_missing``) unreadable file.
     """
     import hashlib
-    import os
-    import shutil
 
     from PIL import Image, UnidentifiedImageError
 
@@ -129,16 +142,9 @@ def store_file(src: Path, workspace: Path, name: str) -> RegisteredImage:
     sha, w, h, fmt = meta
     fn = f"{name}.{ {'jpeg': 'jpg'}.get(fmt, fmt)}"
     workspace.mkdir(parents=True, exist_ok=True)
-    dest = workspace / fn
-    try:
-        os.link(src, dest)
-    except FileExistsError:  # a rerun over the same workspace: replace the old entry
-        dest.unlink()
-        os.link(src, dest)
-    except OSError:  # other file system or no permission: copy
-        if dest.is_symlink():
-            dest.unlink()
-        shutil.copyfile(src, dest)
+    # A copy, never a hard link: a link shares the source's inode, so any later write to the workspace
+    # file (a rerun storing other bytes, code run in an episode) would overwrite the source dataset.
+    _replace_file(workspace / fn, src.read_bytes())
     return RegisteredImage(ref=name, filename=fn, kind="user_image" if name.startswith("user") else "search_image",
                            sha256=sha, width=w, height=h, mime=f"image/{fmt}")
 
