@@ -7,6 +7,8 @@ Prints, all measured in this run:
     one holding 1,000 files (the before/after file scan is part of every call);
   * concurrent throughput: trivial calls/s across 8 sandboxes in one event loop.
 
+No targets (figures only); ends with one ``BENCH {json}`` line.
+
 Usage: python benchmarks/bench_code_exec.py [--calls 50] [--starts 10]
 """
 
@@ -20,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import Summary
 from kit.harness.code_exec import CodeSandbox
 
 
@@ -76,7 +79,7 @@ def ms(xs: list[float]) -> str:
     return f"median {statistics.median(xs) * 1e3:7.2f} ms  (min {min(xs) * 1e3:6.2f}, max {max(xs) * 1e3:7.2f})"
 
 
-async def main() -> None:
+async def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--starts", type=int, default=10)
@@ -97,7 +100,14 @@ async def main() -> None:
     print(f"per-call overhead, empty ws       {ms(calls)}  = {statistics.median(base) / statistics.median(calls):.1f}x faster than a spawn per call")
     print(f"per-call overhead, 1,000 files    {ms(calls_many)}")
     print(f"8 sandboxes concurrently          {rate:7.0f} trivial calls/s in total")
+    summary = Summary("bench_code_exec")
+    summary.figure("bare_spawn_ms", statistics.median(base) * 1e3)
+    summary.figure("startup_ms", statistics.median(start) * 1e3)
+    summary.figure("per_call_ms", statistics.median(calls) * 1e3)
+    summary.figure("per_call_1000_files_ms", statistics.median(calls_many) * 1e3)
+    summary.figure("concurrent_calls_per_s", rate)
+    return summary.finish()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    sys.exit(asyncio.run(main()))

@@ -4,6 +4,7 @@ trajectories from the shared ZIMs (target <= 120 s on 2 cores), and normalizer t
 same rows), cold (first pass: every image hashed) and warm (memoised image hashes).
 
 Usage: python benchmarks/bench_data.py [--out DIR]
+Ends with one ``BENCH {json}`` line; exits 1 when a target is missed, 2 without the shared data.
 """
 
 from __future__ import annotations
@@ -18,16 +19,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchlib import Summary  # noqa: E402
 from kit.paths import shared_data_dir  # noqa: E402
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    summary = Summary("bench_data")
     data = shared_data_dir()
     if data is None:
-        sys.exit("shared data not found (set MMSEARCH_KIT_DATA)")
+        print("shared data not found (set MMSEARCH_KIT_DATA)")
+        return summary.skip("shared data not found")
     out = Path(args.out or tempfile.mkdtemp(prefix="bench_data_"))
     from kit.data.normalize import MMSearchR1Adapter, normalize_rows
     from kit.data.normalize.base import _FILE_MEMO
@@ -62,7 +66,14 @@ def main() -> None:
                       "sampled": c["stage4"]["tasks"], "normalizer_cold_rps": cold,
                       "normalizer_warm_rps": warm.as_dict()["records_per_s"],
                       "json_baseline_rps": round(len(rows) / base_s)}))
+    summary.target("synthesis_s", synth_s, "<=", 120)
+    summary.target("tasks_with_trajectories", c["stage4"]["tasks"], ">=", 100)
+    summary.target("normalizer_cold_records_per_s", max(cold.values()), ">=", 1000)
+    summary.target("normalizer_warm_records_per_s", warm.as_dict()["records_per_s"], ">=", 1000)
+    summary.figure("validated_tasks", c["stage3_tasks"]["accepted"])
+    summary.figure("json_baseline_rows_per_s", len(rows) / base_s)
+    return summary.finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

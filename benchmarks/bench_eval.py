@@ -1,4 +1,5 @@
-"""Evaluation performance targets (issue: evaluation), printed as figures.
+"""Evaluation performance targets (issue: evaluation), printed as figures and a final ``BENCH {json}``
+line; exits 1 when a target is missed, 2 without the shared data.
 
 1. Rule judge throughput: predictions judged per second, per mode, on answers of the real local
    benchmark samples (FVQA, LiveVQA, InfoSeek). Every prediction string is distinct, so the
@@ -28,6 +29,8 @@ from kit.eval.configs import make_configs  # noqa: E402
 from kit.eval.judges import PerceptualImageJudge, RuleJudge  # noqa: E402
 from kit.eval.runner import load_benchmarks, run_evaluation  # noqa: E402
 from kit.paths import shared_data_dir, zim_paths  # noqa: E402
+
+from benchlib import Summary  # noqa: E402
 
 
 def judge_throughput(n: int, seed: int = 0) -> dict[str, float]:
@@ -96,17 +99,22 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=60_000, help="predictions per judge mode")
     ap.add_argument("--limit", type=int, default=4, help="tasks per benchmark in the resume measurement")
     args = ap.parse_args()
+    summary = Summary("bench_eval")
     if shared_data_dir() is None:
         print("no shared data folder (set MMSEARCH_KIT_DATA): cannot run on the real benchmark files")
-        return 1
+        return summary.skip("no shared data folder")
     rates = judge_throughput(args.n)
     worst = min(rates.values())
+    summary.target("judge_slowest_mode_per_s", worst, ">=", 10_000)
+    summary.figure("judge_per_s", rates)
     print(f"target >= 10,000 predictions/s: slowest mode {worst:,.0f}/s -> {'PASS' if worst >= 10_000 else 'FAIL'}")
     first, second, n_items = asyncio.run(resume_cost(args.limit))
     ratio = second / first
     print(f"full evaluation: {n_items} episodes in {first:.2f} s; resuming the finished run: {second:.3f} s "
           f"= {100 * ratio:.2f} % of the run -> {'PASS' if ratio < 0.05 else 'FAIL'} (target < 5 %)")
-    return 0 if worst >= 10_000 and ratio < 0.05 else 2
+    summary.target("resume_fraction_of_run", ratio, "<", 0.05)
+    summary.figure("episodes", n_items)
+    return summary.finish()
 
 
 if __name__ == "__main__":

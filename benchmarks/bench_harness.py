@@ -1,4 +1,5 @@
-"""Harness benchmarks (issue: harness targets). Prints figures; exits 0.
+"""Harness benchmarks (issue: harness targets). Prints figures and a final ``BENCH {json}`` line;
+exits 1 when a target is missed.
 
 1. Harness overhead per turn, excluding policy and tool time, with ~32K-token contexts counted by the
    real Qwen tokenizer and 20 registered images. Target: p99 <= 10 ms.
@@ -24,6 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from PIL import Image  # noqa: E402
+
+from benchlib import Summary  # noqa: E402
 
 from kit.harness.config import HarnessConfig  # noqa: E402
 from kit.harness.episode import Task  # noqa: E402
@@ -173,19 +176,25 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes (CI smoke of the benchmark itself)")
     a = ap.parse_args()
+    summary = Summary("bench_harness")
     o = bench_overhead(8 if a.quick else 19)
     print(f"[overhead] {o['turns']} turns in {o['episodes']} episodes, context up to {o['final_context_tokens']} tokens ({o['counter']}), "
           f"{o['images']} images: p50 {o['p50_ms']:.2f} ms, p99 {o['p99_ms']:.2f} ms, max {o['max_ms']:.2f} ms "
           f"(target p99 <= 10 ms) -> {'PASS' if o['p99_ms'] <= 10 else 'MISS'}")
+    summary.target("overhead_p99_ms", o["p99_ms"], "<=", 10)
+    summary.figure("overhead_p50_ms", o["p50_ms"])
     for latency in (0.05, 0.2):
         c = bench_concurrency(16 if a.quick else 64, latency, 6)
         print(f"[concurrency] policy and tool latency {latency * 1000:.0f} ms, 6 turns: 1 episode {c['one_s']:.3f} s, "
               f"{c['episodes']} concurrent {c['concurrent_s']:.3f} s: ratio {c['ratio']:.3f} (target <= 1.1) -> "
               f"{'PASS' if c['ratio'] <= 1.1 else 'MISS'}")
+        summary.target(f"concurrency_ratio_{latency * 1000:.0f}ms", c["ratio"], "<=", 1.1)
     k = bench_cache(10_000 if a.quick else 100_000, 2_000 if a.quick else 20_000)
     print(f"[cache] {k['entries']} entries: hit p50 {k['p50_ms'] * 1000:.0f} us, p99 {k['p99_ms'] * 1000:.0f} us "
           f"(target p99 <= 1 ms) -> {'PASS' if k['p99_ms'] <= 1 else 'MISS'}")
-    return 0
+    summary.target("cache_hit_p99_ms", k["p99_ms"], "<=", 1)
+    summary.figure("quick", a.quick)
+    return summary.finish()
 
 
 if __name__ == "__main__":

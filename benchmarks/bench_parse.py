@@ -8,8 +8,8 @@ interleaved in the same run so a busy neighbour slows both alike. Target: each a
 response ~0.7 s (~6x).
 
 Usage: python benchmarks/bench_parse.py [--repeats N]
-Prints one line per input and a final ``bench_parse: ok|MISSED`` summary line; exit status 1 when a
-target is missed.
+Prints one line per input, a ``bench_parse: ok|MISSED`` line and the final ``BENCH {json}`` line;
+exit status 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the inputs live in the test module
+
+from benchlib import Summary  # noqa: E402
 
 RATIO, SLACK_S = 3.0, 0.005
 
@@ -44,15 +46,17 @@ def main() -> int:
     from tests.test_turn_grammar import adversarial_turns
 
     inputs, ordinary = adversarial_turns(200_000)
+    summary = Summary("bench_parse")
     missed = []
     for name, text in inputs.items():
         took, base = best_times([text, ordinary], args.repeats)
-        ok = took <= RATIO * base + SLACK_S
+        ok = summary.check(f"{name}_ms", 1000 * took, took <= RATIO * base + SLACK_S,
+                           f"<= {RATIO:g} x ordinary ({1000 * base:.1f} ms) + {1000 * SLACK_S:g} ms")
         missed += [] if ok else [name]
         print(f"  {name:<30} {1000 * took:8.1f} ms  ordinary {1000 * base:7.1f} ms  ratio {took / base:5.2f}"
               f"  [{'target met' if ok else 'TARGET MISSED'}]", flush=True)
     print(f"bench_parse: {'ok' if not missed else 'MISSED ' + ','.join(missed)} (target <= {RATIO:g}x + {1000 * SLACK_S:g} ms)")
-    return 1 if missed else 0
+    return summary.finish()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ Prints (ratios are against baselines measured in the same run):
   tiny-model batch (target ≤ 1.05x), plus the full update including the old-policy log-prob pass;
 * **throughput**: episodes/min of the in-process tiny model (local vocabulary) through the harness on the
   local ZIM web (or an in-file static web without the shared data), and one trainer update's time.
-Figures are tiny-model CPU smoke figures, not model quality.
+Figures are tiny-model CPU smoke figures, not model quality. Ends with one ``BENCH {json}`` line;
+exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kit.types import Page, SearchHit
+from benchlib import Summary  # noqa: E402
+from kit.types import Page, SearchHit  # noqa: E402
 
 
 class StaticWeb:
@@ -81,7 +83,7 @@ def web():
     return LocalZimWeb([Path(p) for p in zim_paths(root)])
 
 
-async def bench_concurrency(group: int, latency: float, reps: int) -> None:
+async def bench_concurrency(group: int, latency: float, reps: int, summary: Summary) -> None:
     from kit.eval.judges import RuleJudge
     from kit.harness.config import HarnessConfig
     from kit.harness.episode import Task
@@ -110,9 +112,10 @@ async def bench_concurrency(group: int, latency: float, reps: int) -> None:
     o, m = statistics.median(one), statistics.median(many)
     print(f"group concurrency: 1 episode {o:.3f} s, group of {group} {m:.3f} s -> {m / o:.2f}x (target <= 1.5x; "
           f"policy and each tool call {latency:.2f} s)")
+    summary.target("group_vs_one_episode_ratio", m / o, "<=", 1.5)
 
 
-def bench_loss(reps: int) -> None:
+def bench_loss(reps: int, summary: Summary) -> None:
     import torch
     from transformers import AutoModelForImageTextToText
 
@@ -173,9 +176,11 @@ def bench_loss(reps: int) -> None:
     print(f"loss overhead: token-loss step {a * 1000:.1f} ms, FA-GSPO-loss step {b * 1000:.1f} ms -> {b / a:.3f}x "
           f"(target <= 1.05x); with the old-policy log-prob pass {c * 1000:.1f} ms ({c / a:.2f}x); "
           f"batch 8 x {batch['input_ids'].shape[1]} tokens, {int(old.mask.sum())} generated")
+    summary.target("fa_gspo_vs_token_loss_ratio", b / a, "<=", 1.05)
+    summary.figure("full_update_vs_token_loss_ratio", c / a)
 
 
-async def bench_throughput(group: int) -> None:
+async def bench_throughput(group: int, summary: Summary) -> None:
     from kit.eval.vistarget import build_zim_vistarget
     from kit.harness.config import HarnessConfig
     from kit.harness.episode import Task
@@ -196,6 +201,7 @@ async def bench_throughput(group: int) -> None:
         print(f"rollout throughput (tiny model, in process, {backend.name}): {m['rollout_episodes_per_min']:.1f} "
               f"episodes/min ({m['rollout_trajectories']} episodes in {m['rollout_rollout_s']:.1f} s); "
               f"trainer step {m['step_s']:.1f} s ({m.get('skipped') or 'updated'})")
+        summary.figure("rollout_episodes_per_min", m["rollout_episodes_per_min"])
         from kit.rl.eligibility import check
         from kit.rl.rewards import RewardBreakdown
         from kit.rl.rollout import RolloutBatch, Trajectory
@@ -209,8 +215,10 @@ async def bench_throughput(group: int) -> None:
                 t.eligibility = check(t.record, t.reward.reward)
         t0 = time.perf_counter()
         um = tr.rl_update(RolloutBatch(tasks=tasks[:1], groups=groups, wall_s=0.0), tr.schedule.knobs)
+        update_s = time.perf_counter() - t0
         print(f"trainer update on {um.get('trained_trajectories')} real rollout transcripts "
-              f"({um.get('trained_tokens')} generated tokens): {time.perf_counter() - t0:.2f} s")
+              f"({um.get('trained_tokens')} generated tokens): {update_s:.2f} s")
+        summary.figure("trainer_update_s", update_s)
 
 
 def _records(run: Path):
@@ -220,16 +228,18 @@ def _records(run: Path):
         yield from read_episodes(f)
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
-    asyncio.run(bench_concurrency(a.group, a.latency, max(1, a.reps // 2)))
-    bench_loss(a.reps)
-    asyncio.run(bench_throughput(a.group))
+    summary = Summary("bench_rl")
+    asyncio.run(bench_concurrency(a.group, a.latency, max(1, a.reps // 2), summary))
+    bench_loss(a.reps, summary)
+    asyncio.run(bench_throughput(a.group, summary))
+    return summary.finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

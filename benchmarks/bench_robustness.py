@@ -20,7 +20,7 @@ The workloads are the ones the tests run in a bounded size (tests/test_faults.py
 test_fuzz.py, test_crash_safety.py, test_load.py); here they run full size.
 
 Usage: python benchmarks/bench_robustness.py [--quick] [--only faults,attacks,fuzz,crash,load]
-Exit status 1 when a target is missed.
+Ends with one ``BENCH {json}`` line (one target per section run); exit status 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the workloads live in the test modules
+
+from benchlib import Summary  # noqa: E402
 
 SECTIONS = ("faults", "attacks", "crash", "load", "fuzz")
 
@@ -196,7 +198,11 @@ def main() -> int:
             print(f"  ({section}: {time.monotonic() - t0:.0f} s)", flush=True)
     missed = [s for s, ok in results.items() if not ok]
     print("== summary:", "all targets met" if not missed else f"targets missed in {missed}")
-    return 1 if missed else 0
+    summary = Summary("bench_robustness")
+    for section, ok in results.items():
+        summary.check(section, ok, ok, f"every {section} target above met")
+    summary.figure("quick", q)
+    return summary.finish()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Benchmark: the local ZIM web's BM25 search against a plain ``rank_bm25.BM25Okapi`` baseline.
 
-Not a test: prints a table and exits 0. Run from the project root:
+Not a test: prints a table and a final ``BENCH {json}`` line; exits 1 when a target is missed,
+2 without the shared ZIM archives. Run from the project root:
 
     .venv/bin/python benchmarks/bench_search.py [--queries 200] [--seed 0] [--repeat 10]
 
@@ -38,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchlib import Summary  # noqa: E402
 
 from kit.paths import zim_paths  # noqa: E402
 from kit.web.zim import LocalZimWeb  # noqa: E402
@@ -119,10 +121,11 @@ def main() -> int:
     ap.add_argument("--index-dir", default=None, help="index cache root (default: kit cache)")
     args = ap.parse_args()
 
+    summary = Summary("bench_search")
     paths = zim_paths()
     if not paths:
         print("no shared ZIM archives found (set MMSEARCH_KIT_DATA)")
-        return 0
+        return summary.skip("no shared ZIM archives")
     t0 = time.perf_counter()
     web = LocalZimWeb(paths, index_dir=args.index_dir)
     built = web.ensure_ready()
@@ -175,11 +178,18 @@ def main() -> int:
     print(f"queries where baseline matches, kit empty  : {empty_kit}")
     print(f"title queries: that title at rank 1        : {title_top1}/{n_titles}")
     print(f"title queries: that title in top 3         : {title_top3}/{n_titles}")
-    ok = c_rank / c_base >= 10 and np.mean(agree) >= 0.85 and empty_kit == 0
+    summary.target("rank_cpu_ratio", c_rank / c_base, ">=", 10)
+    summary.target("top5_agreement", np.mean(agree), ">=", 0.85)
+    summary.target("empty_where_baseline_matches", empty_kit, "==", 0)
+    summary.figure("rank_wall_ratio", w_rank / w_base)
+    summary.figure("search_cpu_ratio", c_full / c_base)
+    summary.figure("top5_agreement_tie_aware", np.mean(agree_ties))
+    summary.figure("title_top1", title_top1 / max(n_titles, 1))
+    summary.figure("queries", len(queries))
     print()
     print("targets (CPU ratio of rank_sync >= 10x, agreement >= 0.85, empty = 0):",
-          "met" if ok else "NOT met")
-    return 0
+          "met" if summary.met else "NOT met")
+    return summary.finish()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ layout, tool schemas rendered), trains ``--steps`` steps with TRL ``SFTTrainer``
 * tokens/s (non-padding tokens per second of training) and peak RSS (MiB);
 * collator time per batch vs training step time (target: collator ≤ 5% of the step);
 * one-off encoding time per record (rendering, image processing, tokenization with offsets).
+
+Ends with one ``BENCH {json}`` line; exits 1 when the target is missed.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchlib import Summary  # noqa: E402
 
-def main() -> None:
+
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", default="qwen2_vl")
     ap.add_argument("--vocab", default="local")
@@ -68,7 +72,14 @@ def main() -> None:
     print(f"collator: {coll_s * 1000:.2f} ms/batch = {100 * coll_s / step_s:.2f}% of step time (target <= 5%)")
     print(f"encoding (one-off, before training): {enc_s * 1000:.1f} ms/record")
     print(f"loss {logs[0]['loss']:.3f} -> {logs[-1]['loss']:.3f}")
+    summary = Summary("bench_sft")
+    summary.target("collator_share_of_step", coll_s / step_s, "<=", 0.05)
+    summary.figure("tokens_per_s", tok_s)
+    summary.figure("step_ms", step_s * 1000)
+    summary.figure("peak_rss_mib", peak_mib)
+    summary.figure("encoding_ms_per_record", enc_s * 1000)
+    return summary.finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

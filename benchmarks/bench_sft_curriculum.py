@@ -14,6 +14,7 @@ Each arm is evaluated on the held-out trajectories with greedy turns generated i
 context (``kit.train.sft_eval.evaluate_sft``: tool-call validity, format compliance, held-out loss);
 ``short_only`` is also evaluated in compacted contexts. Prints one row per arm with training seconds.
 Takes ~12 minutes on 2 CPU cores. Tiny-model smoke figures: they compare recipes, not model quality.
+No targets (figures only); ends with one ``BENCH {json}`` line, exit status 2 without the shared data.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchlib import Summary  # noqa: E402
 
 
 async def _trajectories(model_path: Path, n: int, out: Path):
@@ -50,13 +53,19 @@ async def _trajectories(model_path: Path, n: int, out: Path):
     return await run_batch(harness, tasks, out, concurrency=2, progress=False)
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=40)
     ap.add_argument("--heldout", type=int, default=4)
     ap.add_argument("--short-epochs", type=float, default=16.0)
     ap.add_argument("--full-epochs", type=float, default=2.0)
     a = ap.parse_args()
+    summary = Summary("bench_sft_curriculum")
+    from kit.paths import shared_data_dir
+
+    if shared_data_dir() is None:
+        print("no shared data folder: set MMSEARCH_KIT_DATA")
+        return summary.skip("no shared data folder")
 
     import pandas as pd
 
@@ -111,7 +120,11 @@ def main() -> None:
     print(f"{len(records)} trajectories, {len(train_ex)} trained, {len(held)} held out; encode {report.as_dict()}")
     print("Tiny-model smoke figures (0.35 M-parameter random Qwen2-VL): they compare recipes, not model quality.")
     print(pd.DataFrame(rows).to_markdown(index=False))
+    for r in rows:
+        summary.figure(f"{r['arm']}_{r['eval_context']}", {k: r[k] for k in ("tool_call_validity", "format_compliance",
+                                                                           "heldout_loss", "train_s")})
+    return summary.finish()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

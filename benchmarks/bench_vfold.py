@@ -17,6 +17,8 @@ archive of the shared data, each clipped to ``--chars`` characters. Figures prin
   for both layouts. Target: >= 2.5x fewer vision than text tokens in the V-Fold layout.
 * characters lost: the layout model must cover every article exactly and its drawn glyphs must
   reconstruct the text (target: 0).
+
+Ends with one ``BENCH {json}`` line; exits 1 when a target is missed, 2 without the shared data.
 """
 
 from __future__ import annotations
@@ -33,14 +35,17 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchlib import Summary  # noqa: E402
 
-def load_articles(n: int, max_chars: int) -> list[str]:
+
+def load_articles(n: int, max_chars: int) -> list[str] | None:
+    """The first ``n`` articles of the Ray Charles archive as Markdown; None without the shared data."""
     from kit.paths import shared_data_dir
     from kit.web.zim import LocalZimWeb
 
     data = shared_data_dir()
     if data is None:
-        sys.exit("shared data not found: set MMSEARCH_KIT_DATA")
+        return None
     zim = data / "zim" / "wikipedia_en_ray_charles_maxi_2023-09.zim"
     web = LocalZimWeb([zim])
     texts = []
@@ -106,7 +111,11 @@ def main(argv=None) -> int:
     from kit.vfold.fonts import primary_font_path
     from kit.vfold.render import TABLE8_CONFIG, RenderConfig, Renderer
 
+    summary = Summary("bench_vfold")
     texts = load_articles(args.articles, args.chars)
+    if texts is None:
+        print("shared data not found: set MMSEARCH_KIT_DATA")
+        return summary.skip("shared data not found")
     counter = QwenTokenCounter()
     text_tokens = sum(counter.count_text(t) for t in texts)
     chars = sum(map(len, texts))
@@ -159,7 +168,17 @@ def main(argv=None) -> int:
           f"(Table 8 glyph layout: {rows['table8 layout (glyph)']['ratio']:.2f}x)")
     print(f"  characters lost: {v['lost']} (exactly reconstructed: {v['exact']}/{len(texts)}): "
           f"{'PASS' if v['lost'] == 0 and v['exact'] == len(texts) else 'FAIL'}")
-    return 0
+    summary.target("vfold_pages_per_s", v["pps"], ">=", 45)
+    if ref:
+        summary.target("vfold_vs_pdf_pipeline_ratio", v["pps"] / ref, ">=", 5)
+    else:
+        summary.figure("vfold_vs_pdf_pipeline_ratio", None)  # reference pipeline not measured (--no-pdf or not installed)
+    summary.target("text_vs_vision_tokens_ratio", v["ratio"], ">=", 2.5)
+    summary.target("characters_lost", v["lost"], "==", 0)
+    summary.target("articles_not_reconstructed", len(texts) - v["exact"], "==", 0)
+    summary.figure("table8_text_vs_vision_tokens_ratio", rows["table8 layout (glyph)"]["ratio"])
+    summary.figure("dense_pages_per_s", full_pps)
+    return summary.finish()
 
 
 if __name__ == "__main__":

@@ -134,18 +134,28 @@ def test_table4_defaults():
 
 
 def test_duplicate_and_loop_guard_units():
+    """The guards return frozen decisions (action, event code, the model-visible message), not booleans."""
     d = DuplicateSuppressor()
     d.executed("web_search", {"query": "a  b", "num": 3})
-    assert d.is_duplicate("web_search", {"num": 3, "query": ["a b"]})
-    assert not d.is_duplicate("web_search", {"query": "a b", "num": 4})
+    dup = d.check("web_search", {"num": 3, "query": ["a b"]})
+    assert dup.action == "block" and dup.code == "duplicate_suppressed" and "web_search" in dup.message
+    assert d.check("web_search", {"query": "a b", "num": 4}).allowed
+    with pytest.raises(Exception):
+        dup.action = "allow"  # frozen
     assert canonical_arguments({"b": 1, "a": "x"}) == canonical_arguments({"a": " x ", "b": 1})
     g = LoopGuard(2)
-    assert not g.invalid("t", '{"a": 1}') and g.invalid("t", '{"a":  1}')  # whitespace-normalized identity
+    assert g.invalid("t", '{"a": 1}').allowed and not g.invalid("t", '{"a":  1}').allowed  # whitespace-normalized identity
     g = LoopGuard(2)
-    assert not g.invalid("t", "x") and g.invalid("t", "x") and g.invalid("t", "x")
+    assert g.invalid("t", "x").allowed
+    fired = g.invalid("t", "x")
+    assert fired.action == "warn" and fired.code == "loop_guard" and "2 times in a row" in fired.message
+    assert not g.invalid("t", "x").allowed
     g.valid()
-    assert not g.invalid("t", "x")
-    assert not g.invalid("u", "x")
+    assert g.invalid("t", "x").allowed
+    assert g.invalid("u", "x").allowed
+    g = LoopGuard(3)
+    assert [g.invalid("<no action>", "", no_action=True).allowed for _ in range(3)] == [True, True, False]
+    assert "last 3 turns" in g.invalid("<no action>", "", no_action=True).message
 
 
 # ------------------------------------------------------------------------------------------- cache

@@ -103,3 +103,20 @@ def test_paper_schedule_and_validation(tmp_path):
     log.write("skip", 1, reason="no_training_group")
     fig = plot_run_log(RunLog(tmp_path / "l.jsonl").events, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000 and len(fig.axes) == 2
+
+
+def test_parse_stages_builds_the_notebook_schedule_and_refuses_bad_specs():
+    """Notebook 05's ``stages`` parameter (moved from a notebook cell into kit.rl.staging)."""
+    from kit.harness.config import HarnessConfig
+    from kit.rl.staging import parse_stages
+
+    base = HarnessConfig.smoke(max_turns=1)
+    opd, h1, h2 = parse_stages("opd:1, h1:2 ,h2", base)
+    assert (opd.kind, opd.steps) == ("opd", 1) and (h1.kind, h1.max_turns, h1.steps) == ("rl", 1, 2)
+    assert h2.steps is None and h2.max_turns == 2 and h2.max_calls == base.max_calls
+    assert h2.max_context_tokens == 2 * base.max_context_tokens and h2.wall_clock_s == 2 * base.wall_clock_s
+    assert parse_stages("h200", HarnessConfig())[0].max_context_tokens == 131_072  # capped
+    assert parse_stages("opd", base)[0].steps == 1
+    for bad in ["", " , ", "h0", "hx", "warmup", "h2:two", "opd:0"]:
+        with pytest.raises(ValueError):
+            parse_stages(bad, base)

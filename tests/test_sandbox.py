@@ -1,4 +1,4 @@
-"""Attack battery for the execute_code sandbox (kit.harness.code_exec; issue "Harness under attack").
+"""Attack battery for the execute_code sandbox (kit.harness.sandbox; issue "Harness under attack").
 
 Each attack runs real code in a real sandbox and checks, from the host side, that it was contained:
 files outside the workspace unread and unchanged, no connection reached a server on the host, the
@@ -24,8 +24,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kit.harness import code_exec
-from kit.harness.code_exec import CodeSandbox, CodeSandboxError, bwrap_probe, resolve_isolation
+from kit.harness import sandbox
+from kit.harness.sandbox import CodeSandbox, CodeSandboxError, bwrap, bwrap_probe, resolve_isolation
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness
@@ -95,7 +95,8 @@ async def test_files_outside_the_workspace_cannot_be_read(box, layout):
     _, other = layout
     targets = ["/etc/passwd", "/etc/shadow", "/etc/hostname", "/root/.bashrc", str(other / "notes.txt"),
                str(PROJECT_ROOT / "kit" / "types.py"), str(PROJECT_ROOT / "README.md"),
-               str(PROJECT_ROOT / "pyproject.toml"), str(Path(code_exec.__file__))]
+               str(PROJECT_ROOT / "pyproject.toml"), str(Path(sandbox.__file__)),
+               str(Path(bwrap.__file__).with_name("driver.py"))]
     got = await run_json(box, f"""
         import json
         out = {{}}
@@ -312,7 +313,7 @@ async def test_daemon_that_outlives_the_call_dies_with_the_sandbox(tmp_path, mod
 def test_killing_the_harness_process_kills_its_sandboxes(tmp_path):
     script = textwrap.dedent(f"""
         import asyncio, sys
-        from kit.harness.code_exec import CodeSandbox
+        from kit.harness.sandbox import CodeSandbox
         async def main():
             sb = CodeSandbox({str(tmp_path / "ws")!r}, isolation="bwrap")
             await sb.run("import subprocess; subprocess.Popen(['sleep', '600'], start_new_session=True)")
@@ -395,7 +396,7 @@ def test_isolation_modes_and_requirement(monkeypatch):
 
 
 async def test_required_bwrap_fails_the_first_call_clearly(tmp_path, monkeypatch):
-    monkeypatch.setattr(code_exec, "_PROBE", code_exec.BwrapProbe(None, "bwrap is not installed (test)"))
+    monkeypatch.setattr(bwrap, "_PROBE", bwrap.BwrapProbe(None, "bwrap is not installed (test)"))
     sb = CodeSandbox(tmp_path / "ws", isolation="bwrap")
     with pytest.raises(CodeSandboxError, match="not installed"):
         await sb.run("1")

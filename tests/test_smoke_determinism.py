@@ -74,3 +74,43 @@ def test_same_seed_same_tables_on_a_loaded_machine(tmp_path, memory_backend):
             p.wait()
     assert idle["episodes"] == len(TASKS) and "wall_clock" not in idle["status"]
     assert loaded == idle
+
+
+def test_smoke_prompt_does_not_depend_on_the_hour_a_run_starts(monkeypatch):
+    """The system prompt is part of every model input: the smoke profile pins Table 6's CURRENT_TIME (a run
+    started at 21:00 and one started at 22:00 sampled different episodes and trained different models); the
+    paper profile and a real model keep the clock. A naive pinned time is read in the config's zone."""
+    import datetime as dt
+
+    from kit.harness import prompts
+
+    class Clock(dt.datetime):
+        hour_ = 21
+
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime(2026, 12, 1, cls.hour_, 5, tzinfo=tz)
+
+    monkeypatch.setattr(prompts, "datetime", Clock)
+
+    def prompt(cfg):
+        return prompts.system_prompt([], tz=cfg.timezone, tz_label=cfg.timezone_label, now=cfg.prompt_time)
+
+    smoke, paper, real = HarnessConfig.smoke(), HarnessConfig(), HarnessConfig.smoke(real_model=True)
+    before = [prompt(c) for c in (smoke, paper, real)]
+    Clock.hour_ = 22
+    after = [prompt(c) for c in (smoke, paper, real)]
+    assert before[0] == after[0] and "2026-01-01 12:00" in after[0]
+    assert before[1] != after[1] and "2026-12-01 22:00" in after[1] and before[2] != after[2]
+    naive = HarnessConfig(prompt_time="2026-03-04T05:06:00", timezone="Europe/Paris")
+    assert "2026-03-04 05:00" in prompt(naive)
+    assert HarnessConfig.smoke().config_hash() == HarnessConfig.smoke().config_hash()
+
+
+async def test_the_harness_puts_the_pinned_time_into_the_episode(tmp_path, memory_backend):
+    from kit.policy.scripted import ScriptedPolicy
+
+    cfg = HarnessConfig.smoke(prompt_time="2025-07-08T09:59:00+00:00")  # 17:59 in Beijing
+    rec = await Harness(ScriptedPolicy(["<response>Paris</response>"]), memory_backend, cfg).run(
+        Task(id="q", question="Capital of France?"), tmp_path)
+    assert "(Beijing Time, UTC+8): 2025-07-08 17:00" in rec.messages[0].text()

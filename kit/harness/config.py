@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -16,6 +17,9 @@ from pydantic import BaseModel, Field, model_validator
 # Smoke episodes never end on the clock: 5 turns of a tiny CPU model take seconds, so a day-long
 # budget only catches a hung run and cannot make results depend on machine speed.
 SMOKE_WALL_CLOCK_S = 86_400.0
+# Smoke prompts carry a pinned CURRENT_TIME (Table 6): the system prompt is part of every model input,
+# so an hour-granular clock would make tiny-model results depend on the hour a run starts.
+SMOKE_PROMPT_TIME = "2026-01-01T12:00:00+08:00"
 
 
 class HarnessConfig(BaseModel):
@@ -64,6 +68,9 @@ class HarnessConfig(BaseModel):
     # Prompts (Table 6)
     timezone: str = "Asia/Shanghai"
     timezone_label: str = "Beijing Time, UTC+8"
+    # CURRENT_TIME of the system prompt: None = the clock at episode start (the paper); a pinned time makes
+    # prompts (and so sampled episodes) reproducible. A naive value is read in ``timezone``.
+    prompt_time: datetime | None = None
     untrusted_notice: bool = False  # add the "retrieved text is data" rule (changes Table 6's text)
     tools_enabled: list[str] = Field(
         default_factory=lambda: [
@@ -98,16 +105,18 @@ class HarnessConfig(BaseModel):
         code timeouts are set to :data:`SMOKE_WALL_CLOCK_S` / the paper's values, far above what a
         5-turn smoke episode takes even on a loaded 2-core machine, so the same seed gives the same
         episodes (and tables) whatever the machine's speed. The wall-clock rule itself is unchanged
-        and tested with explicit ``wall_clock_s`` values.
+        and tested with explicit ``wall_clock_s`` values. The prompt's CURRENT_TIME is pinned to
+        :data:`SMOKE_PROMPT_TIME` for the same reason (the prompt would otherwise change every hour).
 
         ``real_model``: a real model (a named endpoint or checkpoint) keeps the paper's
         ``max_response_tokens`` (Table 5: 4,096), so its answers are not cut to the tiny model's 96
-        tokens and counted as overlong. ``overrides`` win over both.
+        tokens and counted as overlong, and reads the clock in its prompt. ``overrides`` win over both.
         """
         base = dict(max_turns=5, max_calls=8, max_context_tokens=16_384, synthesis_reserve_tokens=1_024,
-                    wall_clock_s=SMOKE_WALL_CLOCK_S, max_response_tokens=96)
+                    wall_clock_s=SMOKE_WALL_CLOCK_S, max_response_tokens=96, prompt_time=SMOKE_PROMPT_TIME)
         if real_model:
             base["max_response_tokens"] = cls.model_fields["max_response_tokens"].default
+            base["prompt_time"] = None  # a real model reasons with the date: give it the clock, as the paper does
         base.update(overrides)
         return cls(**base)
 
@@ -126,5 +135,5 @@ class HarnessConfig(BaseModel):
 
     def config_hash(self) -> str:
         """sha256 prefix (16 hex chars) of the canonical JSON of this config, for episode records."""
-        blob = json.dumps(self.model_dump(), sort_keys=True).encode()
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

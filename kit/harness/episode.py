@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from kit.harness.events import EventType
 from kit.types import Message
 
 Status = Literal["answered", "max_turns_synthesis", "context_limit", "wall_clock", "error"]
@@ -34,9 +35,14 @@ class Task(BaseModel):
 
 
 class Event(BaseModel):
-    """One harness intervention or budget decision, recorded on the episode."""
+    """One harness intervention or budget decision, recorded on the episode.
 
-    type: str
+    ``type`` is one of :class:`~kit.harness.events.EventType` (any other value raises ``ValidationError``)
+    and is held as its string value, so ``event.type == "invalid_call"`` and JSON stay as they were."""
+
+    model_config = ConfigDict(use_enum_values=True)
+
+    type: EventType
     turn: int
     detail: dict[str, Any] = Field(default_factory=dict)
 

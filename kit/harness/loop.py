@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from kit.harness.events import EventType
 from kit.harness.config import HarnessConfig
 from kit.harness.context import ContextBuilder, TokenLedger
 from kit.harness.episode import EpisodeRecord, Event, Task
@@ -26,12 +27,11 @@ from kit.harness.errors import ToolError
 from kit.harness.neutralize import neutralize_control_tokens  # also re-exported: the old import path
 from kit.harness.parsing import RawCall, cited_images, clean_text, parse_turn
 from kit.harness.prompts import NO_ACTION_MESSAGE, SYNTHESIS_PROMPT, system_prompt, user_prompt
-from kit.harness.recovery import (DUPLICATE_MESSAGE, LOOP_GUARD_MESSAGE, NO_ACTION_LOOP_MESSAGE, DuplicateSuppressor,
-                                  LoopGuard, repair_call)
+from kit.harness.recovery import DuplicateSuppressor, LoopGuard, repair_call
 from kit.harness.registry import EvidenceRegistry
 from kit.harness.summarize import ExtractiveSummarizer
-from kit.harness.tools import ToolContext, execute, tool_specs
-from kit.web.fetch import time_budget
+from kit.harness.tools import ToolContext, ToolSpec, execute, tool_specs
+from kit.web.budget import time_budget  # stdlib only: kit.web.fetch would pull httpx into this import
 from kit.types import AssistantTurn, ContentPart, Message, Policy, PolicyError, SamplingParams, SearchBackend
 from kit.vfold.fold import make_context_builder
 
@@ -101,12 +101,14 @@ class Harness:
         context_builder: model-facing context strategy (default: full re-feed, or the Table 2
             no-re-feed ablation when ``config.refeed_images`` is False).
         labels: strings stored on every record (e.g. ``"smoke"`` for tiny random models).
+        tools: extra tools for this harness (:func:`kit.harness.tool_spec.tool`), offered after the enabled
+            ones; every recovery rule applies to them as to the native five (docs/tools.md).
     """
 
     def __init__(self, policy: Policy, backend: SearchBackend, config: HarnessConfig | None = None, *,
                  sampling: SamplingParams | None = None, summarizer=None, context_builder: ContextBuilder | None = None,
                  sandbox_factory: Callable[[Path, HarnessConfig], Callable[[], Any]] | None = None,
-                 labels: list[str] | tuple[str, ...] = ()):
+                 labels: list[str] | tuple[str, ...] = (), tools: list[ToolSpec] | tuple[ToolSpec, ...] = ()):
         self.policy = policy
         self.backend = backend
         self.config = config or HarnessConfig()
@@ -115,7 +117,7 @@ class Harness:
         self.context_builder = context_builder or make_context_builder(self.config, policy=policy)
         self.sandbox_factory = sandbox_factory or _default_sandbox_factory
         self.labels = list(labels)
-        self.specs = tool_specs(self.config.tools_enabled)
+        self.specs = tool_specs(self.config.tools_enabled, extra=tools)
         self.schemas = [s.schema() for s in self.specs.values()]
 
     # ------------------------------------------------------------------------------------------ public
@@ -135,7 +137,7 @@ class Harness:
         # The record keeps the question as given; user_prompt() neutralizes it for the model (task text is data).
         n_control = neutralize_control_tokens(task.question)[1]
         if n_control:
-            rec.events.append(Event(type="control_tokens_neutralized", turn=0,
+            rec.events.append(Event(type=EventType.CONTROL_TOKENS_NEUTRALIZED, turn=0,
                                     detail={"field": "question", "count": n_control}))
         registry = ctx = None
         st = _State(rec, None, None, t0)
@@ -164,7 +166,7 @@ class Harness:
                 try:
                     await ctx.sandbox.close()
                 except Exception as e:  # closing must not lose the record either
-                    rec.events.append(Event(type="sandbox_close_error", turn=st.turn, detail={"error": str(e)}))
+                    rec.events.append(Event(type=EventType.SANDBOX_CLOSE_ERROR, turn=st.turn, detail={"error": str(e)}))
             rec.images = list(registry.images) if registry is not None else []
             rec.turns, rec.tool_calls = st.turn, st.calls
             rec.timings.wall_s = round(time.monotonic() - t0, 4)
@@ -179,7 +181,7 @@ class Harness:
     def _end(self, st: "_State", status: str, reason: str) -> None:
         st.rec.status = status
         st.rec.error = reason or None
-        st.rec.events.append(Event(type=status if status != "error" else "episode_error", turn=st.turn,
+        st.rec.events.append(Event(type=EventType.EPISODE_ERROR if status == "error" else EventType(status), turn=st.turn,
                                    detail={"reason": reason}))
 
     async def _episode(self, st: "_State") -> None:
@@ -189,7 +191,7 @@ class Harness:
             entry = st.registry.register_file(Path(p), "user_image", source_url=str(p))  # ImageError -> error status
             user_files.append(entry.filename)
         prompt = system_prompt(self.schemas, untrusted_notice=cfg.untrusted_notice, tz=cfg.timezone,
-                               tz_label=cfg.timezone_label)
+                               tz_label=cfg.timezone_label, now=cfg.prompt_time)
         rec.messages.append(Message(role="system", content=_text(prompt)))
         rec.messages.append(Message(role="user", content=[ContentPart(type="image", image=f) for f in user_files]
                                     + _text(user_prompt(rec.task.question, user_files))))
@@ -235,7 +237,7 @@ class Harness:
         if not bad:
             return msgs
         for r in sorted(bad - st.tampered):
-            st.rec.events.append(Event(type="evidence_modified", turn=st.turn, detail={"image": r}))
+            st.rec.events.append(Event(type=EventType.EVIDENCE_MODIFIED, turn=st.turn, detail={"image": r}))
         st.tampered |= bad
         out = []
         for m in msgs:
@@ -275,11 +277,11 @@ class Harness:
             detail = {"completion_tokens": turn.usage.completion_tokens, "chars": len(turn.text),
                       "preview": turn.text[:200], "attempt": attempt + 1}
             if attempt < cfg.overlong_regenerations:
-                st.rec.events.append(Event(type="overlong_regenerated", turn=st.turn, detail=detail))
+                st.rec.events.append(Event(type=EventType.OVERLONG_REGENERATED, turn=st.turn, detail=detail))
                 continue
             if prompt_tokens + turn.usage.completion_tokens > st.max_ctx:
                 raise _EpisodeEnd("context_limit", "response crossed the context limit")
-            st.rec.events.append(Event(type="overlong_kept", turn=st.turn, detail=detail))
+            st.rec.events.append(Event(type=EventType.OVERLONG_KEPT, turn=st.turn, detail=detail))
         return turn
 
     def _assistant_message(self, st: "_State", turn: AssistantTurn) -> Message:
@@ -296,7 +298,7 @@ class Harness:
                 rec.cited_images.append(st.registry.resolve(name).filename)
             except ToolError:
                 rec.uncited_refs.append(name)
-                rec.events.append(Event(type="unknown_citation", turn=st.turn, detail={"ref": name}))
+                rec.events.append(Event(type=EventType.UNKNOWN_CITATION, turn=st.turn, detail={"ref": name}))
 
     async def _act(self, st: "_State", turn: AssistantTurn) -> bool:
         """Apply the turn's single action (Table 6). Returns True when the episode is answered.
@@ -309,12 +311,12 @@ class Harness:
         parsed = parse_turn(turn.text, turn.tool_calls, truncated=turn.finish_reason == "length")
         first_call = parsed.calls[0] if parsed.calls else None
         if not parsed.has_action:
-            rec.events.append(Event(type="no_action", turn=st.turn,
+            rec.events.append(Event(type=EventType.NO_ACTION, turn=st.turn,
                                     detail={"preview": turn.text[:200], "departures": parsed.departure_codes()}))
-            fire = st.guard.invalid("<no action>", "")
-            text = NO_ACTION_MESSAGE + ("\n\n" + NO_ACTION_LOOP_MESSAGE.format(n=self.config.loop_guard_repeats) if fire else "")
-            if fire:
-                rec.events.append(Event(type="loop_guard", turn=st.turn, detail={"call": "<no action>"}))
+            guard = st.guard.invalid("<no action>", "", no_action=True)
+            text = NO_ACTION_MESSAGE + ("" if guard.allowed else "\n\n" + guard.message)
+            if not guard.allowed:
+                rec.events.append(Event(type=guard.code, turn=st.turn, detail={"call": "<no action>"}))
             rec.messages.append(Message(role="user", content=_text(text), intervention=True, turn=st.turn))
             return False
         self._grammar_events(st, parsed)
@@ -327,15 +329,15 @@ class Harness:
     def _grammar_events(self, st: "_State", parsed) -> None:
         """One event per departure and note of a parsed turn, on the current turn."""
         for d in parsed.departures:
-            st.rec.events.append(Event(type=d.code, turn=st.turn, detail=d.detail))
+            st.rec.events.append(Event(type=EventType(d.code), turn=st.turn, detail=d.detail))
         for n in parsed.notes:
-            st.rec.events.append(Event(type=n, turn=st.turn))
+            st.rec.events.append(Event(type=EventType(n), turn=st.turn))
 
     def _observation_message(self, st: "_State", call: RawCall, tool: str, text: str, images: list[str] = (),
                              intervention: bool = False) -> None:
         text, n = neutralize_control_tokens(clean_text(text))
         if n:
-            st.rec.events.append(Event(type="control_tokens_neutralized", turn=st.turn,
+            st.rec.events.append(Event(type=EventType.CONTROL_TOKENS_NEUTRALIZED, turn=st.turn,
                                        detail={"field": "observation", "tool": tool, "count": n}))
         parts = _text(text) + [ContentPart(type="image", image=f) for f in images]
         st.rec.messages.append(Message(role="tool", content=parts, tool_call_id=call.id, name=tool,
@@ -351,24 +353,25 @@ class Harness:
                 raise ToolError(call.error, call.message)
             fixed = repair_call(call.name, call.arguments or {}, self.specs)
         except ToolError as e:
-            fire = st.guard.invalid(call.name, call.raw if call.arguments is None else json.dumps(call.arguments, sort_keys=True))
+            guard = st.guard.invalid(call.name, call.raw if call.arguments is None else json.dumps(call.arguments, sort_keys=True))
             detail = {"code": e.code, "message": e.message, "tool": call.name}
             if e.code == "truncated":
                 detail.update(truncated=True, raw=call.raw[:200])
-            rec.events.append(Event(type="invalid_call", turn=st.turn, detail=detail))
+            rec.events.append(Event(type=EventType.INVALID_CALL, turn=st.turn, detail=detail))
             body = json.dumps(e.observation(), ensure_ascii=False)
-            if fire:
-                rec.events.append(Event(type="loop_guard", turn=st.turn, detail={"tool": call.name}))
-                body = LOOP_GUARD_MESSAGE.format(n=cfg.loop_guard_repeats) + "\n" + body
+            if not guard.allowed:
+                rec.events.append(Event(type=guard.code, turn=st.turn, detail={"tool": call.name}))
+                body = guard.message + "\n" + body
             self._observation_message(st, call, call.name or "invalid", body, intervention=True)
             return
         st.guard.valid()
         repairs = call.repairs + fixed.repairs
         if repairs:
-            rec.events.append(Event(type="argument_repair", turn=st.turn, detail={"tool": fixed.name, "repairs": repairs}))
-        if st.dups.is_duplicate(fixed.name, fixed.arguments):
-            rec.events.append(Event(type="duplicate_suppressed", turn=st.turn, detail={"tool": fixed.name}))
-            self._observation_message(st, call, fixed.name, DUPLICATE_MESSAGE.format(tool=fixed.name), intervention=True)
+            rec.events.append(Event(type=EventType.ARGUMENT_REPAIR, turn=st.turn, detail={"tool": fixed.name, "repairs": repairs}))
+        dup = st.dups.check(fixed.name, fixed.arguments)
+        if not dup.allowed:
+            rec.events.append(Event(type=dup.code, turn=st.turn, detail={"tool": fixed.name}))
+            self._observation_message(st, call, fixed.name, dup.message, intervention=True)
             return
         st.ctx.turn = st.turn
         st.calls += 1
@@ -377,36 +380,58 @@ class Harness:
         try:
             obs = await execute(self.specs[fixed.name], fixed.arguments, st.ctx, cfg.tool_timeout_s)
         except ToolError as e:
-            rec.events.append(Event(type="tool_error", turn=st.turn,
+            rec.events.append(Event(type=EventType.TOOL_ERROR, turn=st.turn,
                                     detail={"tool": fixed.name, "code": e.code, "message": e.message}))
             self._observation_message(st, call, fixed.name, json.dumps(e.observation(), ensure_ascii=False))
             return
         finally:
             st.tool_s += time.monotonic() - t
-        text = obs.text
-        if fixed.name != "web_extract" and len(text) > cfg.persist_threshold_chars:
-            rel = f"{TOOL_RESULTS_DIR}/turn{st.turn:02d}_{fixed.name}.txt"
-            try:
-                write_no_follow(st.registry.workspace, rel, text.encode("utf-8"))
-            except OSError as e:  # e.g. a symlink planted at the name (ELOOP): refuse, report, go on
-                rec.events.append(Event(type="persist_failed", turn=st.turn, detail={"file": rel, "error": str(e)}))
-                err = ToolError("persist_failed", f"the {len(text)}-character result could not be saved as {rel}: "
-                                                  f"{e.strerror or e}", preview=text[: cfg.persist_preview_chars])
-                self._observation_message(st, call, fixed.name, json.dumps(err.observation(), ensure_ascii=False))
-                return
-            rec.events.append(Event(type="result_persisted", turn=st.turn,
-                                    detail={"tool": fixed.name, "chars": len(text), "file": rel}))
-            text = (text[: cfg.persist_preview_chars]
-                    + f"\n\n[Result truncated: {len(text)} characters in total. The full result is saved as {rel}; "
-                      "read it with execute_code if you need more.]")
-        self._observation_message(st, call, fixed.name, text, obs.images)
+        text, images = self._observation_text(st, self.specs[fixed.name], obs)
+        if text is None:
+            self._observation_message(st, call, fixed.name, images[0])
+            return
+        self._observation_message(st, call, fixed.name, text, images)
+
+    def _observation_text(self, st: "_State", spec: ToolSpec, obs) -> tuple[str | None, list[str]]:
+        """Apply the tool's result policy: its hard cap (``max_result_chars``), its re-feed limit and Table 5's
+        persistence (unless ``persist_exempt``). Returns ``(text, images)``, or ``(None, [error body])``
+        when a long result could not be saved."""
+        rec, cfg, text, images = st.rec, self.config, obs.text, list(obs.images)
+        if spec.max_result_chars is not None and len(text) > spec.max_result_chars:
+            rec.events.append(Event(type=EventType.RESULT_CAPPED, turn=st.turn,
+                                    detail={"tool": spec.name, "chars": len(text), "cap": spec.max_result_chars}))
+            text = text[: spec.max_result_chars] + f"\n\n[Result cut at {spec.max_result_chars} of {len(text)} characters.]"
+        cap = spec.refeed_cap(cfg)
+        if len(images) > cap:
+            rec.events.append(Event(type=EventType.IMAGES_NOT_SHOWN, turn=st.turn,
+                                    detail={"tool": spec.name, "shown": cap, "not_shown": images[cap:]}))
+            note = f"\n[{len(images) - cap} more registered images not shown: {', '.join(images[cap:])}]"
+            images = images[:cap]
+        else:
+            note = ""
+        if spec.persist_exempt or len(text) <= cfg.persist_threshold_chars:
+            return text + note, images
+        rel = f"{TOOL_RESULTS_DIR}/turn{st.turn:02d}_{spec.name}.txt"
+        try:
+            write_no_follow(st.registry.workspace, rel, text.encode("utf-8"))
+        except OSError as e:  # e.g. a symlink planted at the name (ELOOP): refuse, report, go on
+            rec.events.append(Event(type=EventType.PERSIST_FAILED, turn=st.turn, detail={"file": rel, "error": str(e)}))
+            err = ToolError("persist_failed", f"the {len(text)}-character result could not be saved as {rel}: "
+                                              f"{e.strerror or e}", preview=text[: cfg.persist_preview_chars])
+            return None, [json.dumps(err.observation(), ensure_ascii=False)]
+        rec.events.append(Event(type=EventType.RESULT_PERSISTED, turn=st.turn,
+                                detail={"tool": spec.name, "chars": len(text), "file": rel}))
+        text = (text[: cfg.persist_preview_chars]
+                + f"\n\n[Result truncated: {len(text)} characters in total. The full result is saved as {rel}; "
+                  "read it with execute_code if you need more.]")
+        return text + note, images
 
     async def _synthesis(self, st: "_State", reason_code: str, reason: str) -> None:
         """The final no-tool evidence-synthesis turn (Table 5 "Max-turn finalization" / "Early final
         synthesis"); kept as an answer only with a complete ``<response>`` (the last complete one when
         there are several, as in :meth:`_act`)."""
         rec = st.rec
-        rec.events.append(Event(type="synthesis_requested", turn=st.turn, detail={"reason": reason_code}))
+        rec.events.append(Event(type=EventType.SYNTHESIS_REQUESTED, turn=st.turn, detail={"reason": reason_code}))
         rec.messages.append(Message(role="user", content=_text(SYNTHESIS_PROMPT.format(reason=reason)),
                                     intervention=True, turn=st.turn))
         ctx_msgs, prompt_tokens = self._context(st, [])
@@ -417,13 +442,13 @@ class Harness:
         if parsed.response is not None:  # grammar departures of the final turn (they cost Eq. 5's F)
             self._grammar_events(st, parsed)
         if parsed.calls or parsed.calls_after_response:
-            rec.events.append(Event(type="tool_call_in_synthesis", turn=st.turn,
+            rec.events.append(Event(type=EventType.TOOL_CALL_IN_SYNTHESIS, turn=st.turn,
                                     detail={"not_executed": len(parsed.calls) + len(parsed.calls_after_response)}))
         rec.status = "max_turns_synthesis"
         if parsed.response is not None and parsed.response_complete:
             self._finish(st, parsed.response, True, "max_turns_synthesis")
         else:
-            rec.events.append(Event(type="synthesis_incomplete", turn=st.turn, detail={"preview": turn.text[:200]}))
+            rec.events.append(Event(type=EventType.SYNTHESIS_INCOMPLETE, turn=st.turn, detail={"preview": turn.text[:200]}))
 
 
 class _State:

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 
 import json_repair
 
+from kit.harness.events import EventType
 from kit.harness.grammar import LITERALS, MAX_DEPTH, Block, cut_reason, scan_json, segment
 from kit.types import ToolCall
 
@@ -65,8 +66,9 @@ MAX_REPAIR_CHARS = 50_000  # json-repair is superlinear on some inputs: longer t
 # each); leading zeros (octal?), "_" separators, hex, NaN and Infinity are refused.
 _NUMBER = re.compile(r"[-+]?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _FENCE_RE = re.compile(r"^```(?:json)?\s*(.*?)\s*(?:```)?$", re.S | re.I)
-DEPARTURES = ("extra_actions_ignored", "multiple_responses", "response_unclosed", "tool_call_after_response",
-              "text_outside_grammar", "think_missing", "think_unclosed", "multiple_think")
+DEPARTURES = (EventType.EXTRA_ACTIONS_IGNORED, EventType.MULTIPLE_RESPONSES, EventType.RESPONSE_UNCLOSED,
+              EventType.TOOL_CALL_AFTER_RESPONSE, EventType.TEXT_OUTSIDE_GRAMMAR, EventType.THINK_MISSING,
+              EventType.THINK_UNCLOSED, EventType.MULTIPLE_THINK)
 
 
 @dataclass
@@ -93,7 +95,7 @@ class RawCall:
 class Departure:
     """One departure from the Table 6 turn grammar: ``code`` (one of :data:`DEPARTURES`), ``detail``."""
 
-    code: str
+    code: EventType
     detail: dict = field(default_factory=dict)
 
 
@@ -116,7 +118,7 @@ class ParsedTurn:
     calls: list[RawCall] = field(default_factory=list)
     calls_after_response: list[RawCall] = field(default_factory=list)
     departures: list[Departure] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[EventType] = field(default_factory=list)
 
     @property
     def has_action(self) -> bool:
@@ -427,17 +429,17 @@ def parse_turn(text: str, structured: list[ToolCall] | None = None, *, truncated
     if thinks:
         out.think, out.think_implicit = thinks[0].body.strip(), thinks[0].implicit
         if thinks[0].implicit:
-            out.notes.append("think_opened_by_template")
+            out.notes.append(EventType.THINK_OPENED_BY_TEMPLATE)
         if not thinks[-1].closed:
-            dep.append(Departure("think_unclosed", {"chars": len(thinks[-1].body)}))
+            dep.append(Departure(EventType.THINK_UNCLOSED, {"chars": len(thinks[-1].body)}))
         if len(thinks) > 1:
-            dep.append(Departure("multiple_think", {"count": len(thinks)}))
+            dep.append(Departure(EventType.MULTIPLE_THINK, {"count": len(thinks)}))
     else:
-        dep.append(Departure("think_missing"))
+        dep.append(Departure(EventType.THINK_MISSING))
     outside = [b.body for b in blocks if b.kind == "text"]
     if outside:
         joined = " … ".join(o.strip() for o in outside)
-        dep.append(Departure("text_outside_grammar", {"chars": sum(len(o.strip()) for o in outside),
+        dep.append(Departure(EventType.TEXT_OUTSIDE_GRAMMAR, {"chars": sum(len(o.strip()) for o in outside),
                                                       "preview": joined[:200]}))
     responses = [b for b in blocks if b.kind == "response"]
     first_resp = responses[0].start if responses else -1
@@ -447,11 +449,11 @@ def parse_turn(text: str, structured: list[ToolCall] | None = None, *, truncated
         out.response, out.response_complete = chosen.body.strip(), chosen.closed
         out.response_position = first_resp
         if len(responses) > 1:
-            dep.append(Departure("multiple_responses", {
+            dep.append(Departure(EventType.MULTIPLE_RESPONSES, {
                 "count": len(responses), "used": responses.index(chosen),
                 "discarded": [r.body.strip()[:200] for r in responses if r is not chosen]}))
         if not chosen.closed:
-            dep.append(Departure("response_unclosed"))
+            dep.append(Departure(EventType.RESPONSE_UNCLOSED))
     call_blocks = sorted([b for b in blocks if b.kind == "tool_call"] + [c for r in responses for c in r.inner],
                          key=lambda b: b.start)
     calls = [_decode_text_call(b, i, truncated) for i, b in enumerate(call_blocks)]
@@ -460,10 +462,10 @@ def parse_turn(text: str, structured: list[ToolCall] | None = None, *, truncated
         after = first_resp >= 0 and (c.position < 0 or c.position > first_resp)
         (out.calls_after_response if after else out.calls).append(c)
     if out.calls_after_response:
-        dep.append(Departure("tool_call_after_response", {"not_executed": [_label(c) for c in out.calls_after_response]}))
+        dep.append(Departure(EventType.TOOL_CALL_AFTER_RESPONSE, {"not_executed": [_label(c) for c in out.calls_after_response]}))
     ignored = [_label(c) for c in out.calls[1:]] + (["<response>"] if out.calls and responses else [])
     if ignored:
-        dep.append(Departure("extra_actions_ignored", {"ignored": ignored}))
+        dep.append(Departure(EventType.EXTRA_ACTIONS_IGNORED, {"ignored": ignored}))
     return out
 
 

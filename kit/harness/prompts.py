@@ -58,7 +58,12 @@ NO_ACTION_MESSAGE = (
 
 
 def current_time(tz: str = "Asia/Shanghai", now: datetime | None = None) -> str:
-    """Current time at hour granularity, e.g. ``2026-11-30 14:00`` (Table 6 CURRENT_TIME)."""
+    """Current time at hour granularity, e.g. ``2026-11-30 14:00`` (Table 6 CURRENT_TIME).
+
+    ``now``: a pinned time instead of the clock; a naive value is read in ``tz`` (never in the
+    machine's local zone, which would make the prompt depend on the machine)."""
+    if now is not None and now.tzinfo is None:
+        now = now.replace(tzinfo=ZoneInfo(tz))
     t = (now or datetime.now(ZoneInfo(tz))).astimezone(ZoneInfo(tz))
     return t.strftime("%Y-%m-%d %H:00")
 

@@ -9,6 +9,10 @@
 * :class:`DuplicateSuppressor` — a call with the same tool and canonical arguments as the immediately
   preceding executed call is not executed.
 * :class:`LoopGuard` — after ``repeats`` consecutive identical invalid calls, a loop-guard observation.
+
+The guards are side-effect-free on the episode: they return a frozen :class:`Decision` (``allow`` /
+``block`` / ``warn``, with the event code and the message the model sees) and the loop applies it.
+The map of every rule to its config field and events: :data:`kit.harness.rules.RULES`.
 """
 
 from __future__ import annotations
@@ -18,12 +22,35 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
-from jsonschema import Draft202012Validator
 
 from kit.harness.errors import ToolError
+from kit.harness.events import EventType
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a recovery guard decided about one call or turn.
+
+    ``action``: ``allow`` (go on), ``block`` (do not execute; ``message`` is the corrective observation) or
+    ``warn`` (the call/turn is already refused; prefix ``message`` to its error observation). ``code`` is
+    the event the loop records (None for ``allow``)."""
+
+    action: Literal["allow", "block", "warn"]
+    code: EventType | None = None
+    message: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        return self.action == "allow"
+
+
+ALLOW = Decision("allow")
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 
 @dataclass
@@ -79,6 +106,9 @@ def _param_aliases(spec) -> dict[str, str]:
 def _validator(spec) -> Draft202012Validator:
     cached = spec.__dict__.get("_validator")
     if cached is None:
+        # imported on the first invalid call only: jsonschema's format checkers cost seconds at import
+        from jsonschema import Draft202012Validator
+
         cached = spec.__dict__["_validator"] = Draft202012Validator(spec.parameters)
     return cached
 
@@ -181,8 +211,11 @@ class DuplicateSuppressor:
     def __init__(self) -> None:
         self._last: tuple[str, str] | None = None
 
-    def is_duplicate(self, tool: str, args: dict[str, Any]) -> bool:
-        return self._last == (tool, canonical_arguments(args))
+    def check(self, tool: str, args: dict[str, Any]) -> Decision:
+        """``block`` (:data:`DUPLICATE_MESSAGE`) when ``(tool, args)`` repeats the preceding executed call."""
+        if self._last == (tool, canonical_arguments(args)):
+            return Decision("block", EventType.DUPLICATE_SUPPRESSED, DUPLICATE_MESSAGE.format(tool=tool))
+        return ALLOW
 
     def executed(self, tool: str, args: dict[str, Any]) -> None:
         self._last = (tool, canonical_arguments(args))
@@ -200,14 +233,19 @@ class LoopGuard:
         self._key: str | None = None
         self._count = 0
 
-    def invalid(self, name: str, raw_arguments: str) -> bool:
-        """Record an invalid call; return True when the loop guard must fire."""
+    def invalid(self, name: str, raw_arguments: str, *, no_action: bool = False) -> Decision:
+        """Record an invalid call (or, with ``no_action``, a turn without an action); ``warn`` with the
+        loop-guard message (:data:`LOOP_GUARD_MESSAGE` / :data:`NO_ACTION_LOOP_MESSAGE`) on the
+        ``repeats``-th identical one in a row, else ``allow``."""
         key = name.strip() + "\x00" + " ".join((raw_arguments or "").split())
         if key == self._key:
             self._count += 1
         else:
             self._key, self._count = key, 1
-        return self._count >= self.repeats
+        if self._count < self.repeats:
+            return ALLOW
+        return Decision("warn", EventType.LOOP_GUARD,
+                        (NO_ACTION_LOOP_MESSAGE if no_action else LOOP_GUARD_MESSAGE).format(n=self.repeats))
 
     def valid(self) -> None:
         self._key, self._count = None, 0

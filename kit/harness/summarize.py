@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-import bm25s
-
 _BLOCK_SPLIT = re.compile(r"\n\s*\n")
 
 
@@ -46,6 +44,8 @@ class ExtractiveSummarizer:
             return "\n\n".join(blocks)
         order = list(range(len(blocks)))
         if goal and goal.strip():
+            import bm25s  # here, not at module top: bm25s pulls scipy (~0.6 s) into every harness import
+
             corpus = bm25s.tokenize(blocks, stopwords="en", show_progress=False)
             q = bm25s.tokenize([goal], stopwords="en", show_progress=False)
             if q.ids and q.ids[0] and corpus.vocab:

@@ -7,64 +7,15 @@ registered image file names to re-feed) or raise :class:`ToolError`; the loop ne
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable
 from urllib.parse import urlparse
 
-from kit.harness.config import HarnessConfig
+from kit.harness.events import EventType
 from kit.harness.errors import ImageError, ToolError
-from kit.harness.episode import Event
-from kit.harness.registry import RASTER_SUFFIXES, EvidenceRegistry
+from kit.harness.registry import RASTER_SUFFIXES
+from kit.harness.tool_spec import Executor, Observation, ToolContext, ToolSpec, execute, tool  # noqa: F401 (re-exported)
 from kit.types import BackendError, ImageHit, SearchBackend
-
-
-@dataclass
-class Observation:
-    """A tool's result: ``text`` for the model, ``images`` (registered filenames) re-fed with it, and
-    ``data`` (structured details kept in the episode record, not shown to the model)."""
-
-    text: str
-    images: list[str] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class ToolContext:
-    """What an executor may use: the episode's registry, backend, summarizer, code sandbox, budgets."""
-
-    registry: EvidenceRegistry
-    backend: SearchBackend
-    config: HarnessConfig
-    turn: int = 0
-    summarizer: Any = None  # kit.harness.summarize.Summarizer
-    sandbox_factory: Callable[[], Any] | None = None  # -> kit.harness.code_exec.CodeSandbox
-    sandbox: Any = None
-    events: list[Event] = field(default_factory=list)
-
-    def event(self, type_: str, **detail) -> None:
-        self.events.append(Event(type=type_, turn=self.turn, detail=detail))
-
-
-Executor = Callable[[dict[str, Any], ToolContext], Awaitable[Observation]]
-
-
-@dataclass
-class ToolSpec:
-    """Definition of one tool: schema (OpenAI function ``parameters``), aliases and executor."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    executor: Executor
-    aliases: tuple[str, ...] = ()
-    param_aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def schema(self) -> dict[str, Any]:
-        """OpenAI-style function schema, as rendered into TOOL_LIST and sent for function calling."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters}}
 
 
 def _strings(value: Any) -> list[str]:
@@ -98,7 +49,7 @@ def _register_hits(ctx: ToolContext, hits: list[ImageHit], kind: str, tool: str,
                                                 page_url=hit.page_url or None, title=hit.title or None,
                                                 max_vision_tokens=max_vision_tokens)
         except ImageError as e:
-            ctx.event("image_rejected", tool=tool, url=hit.image_url, reason=e.message)
+            ctx.event(EventType.IMAGE_REJECTED, tool=tool, url=hit.image_url, reason=e.message)
             out.append((hit, None, e.message))
             continue
         out.append((hit, entry.filename, None))
@@ -264,7 +215,7 @@ async def execute_code(args: dict[str, Any], ctx: ToolContext) -> Observation:
                                                turn=ctx.turn, source_url=rel)
         except ImageError as e:
             parts.append(f"image {rel} not registered: {e.message}")
-            ctx.event("image_rejected", tool="execute_code", file=rel, reason=e.message)
+            ctx.event(EventType.IMAGE_REJECTED, tool="execute_code", file=rel, reason=e.message)
             continue
         saved.append(f"{rel} -> {entry.filename}")
         if len(refeed) < ctx.config.code_refeed:
@@ -273,7 +224,7 @@ async def execute_code(args: dict[str, Any], ctx: ToolContext) -> Observation:
         parts.append("New images registered: " + "; ".join(saved))
     if skipped:
         parts.append(f"{skipped} more new images were not registered (limit {ctx.config.code_max_images} per call)")
-        ctx.event("images_not_registered", tool="execute_code", count=skipped)
+        ctx.event(EventType.IMAGES_NOT_REGISTERED, tool="execute_code", count=skipped)
     if not parts:
         parts.append("(no output)")
     return Observation("\n".join(parts), images=refeed,
@@ -292,7 +243,8 @@ def _str_or_list(max_items: int, what: str) -> dict[str, Any]:
             "description": f"{what} (a string or a list of up to {max_items})"}
 
 
-TOOL_SPECS: dict[str, ToolSpec] = {
+#: The five native tools in Table 4 order (the registry starts with them).
+NATIVE_TOOLS: dict[str, ToolSpec] = {
     s.name: s
     for s in [
         ToolSpec(
@@ -301,7 +253,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             "selects the search locale automatically.",
             {"type": "object", "properties": {"query": _str_or_list(5, "search query"), "num": _NUM(1, 5, 3)},
              "required": ["query"]},
-            web_search,
+            web_search, refeed_limit=0,
             aliases=("search", "websearch", "google_search", "bing_search", "search_web", "text_search"),
             param_aliases={"query": ("q", "queries", "search_query", "search_queries", "keywords"),
                            "num": ("n", "k", "top_k", "num_results", "count", "max_results")},
@@ -312,7 +264,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             "names, and shows you up to four of the images directly.",
             {"type": "object", "properties": {"query": _str_or_list(3, "image search query"), "num": _NUM(1, 10, 5)},
              "required": ["query"]},
-            web_search_for_image,
+            web_search_for_image, refeed_limit="image_search_refeed",
             aliases=("image_search", "search_image", "search_images", "text_to_image_search", "web_image_search",
                      "web_search_image", "web_search_for_images"),
             param_aliases={"query": ("q", "queries", "search_query", "keywords"),
@@ -326,7 +278,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             {"type": "object", "properties": {"image": _str_or_list(5, "registered relative image file name"),
                                               "num": _NUM(1, 8, 5)},
              "required": ["image"]},
-            web_search_based_on_image,
+            web_search_based_on_image, refeed_limit="reverse_search_refeed",
             aliases=("reverse_image_search", "image_reverse_search", "search_by_image", "lens_search",
                      "web_search_based_image", "web_search_by_image", "reverse_search"),
             param_aliases={"image": ("images", "image_path", "image_paths", "image_file", "filename", "file", "img",
@@ -342,7 +294,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
                          "description": "up to 5 URLs"},
                 "goal": {"type": "string", "description": "what to look for on the pages (optional)"}},
              "required": ["urls"]},
-            web_extract,
+            web_extract, persist_exempt=True, refeed_limit="extract_refeed",
             aliases=("extract", "fetch", "browse", "open_url", "visit", "read_url", "web_fetch", "fetch_url",
                      "web_browse", "visit_page"),
             param_aliases={"urls": ("url", "links", "link", "uris", "uri", "pages"),
@@ -354,7 +306,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {
             "stdout/stderr; newly saved raster images are registered and the first five shown to you.",
             {"type": "object", "properties": {"code": {"type": "string", "minLength": 1, "pattern": r"\S", "description": "Python source"}},
              "required": ["code"]},
-            execute_code,
+            execute_code, refeed_limit="code_refeed",
             aliases=("python", "code", "run_python", "code_interpreter", "execute_python", "run_code", "python_exec",
                      "exec_code"),
             param_aliases={"code": ("source", "python", "script", "program", "source_code", "python_code")},
@@ -363,27 +315,62 @@ TOOL_SPECS: dict[str, ToolSpec] = {
 }
 
 
-def tool_specs(enabled: list[str] | None = None) -> dict[str, ToolSpec]:
-    """The specs of the enabled tools, in Table 4 order.
+_REGISTRY: dict[str, ToolSpec] = dict(NATIVE_TOOLS)
+TOOL_SPECS = _REGISTRY  # the old name: the live registry (natives first, then registered tools)
+
+
+def register_tool(spec: ToolSpec, *, replace: bool = False) -> ToolSpec:
+    """Add ``spec`` to the process-wide registry, so ``HarnessConfig(tools_enabled=[..., spec.name])``,
+    ``tool_specs`` and the SFT/RL encoders find it. Returns ``spec`` (usable as a decorator on a
+    :func:`~kit.harness.tool_spec.tool` result).
 
     Raises:
-        ValueError: an enabled name is not one of the five tools.
+        ValueError: a tool of that name (or one of its aliases clashing with a registered name) exists
+            and ``replace`` is False; a native tool cannot be replaced.
     """
+    if spec.name in NATIVE_TOOLS:
+        raise ValueError(f"{spec.name!r} is a native tool (Table 4); give yours another name")
+    if spec.name in _REGISTRY and not replace:
+        raise ValueError(f"a tool named {spec.name!r} is already registered (pass replace=True)")
+    clash = [a for a in spec.aliases if a in _REGISTRY and a != spec.name]
+    if clash:
+        raise ValueError(f"aliases {clash} of {spec.name!r} are names of registered tools")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def unregister_tool(name: str) -> None:
+    """Remove a registered (non-native) tool; unknown names are an error.
+
+    Raises:
+        KeyError: no registered tool of that name.
+        ValueError: ``name`` is a native tool.
+    """
+    if name in NATIVE_TOOLS:
+        raise ValueError(f"{name!r} is a native tool and cannot be removed (disable it with tools_enabled)")
+    del _REGISTRY[name]
+
+
+def tool_specs(enabled: list[str] | None = None, extra: list[ToolSpec] | tuple[ToolSpec, ...] = ()) -> dict[str, ToolSpec]:
+    """The specs of the enabled tools: natives in Table 4 order, then registered tools, then ``extra``
+    (tools given to one harness, always enabled).
+
+    Raises:
+        ValueError: an enabled name is not a registered tool; an ``extra`` tool's name is also enabled
+            from the registry, or given twice.
+    """
+    pool = dict(_REGISTRY)
     if enabled is None:
-        return dict(TOOL_SPECS)
-    unknown = [n for n in enabled if n not in TOOL_SPECS]
-    if unknown:
-        raise ValueError(f"unknown tools {unknown}; available: {list(TOOL_SPECS)}")
-    return {n: TOOL_SPECS[n] for n in TOOL_SPECS if n in enabled}
-
-
-async def execute(spec: ToolSpec, args: dict[str, Any], ctx: ToolContext, timeout_s: float) -> Observation:
-    """Run ``spec``'s executor with a timeout; every failure becomes :class:`ToolError`."""
-    try:
-        return await asyncio.wait_for(spec.executor(args, ctx), timeout=timeout_s)
-    except ToolError:
-        raise
-    except asyncio.TimeoutError as e:
-        raise ToolError("timeout", f"{spec.name} did not finish within {timeout_s:.0f} s") from e
-    except Exception as e:  # the loop must survive any executor bug; the message keeps the cause
-        raise ToolError("tool_failure", f"{spec.name} failed: {type(e).__name__}: {e}") from e
+        out = dict(pool)
+    else:
+        unknown = [n for n in enabled if n not in pool and n not in {t.name for t in extra}]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; available: {list(pool)}")
+        out = {n: pool[n] for n in pool if n in enabled}
+    for t in extra:
+        if out.get(t.name) is t:
+            continue
+        if t.name in out or (t.name in pool and pool[t.name] is not t):
+            raise ValueError(f"tool {t.name!r} given to the harness clashes with a registered or enabled tool")
+        out[t.name] = t
+    return out

@@ -31,6 +31,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from kit.harness.events import EventType
 from kit.harness.episode import EpisodeRecord
 
 EXCLUSION_REASONS = ("context_limit", "wall_clock", "error", "synthesis_incomplete", "overlong", "judge_error",
@@ -51,7 +52,7 @@ def runtime_exclusion(record: EpisodeRecord) -> str | None:
         return record.status
     if record.status == "max_turns_synthesis" and not record.trainable:
         return "synthesis_incomplete"
-    if record.event_counts().get("overlong_kept", 0):
+    if record.event_counts().get(EventType.OVERLONG_KEPT, 0):
         return "overlong"
     return None
 

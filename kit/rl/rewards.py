@@ -26,6 +26,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from kit.harness.events import EventType
 from kit.harness.episode import EpisodeRecord
 from kit.harness.parsing import ParsedTurn, parse_turn
 
@@ -92,7 +93,7 @@ def format_ok(record: EpisodeRecord, *, all_turns: bool = False) -> bool:
 
 def tool_ok(record: EpisodeRecord) -> bool:
     """POINTS-Seeker's ``S_tool``: at least one executed call and no call rejected by the schemas."""
-    return record.tool_calls > 0 and record.event_counts().get("invalid_call", 0) == 0
+    return record.tool_calls > 0 and record.event_counts().get(EventType.INVALID_CALL, 0) == 0
 
 
 async def judge_correct(judge: Judge, record: EpisodeRecord, timeout_s: float | None = 60.0) -> tuple[float | None, str, str | None]:

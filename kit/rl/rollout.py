@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit.harness.events import EventType
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness
@@ -27,9 +28,9 @@ from kit.types import Policy, SamplingParams, SearchBackend
 
 #: Figure 7 mechanisms: name -> predicate on a record.
 MECHANISMS: dict[str, Callable[[EpisodeRecord], bool]] = {
-    "overlong_retry": lambda r: r.event_counts().get("overlong_regenerated", 0) > 0,
-    "forced_final_answer": lambda r: r.event_counts().get("synthesis_requested", 0) > 0,
-    "invalid_tool_call": lambda r: r.event_counts().get("invalid_call", 0) > 0,
+    "overlong_retry": lambda r: r.event_counts().get(EventType.OVERLONG_REGENERATED, 0) > 0,
+    "forced_final_answer": lambda r: r.event_counts().get(EventType.SYNTHESIS_REQUESTED, 0) > 0,
+    "invalid_tool_call": lambda r: r.event_counts().get(EventType.INVALID_CALL, 0) > 0,
     "context_limit": lambda r: r.status == "context_limit",
     "wall_clock": lambda r: r.status == "wall_clock",
 }

@@ -84,6 +84,40 @@ def long_mdr_stages(opd_steps: int = 50, steps_per_stage: int = 200) -> list[Sta
     ]
 
 
+def parse_stages(spec: str, base: HarnessConfig, *, max_context_tokens: int = 131_072) -> list[Stage]:
+    """A schedule from a comma list ``"opd:1,h1:2,h2"``: ``opd[:steps]`` is an OPD warmup stage (default 1
+    step); ``h<N>[:steps]`` an RL stage with ``N`` regular turns whose call, context and wall-clock budgets
+    grow from ``base`` in proportion (``N // base.max_turns``, at least 1; context capped at
+    ``max_context_tokens``). A stage without ``:steps`` runs until a plateau (the last one: forever).
+
+    Raises:
+        ValueError: an empty spec, an unknown item, a non-positive turn or step count.
+    """
+    out: list[Stage] = []
+    items = [s.strip() for s in spec.split(",") if s.strip()]
+    if not items:
+        raise ValueError("empty stage schedule: use e.g. 'opd:1,h1:2,h2'")
+    for item in items:
+        nm, _, n = item.partition(":")
+        try:
+            steps = int(n) if n else None
+        except ValueError:
+            raise ValueError(f"stage {item!r}: steps must be an integer") from None
+        if steps is not None and steps < 1:
+            raise ValueError(f"stage {item!r}: steps must be >= 1 (leave the stage out instead)")
+        if nm == "opd":
+            out.append(Stage("opd", "opd", steps=steps or 1))
+        elif nm.startswith("h") and nm[1:].isdigit() and int(nm[1:]) >= 1:
+            turns = int(nm[1:])
+            scale = max(1, turns // max(1, base.max_turns))
+            out.append(Stage(nm, max_turns=turns, max_calls=max(turns, base.max_calls),
+                             max_context_tokens=min(base.max_context_tokens * scale, max_context_tokens),
+                             wall_clock_s=base.wall_clock_s * scale, steps=steps))
+        else:
+            raise ValueError(f"unknown stage {item!r}: use opd[:steps] or h<turns>[:steps] (turns >= 1)")
+    return out
+
+
 @dataclass
 class RescueConfig:
     """Entropy-triggered rescue (see module docstring). Entropy in nats per generated token."""

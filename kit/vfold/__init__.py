@@ -1,6 +1,8 @@
 """V-Fold (POINTS-Seeker §3.3): fold stale observations of an agent's history into page images.
 
 * :mod:`kit.vfold.render` — text → page images with Table 8's parameters (``Renderer``);
+  its parameters, layout model and result are in :mod:`kit.vfold.render_config`, :mod:`kit.vfold.layout`
+  and :mod:`kit.vfold.pages` (re-exported by :mod:`kit.vfold.render`);
 * :mod:`kit.vfold.fonts` — the free Verdana substitute (DejaVu Sans) and fallback fonts;
 * :mod:`kit.vfold.fold` — context strategies for the harness (no compression, discard history, LLM
   summary, render everything, V-Fold) and :func:`~kit.vfold.fold.make_context_builder`;

@@ -3,30 +3,17 @@
 :class:`Renderer` lays text out on pages with Table 8's geometry — 595×842 page at 72 dpi, margins
 10, 9 pt font, line height 10, black on white, left aligned, no indents/borders, auto-cropped width
 and last page — and rasterizes them to grayscale PNG. The font is DejaVu Sans (the free substitute
-for Verdana; see :mod:`kit.vfold.fonts`).
+for Verdana; see :mod:`kit.vfold.fonts`). Parameters and the default line-break layout:
+:mod:`kit.vfold.render_config`; the layout model and the display of control characters:
+:mod:`kit.vfold.layout`; the result and PNG encoding: :mod:`kit.vfold.pages` (all re-exported here).
 
-**Layout of line breaks.** Table 8's Glyph layout (``newline="break"``, preset :data:`TABLE8_CONFIG`)
-starts a new line at every newline. Web observations are full of short lines (list items, table and
-infobox rows), which leave most of each line white: on the Wikipedia articles of the shared data that
-layout gives only about 1.9× fewer Qwen2-VL vision tokens than Qwen text tokens. The default
-``newline="mark"`` flows short lines together and draws each newline as a visible mark (``↵``), so
-pages are dense: about 3.3× fewer vision than text tokens on the same articles (4.1× with
-``paragraph_break=False``; measured by ``benchmarks/bench_vfold.py``); a blank line (paragraph
-break) still starts a new line. Every
-character is kept: the layout model (:class:`Layout`) records, for every line, the source span and
-the exact glyph string drawn for it, and :meth:`Layout.reconstruct` recovers the input from the drawn
-glyphs.
-
-**Display of characters.** Printable characters are drawn as themselves. Tabs advance by
-``tab_size`` spaces. Control characters are drawn in caret notation (``^@``, ``^A``, … ``^?``), C1
-controls, unpaired surrogates and non-characters as ``\\xHH`` / ``\\uHHHH`` escapes: binary junk is
-visible, never silently dropped and never sent to the rasterizer raw. Words longer than a line (URLs,
-CJK runs) are split across lines, preferably after ``/ - ? & = _ . , ;``. Right-to-left and
-complex-shaping lines (Arabic, Hebrew, Indic, combining marks) are drawn with Pillow's raqm layout
-(bidi + shaping); everything else goes through a glyph atlas. Characters no font covers are drawn as
-the missing-glyph box and counted in :attr:`RenderResult.missing_glyphs`. Output is deterministic:
-the same text and config give the same pixels and the same PNG bytes (for a given font file and
-Pillow/FreeType build; ``RenderResult.fonts_used`` names the faces used).
+Words longer than a line (URLs, CJK runs) are split across lines, preferably after
+``/ - ? & = _ . , ;``. Right-to-left and complex-shaping lines (Arabic, Hebrew, Indic, combining
+marks) are drawn with Pillow's raqm layout (bidi + shaping); everything else goes through a glyph
+atlas. Characters no font covers are drawn as the missing-glyph box and counted in
+:attr:`RenderResult.missing_glyphs`. Output is deterministic: the same text and config give the same
+pixels and the same PNG bytes (for a given font file and Pillow/FreeType build;
+``RenderResult.fonts_used`` names the faces used).
 
 **Speed.** Pillow's ``ImageDraw.text`` rasterizes every glyph on every call (~35 ms per dense page
 here). The renderer instead rasterizes each (font, character) once into an atlas with Pillow itself
@@ -39,300 +26,23 @@ from __future__ import annotations
 
 import math
 import re
-import struct
 import threading
 import unicodedata
-import zlib
-from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 from PIL import Image, ImageColor, ImageDraw, features
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kit.vfold.fonts import FontChain, default_chain
+from kit.vfold.layout import _BREAK_TABLE, _MARK_TABLE, Layout, Line, PageLayout, _is_complex
+from kit.vfold.pages import RenderResult, encode_png
+from kit.vfold.render_config import NEWLINE_MARK, TABLE8_CONFIG, RenderConfig, RenderError
 
-NEWLINE_MARK = "\u21b5"  # ↵
+__all__ = ["NEWLINE_MARK", "TABLE8_CONFIG", "Layout", "Line", "PageLayout", "RenderConfig", "RenderError",
+           "RenderResult", "Renderer", "default_renderer", "encode_png"]
+
 _BREAK_AFTER = set("/-?&=_.,;:|)]}")
 _TOKEN = re.compile(r"\n|[^ \t\n]+[ \t]*|[ \t]+")
 _HAS_RAQM = features.check("raqm")
-
-
-class RenderError(ValueError):
-    """Bad render input or configuration (e.g. text that is not a ``str``)."""
-
-
-class RenderConfig(BaseModel):
-    """Rendering parameters. Defaults are Table 8's (POINTS-Seeker Appendix B.2, from Glyph) except
-    ``newline`` (see the module docstring); :data:`TABLE8_CONFIG` is the exact Glyph layout.
-
-    Units: points for page size, margins, font size and line height (1 pt = ``dpi / 72`` pixels;
-    72 dpi gives pixels = points). ``max_pages`` caps one rendering (longer text is truncated and
-    reported). ``png_compress_level``: zlib level of the PNG output (0–9; pixels are identical at
-    every level).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    page_width: int = 595
-    page_height: int = 842
-    dpi: int = 72
-    margin_x: int = 10
-    margin_y: int = 10
-    font_size: float = 9
-    line_height: float = 10
-    font_color: str = "#000000"
-    page_bg_color: str = "#FFFFFF"
-    alignment: Literal["left"] = "left"
-    horizontal_scale: float = 1.0
-    first_line_indent: int = 0
-    left_indent: int = 0
-    right_indent: int = 0
-    space_before: int = 0
-    space_after: int = 0
-    border_width: int = 0
-    border_padding: int = 0
-    auto_crop_width: bool = True
-    auto_crop_last_page: bool = True
-    # kit extensions
-    newline: Literal["mark", "break"] = "mark"
-    newline_mark: str = NEWLINE_MARK
-    paragraph_break: bool = True
-    tab_size: int = Field(default=4, ge=1)
-    max_pages: int = Field(default=16, ge=1)
-    font_path: str | None = None
-    fallback_fonts: tuple[str, ...] | None = None
-    png_compress_level: int = Field(default=1, ge=0, le=9)
-
-    @field_validator("horizontal_scale")
-    @classmethod
-    def _scale(cls, v: float) -> float:
-        if v != 1.0:
-            raise ValueError("only horizontal_scale=1.0 (Table 8) is supported")
-        return v
-
-    @field_validator("first_line_indent", "left_indent", "right_indent", "space_before", "space_after",
-                     "border_width", "border_padding")
-    @classmethod
-    def _zero(cls, v: int) -> int:
-        if v != 0:
-            raise ValueError("indents, paragraph spacing and borders are 0 in Table 8; other values are not supported")
-        return v
-
-    @field_validator("newline_mark")
-    @classmethod
-    def _mark(cls, v: str) -> str:
-        if len(v) != 1 or v.isspace() or unicodedata.category(v)[0] == "C":
-            raise ValueError("newline_mark must be one visible character")
-        return v
-
-    def pixels(self) -> dict[str, int]:
-        """Geometry in pixels: page width/height, margins, font size, line height, content width and
-        lines per page."""
-        s = self.dpi / 72.0
-        w, h = round(self.page_width * s), round(self.page_height * s)
-        mx, my = round(self.margin_x * s), round(self.margin_y * s)
-        lh = max(1, round(self.line_height * s))
-        cw, ch = w - 2 * mx, h - 2 * my
-        if cw <= 0 or ch < lh:
-            raise ValueError(f"margins leave no room on a {w}x{h} page")
-        return {"width": w, "height": h, "margin_x": mx, "margin_y": my, "font_px": self.font_size * s,
-                "line_height": lh, "content_width": cw, "lines_per_page": ch // lh}
-
-
-TABLE8_CONFIG = RenderConfig(newline="break", paragraph_break=False)
-"""Table 8 exactly as Glyph lays it out: every newline starts a new line."""
-
-
-def _display_tables() -> tuple[dict[int, str], dict[int, str]]:
-    base: dict[int, str] = {}
-    for c in range(0x20):
-        if c not in (0x09, 0x0A):
-            base[c] = "^" + chr(c + 0x40)
-    base[0x7F] = "^?"
-    for c in range(0x80, 0xA0):
-        base[c] = f"\\x{c:02x}"
-    for c in range(0xD800, 0xE000):
-        base[c] = f"\\u{c:04x}"
-    for c in list(range(0xFDD0, 0xFDF0)) + [p * 0x10000 + 0xFFFE for p in range(17)] + [p * 0x10000 + 0xFFFF for p in range(17)]:
-        # fixed-width escapes (\uHHHH in the BMP, \UHHHHHHHH beyond) so a following hex letter never
-        # reads as part of the escape
-        base[c] = f"\\u{c:04x}" if c <= 0xFFFF else f"\\U{c:08x}"
-    mark = dict(base)
-    brk = dict(base)
-    brk[0x0A] = ""
-    return mark, brk
-
-
-_MARK_TABLE, _BREAK_TABLE = _display_tables()
-
-
-def _is_complex(ch: str) -> bool:
-    """True for characters that need bidi reordering or shaping (drawn with raqm)."""
-    if unicodedata.bidirectional(ch) in ("R", "AL", "AN"):
-        return True
-    if unicodedata.category(ch) in ("Mn", "Mc", "Me"):
-        return True
-    cp = ord(ch)
-    # Indic, Thai/Lao, Tibetan, Myanmar, Khmer, Mongolian: scripts whose glyphs are reordered/shaped
-    return 0x0900 <= cp <= 0x0DFF or 0x0E00 <= cp <= 0x0EFF or 0x0F00 <= cp <= 0x109F or 0x1780 <= cp <= 0x18AF
-
-
-@dataclass
-class Line:
-    """One laid-out line: source span ``[start, end)``, the glyph string drawn for it (the display
-    form of ``text[start:end]``), its width in pixels (trailing spaces that hang in the margin
-    excluded), and whether it is drawn with the raqm (bidi/shaping) path."""
-
-    start: int
-    end: int
-    drawn: str
-    width: int
-    complex: bool = False
-
-
-@dataclass
-class PageLayout:
-    lines: list[Line]
-    width: int
-    height: int
-
-
-@dataclass
-class Layout:
-    """Pages of lines covering ``text[0:end]``; ``end < len(text)`` means truncated at ``max_pages``."""
-
-    text: str
-    pages: list[PageLayout]
-    end: int
-    newline: str
-    mark: str
-
-    @property
-    def truncated(self) -> bool:
-        return self.end < len(self.text)
-
-    def lines(self) -> list[Line]:
-        return [ln for p in self.pages for ln in p.lines]
-
-    def glyphs(self) -> str:
-        """All drawn glyph strings, lines joined by ``\\n`` (what the pages show, in reading order)."""
-        return "\n".join(ln.drawn for ln in self.lines())
-
-    def reconstruct(self) -> str:
-        """Rebuild the laid-out text from the drawn glyph strings alone (the inverse of the display
-        mapping): ``↵`` → newline, caret and ``\\x``/``\\u`` escapes → the character, and a line
-        break that is not a soft wrap → newline.
-
-        Exact when the input does not itself contain the mark character, ``^`` followed by an
-        escape letter, or a backslash escape (those are ambiguous on the page by nature); the source
-        spans in :attr:`pages` are exact in all cases.
-        """
-        out: list[str] = []
-        for ln in self.lines():
-            out.append(_undisplay(ln.drawn, self.mark if self.newline == "mark" else None))
-            if self.newline == "break" and self.text[ln.end - 1:ln.end] == "\n" and ln.end > ln.start:
-                out.append("\n")
-        return "".join(out)
-
-
-_ESCAPE = re.compile(r"\^([@A-Z\[\\\]\^_?])|\\x([0-9a-f]{2})|\\u([0-9a-f]{4})|\\U([0-9a-f]{8})")
-
-
-def _undisplay(s: str, mark: str | None) -> str:
-    def sub(m: re.Match) -> str:
-        if m.group(1):
-            return "\x7f" if m.group(1) == "?" else chr(ord(m.group(1)) - 0x40)
-        return chr(int(m.group(2) or m.group(3) or m.group(4), 16))
-
-    s = _ESCAPE.sub(sub, s)
-    return s.replace(mark, "\n") if mark else s
-
-
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-def encode_png(im: Image.Image, level: int = 1) -> bytes:
-    """PNG bytes of an 8-bit ``L`` or ``RGB`` image, with a 72-dpi pHYs chunk.
-
-    Written here with ``zlib`` because Pillow's PNG encoder spends most of its time choosing row
-    filters (about 13 ms per 595x842 page against 3.6 ms here at zlib level 1 with filter 0, and
-    within 3% of Pillow's size for text pages): PNG encoding was the largest cost of rendering.
-    Pixels round-trip exactly (tests decode the bytes with Pillow).
-
-    Raises:
-        RenderError: another image mode or a level outside 0-9.
-    """
-    if im.mode not in ("L", "RGB"):
-        raise RenderError(f"encode_png supports L and RGB images, got {im.mode}")
-    if not 0 <= level <= 9:
-        raise RenderError(f"zlib level must be 0-9, got {level}")
-    a = np.asarray(im)
-    h, w = a.shape[:2]
-    rows = a.reshape(h, -1)
-    raw = np.empty((h, rows.shape[1] + 1), np.uint8)
-    raw[:, 0] = 0  # filter type 0 (none) on every row
-    raw[:, 1:] = rows
-    color = 0 if im.mode == "L" else 2
-    ppm = round(72 / 0.0254)
-    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
-            + _chunk(b"pHYs", struct.pack(">IIB", ppm, ppm, 1)) + _chunk(b"IDAT", zlib.compress(raw.tobytes(), level))
-            + _chunk(b"IEND", b""))
-
-
-@dataclass
-class RenderResult:
-    """Pages of one rendering plus what happened to the text.
-
-    ``pages``: PIL images (mode ``L`` for black on white, else ``RGB``); ``layout``: the layout model;
-    ``chars``: input length; ``rendered_chars``: characters laid out (< ``chars`` when truncated at
-    ``max_pages``); ``missing_glyphs``: characters no font covers (drawn as boxes), with a sample;
-    ``escaped``: control/invalid characters drawn as escapes; ``complex_lines``: lines drawn with raqm.
-    """
-
-    pages: list[Image.Image]
-    layout: Layout
-    chars: int
-    rendered_chars: int
-    missing_glyphs: int = 0
-    missing_sample: str = ""
-    escaped: int = 0
-    complex_lines: int = 0
-    fonts_used: list[str] = field(default_factory=list)
-    _png: list[bytes] | None = None
-    _compress: int = 1
-
-    @property
-    def truncated(self) -> bool:
-        return self.rendered_chars < self.chars
-
-    @property
-    def lossless(self) -> bool:
-        """Every character is on the pages with a real glyph (not truncated, nothing missing)."""
-        return not self.truncated and self.missing_glyphs == 0
-
-    def page_sizes(self) -> list[tuple[int, int]]:
-        """``(width, height)`` in pixels of every page."""
-        return [p.size for p in self.pages]
-
-    def png(self) -> list[bytes]:
-        """PNG bytes of every page (deterministic; computed once; see :func:`encode_png`)."""
-        if self._png is None:
-            self._png = [encode_png(p, self._compress) for p in self.pages]
-        return self._png
-
-    def vision_tokens(self, counter) -> int:
-        """Vision tokens of all pages under ``counter.count_image`` (Qwen smart resize), without the
-        two framing tokens per image."""
-        return sum(counter.count_image(w, h) for w, h in self.page_sizes())
-
-    def report(self) -> dict:
-        """JSON-able summary (for events, tables and manifests)."""
-        return {"chars": self.chars, "rendered_chars": self.rendered_chars, "truncated": self.truncated,
-                "pages": len(self.pages), "page_sizes": self.page_sizes(), "missing_glyphs": self.missing_glyphs,
-                "missing_sample": self.missing_sample, "escaped": self.escaped, "complex_lines": self.complex_lines,
-                "fonts_used": self.fonts_used}
 
 
 class Renderer:

@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
+from kit.harness.events import EventType
 from kit.harness.episode import EpisodeRecord, Event
 from kit.harness.registry import EvidenceRegistry
 from kit.vfold.fold import VFoldContext
@@ -74,7 +75,7 @@ def render_trajectory(record: EpisodeRecord, workspace: str | Path | None = None
             fo = fold.fold_observation(m.text(), m, registry, st)
             new = fold.fold_message(m, registry, st)
             if new is m:
-                events.append(Event(type="vfold_kept_as_text", turn=m.turn, detail={"tool": m.name, "reason": fo.reason,
+                events.append(Event(type=EventType.VFOLD_KEPT_AS_TEXT, turn=m.turn, detail={"tool": m.name, "reason": fo.reason,
                                                                                        "report": fo.report}))
             m = new
         messages.append(m)

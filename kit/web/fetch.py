@@ -10,351 +10,52 @@ body (checked on ``Content-Length`` and while streaming); a wall-clock cap per a
 content-type allow-list; HTML and PDF conversion off the event loop with a time limit, pypdf's
 resource limits tightened and external decoders disabled, and a cap on the extracted text; images
 whose header declares more than ``max_image_pixels`` pixels refused before anything decodes them.
+Addresses: the SSRF policy of :mod:`kit.web.fetch_guard` (an injected ``transport``, as in tests,
+cannot be pinned: then the URL's host is resolved and checked before each request instead).
 
-Addresses (SSRF): a host that is, or resolves to, a loopback, private, link-local (cloud metadata
-169.254.169.254 included), unique-local (``fd00:ec2::254``), reserved, multicast or otherwise
-non-global address is refused, IPv4 embedded in IPv6 (``::ffff:127.0.0.1``, NAT64, 6to4, Teredo)
-included, unless the host is listed in ``allow_private_hosts``. With the built-in transport the
-check happens at connection time and the connection goes to exactly the address that was checked
-(the host name is still used for TLS SNI and certificate checks), so a DNS answer that changes
-between check and connection (DNS rebinding) cannot redirect it; every redirect hop opens its
-connection the same way. Environment proxies are never used. An injected ``transport`` (tests) cannot
-be pinned: then the URL's host is resolved and checked before each request instead.
+Split by concern: :mod:`kit.web.budget` (time budget), :mod:`kit.web.retry` (retries),
+:mod:`kit.web.fetch_guard` (address policy, pinned transport), :mod:`kit.web.convert` (documents ->
+Markdown); their public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
-import email.utils
 import io
 import ipaddress
 import logging
-import math
 import re
-import socket
 import threading
-import time
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import httpcore
 import httpx
 from PIL import Image, UnidentifiedImageError
-from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt
-from tenacity.stop import stop_base
-from tenacity.wait import wait_base
 
 from kit.types import BackendError, ImageHit, Page
+from kit.web.budget import time_budget
+from kit.web.convert import (HTML_TYPES, PDF_TYPES, TEXT_TYPES, _accept_document, _accept_image, _decode,
+                             _document_kind, extract_markdown_images, html_to_markdown, pdf_to_markdown)
+from kit.web.fetch_guard import (AddressCheck, AddressRefused, GuardedNetworkBackend, GuardedTransport, Resolver,
+                                 is_public_ip, system_resolver)
+from kit.web.retry import RetryableHTTPStatus, RetryConfig, is_retryable_status, parse_retry_after
+
+__all__ = [
+    "AddressCheck", "AddressRefused", "GuardedNetworkBackend", "GuardedTransport", "HTML_TYPES", "HttpFetcher",
+    "PDF_TYPES", "Resolver", "RetryConfig", "RetryableHTTPStatus", "TEXT_TYPES", "extract_markdown_images",
+    "html_to_markdown", "is_public_ip", "is_retryable_status", "parse_retry_after", "pdf_to_markdown",
+    "system_resolver", "time_budget",
+]
 
 log = logging.getLogger(__name__)
 
-Resolver = Callable[[str, int], Awaitable[list[str]]]
-"""``async (host, port) -> list of IP address strings`` used for the address check."""
-
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
-PDF_TYPES = frozenset({"application/pdf", "application/x-pdf"})
 _BODY_EXCERPT = 300
-# Markdown image syntax ![alt](url "title"); a small regex is enough because both producers here
-# (trafilatura and markdownify, or a reader service) write this one form.
-_MD_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
-# Not global in practice although Python's tables call parts of them global: the IETF protocol
-# assignments block holds Oracle Cloud's metadata service (192.0.0.192).
-_ALSO_BLOCKED = (ipaddress.ip_network("192.0.0.0/24"),)
 
 
-class AddressRefused(BackendError):
-    """A URL refused by the address policy (never retried)."""
-
-    def __init__(self, message: str):
-        super().__init__(message, retryable=False)
-
-
-# ==================================================================================================
-# Time budget shared by all retries in a task (e.g. one episode)
-# ==================================================================================================
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("kit_web_deadline", default=None)
-
-
-@contextlib.contextmanager
-def time_budget(seconds: float) -> Iterator[float]:
-    """Within this block (and asyncio tasks started in it), every :class:`RetryConfig` and
-    :class:`HttpFetcher` attempt and retry wait ends by ``now + seconds`` (monotonic clock), or by an
-    enclosing budget's end if that is sooner. Yields the deadline. A harness sets it once per episode
-    so that backoff never sleeps past the episode's wall-clock budget.
-
-    Raises:
-        ValueError: ``seconds`` is not positive.
-    """
-    if not seconds > 0:
-        raise ValueError(f"time budget must be > 0 seconds, got {seconds!r}")
-    deadline = time.monotonic() + seconds
-    outer = _DEADLINE.get()
-    token = _DEADLINE.set(deadline if outer is None else min(deadline, outer))
-    try:
-        yield _DEADLINE.get()  # type: ignore[misc]
-    finally:
-        _DEADLINE.reset(token)
-
-
-
-# ==================================================================================================
-# Retry helpers shared by the live web modules
-# ==================================================================================================
-class RetryableHTTPStatus(Exception):
-    """An HTTP answer worth retrying (408, 429, 5xx); keeps the status, a body excerpt and the
-    server's Retry-After in seconds."""
-
-    def __init__(self, url: str, status: int, body: str, retry_after: float | None):
-        self.url, self.status, self.body, self.retry_after = url, status, body, retry_after
-        super().__init__(f"HTTP {status} from {url}: {body!r}")
-
-
-def is_retryable_status(status: int) -> bool:
-    """True for 408, 429 and 5xx."""
-    return status in (408, 429) or status >= 500
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP-date), ``None`` if unusable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value.strip()))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value.strip())
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-class _Wait(wait_base):
-    def __init__(self, initial: float, maximum: float, retry_after_cap: float):
-        self.initial, self.maximum, self.cap = initial, maximum, retry_after_cap
-
-    def __call__(self, retry_state) -> float:
-        exc = retry_state.outcome.exception() if retry_state.outcome else None
-        if isinstance(exc, RetryableHTTPStatus) and exc.retry_after is not None:
-            return min(exc.retry_after, self.cap)
-        return min(self.maximum, self.initial * 2 ** (retry_state.attempt_number - 1))
-
-
-class _StopAtDeadline(stop_base):
-    """Stop when the next wait would end past the deadline (tenacity computes the wait first)."""
-
-    def __init__(self, deadline: float | None):
-        self.deadline = deadline
-        self.fired = False
-
-    def __call__(self, retry_state) -> bool:
-        if self.deadline is None:
-            return False
-        self.fired = time.monotonic() + (retry_state.upcoming_sleep or 0.0) >= self.deadline
-        return self.fired
-
-
-def _retryable(exc: BaseException) -> bool:
-    return isinstance(
-        exc, (RetryableHTTPStatus, httpx.TimeoutException, httpx.TransportError, asyncio.TimeoutError)
-    )
-
-
-@dataclass
-class RetryConfig:
-    """Retries on timeouts, connection errors, 408/429/5xx with exponential backoff (seconds);
-    Retry-After is honoured up to ``retry_after_cap_s``.
-
-    ``attempt_timeout_s`` (default 60 s; None: unbounded) bounds each attempt as a whole: httpx
-    timeouts are per socket operation, so a server that trickles its body never trips them.
-    ``max_total_s`` (optional) bounds all attempts and waits of one :meth:`run` together; an active
-    :func:`time_budget` bounds them too. A wait that would end past that deadline is not started:
-    the call fails at once instead."""
-
-    max_retries: int = 2
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 20.0
-    retry_after_cap_s: float = 30.0
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    max_total_s: float | None = None
-    attempt_timeout_s: float | None = 60.0
-
-    def deadline(self) -> float | None:
-        """Monotonic time by which a :meth:`run` starting now must end (None: unbounded)."""
-        ends = [d for d in (_DEADLINE.get(), None if self.max_total_s is None else time.monotonic() + self.max_total_s)
-                if d is not None]
-        return min(ends) if ends else None
-
-    async def run(self, what: str, fn: Callable[[], Awaitable]):
-        """Run ``fn`` with retries; raise :class:`BackendError` (``retryable=True``) once they are
-        exhausted or the time budget would be passed. Non-retryable exceptions propagate unchanged."""
-        deadline = self.deadline()
-        if deadline is not None and deadline <= time.monotonic():
-            raise BackendError(f"{what} not attempted: the time budget is used up", retryable=True)
-        at_deadline = _StopAtDeadline(deadline)
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(_retryable),
-            stop=stop_after_attempt(self.max_retries + 1) | at_deadline,
-            wait=_Wait(self.backoff_initial_s, self.backoff_max_s, self.retry_after_cap_s),
-            sleep=self.sleep,
-        )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    limit = self.attempt_timeout_s
-                    if deadline is not None:
-                        limit = min(limit or math.inf, max(deadline - time.monotonic(), 0.001))
-                    if limit is None:
-                        return await fn()
-                    try:  # an attempt may not outlive its own limit or the budget
-                        return await asyncio.wait_for(fn(), limit)
-                    except asyncio.TimeoutError as e:
-                        if deadline is not None and time.monotonic() >= deadline - 0.001:
-                            at_deadline.fired = True
-                            raise BackendError(f"{what} stopped: the time budget ran out during the attempt",
-                                               retryable=True) from e
-                        raise  # the attempt's own limit: a timeout like any other, retried
-        except RetryError as err:
-            last = err.last_attempt.exception()
-            n = err.last_attempt.attempt_number
-            if isinstance(last, RetryableHTTPStatus):
-                detail = f"HTTP {last.status}: {last.body!r}"
-            elif isinstance(last, (httpx.TimeoutException, asyncio.TimeoutError)):
-                detail = f"timed out ({type(last).__name__})"
-            else:
-                detail = f"{type(last).__name__}: {last}"
-            why = " (the next retry would pass the time budget)" if at_deadline.fired else ""
-            raise BackendError(f"{what} failed after {n} attempt(s){why}: {detail}", retryable=True) from last
-        raise AssertionError("unreachable")  # pragma: no cover
-
-
-# ==================================================================================================
-# Address check
-# ==================================================================================================
-async def system_resolver(host: str, port: int) -> list[str]:
-    """Resolve ``host`` with the system resolver (``getaddrinfo``), without blocking the loop."""
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({info[4][0] for info in infos})
-
-
-def is_public_ip(address: str) -> bool:
-    """True when ``address`` is a globally routable unicast IP: not loopback, private, unique-local
-    (``fc00::/7``, e.g. ``fd00:ec2::254``), link-local (``169.254.0.0/16`` with the cloud metadata
-    address, ``fe80::/10``), site-local, shared, reserved, multicast, unspecified or in
-    ``192.0.0.0/24`` (Oracle Cloud's metadata service 192.0.0.192). An IPv4 address
-    embedded in IPv6 (IPv4-mapped, IPv4-compatible, NAT64, 6to4, Teredo) must be public too.
-
-    Raises:
-        ValueError: ``address`` is not an IP address.
-    """
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded: list[ipaddress.IPv4Address] = []
-        if ip.ipv4_mapped is not None:
-            embedded.append(ip.ipv4_mapped)
-        if ip.sixtofour is not None:
-            embedded.append(ip.sixtofour)
-        if ip.teredo is not None:
-            embedded.extend(ip.teredo)
-        if any(ip in net for net in _NAT64) or int(ip) >> 32 == 0:  # NAT64 / IPv4-compatible ::a.b.c.d
-            embedded.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-        if ip.is_site_local or any(not is_public_ip(str(v4)) for v4 in embedded):
-            return False
-        if ip.ipv4_mapped is not None:
-            return True  # a public IPv4 address written in IPv6 form
-    if any(ip in net for net in _ALSO_BLOCKED if net.version == ip.version):
-        return False
-    return ip.is_global and not ip.is_multicast and not ip.is_reserved
-
-
-def extract_markdown_images(markdown: str, base_url: str) -> list[tuple[str, str]]:
-    """``(absolute_url, alt)`` of the Markdown images in page order, first occurrence of each URL;
-    relative URLs are resolved against ``base_url``; non-http(s) sources (``data:``) are left out
-    because they cannot be fetched or attributed to a URL."""
-    seen: set[str] = set()
-    out: list[tuple[str, str]] = []
-    for m in _MD_IMAGE.finditer(markdown):
-        url = urljoin(base_url, m.group(2))
-        if urlsplit(url).scheme not in ("http", "https") or url in seen:
-            continue
-        seen.add(url)
-        out.append((url, m.group(1).strip()))
-    return out
-
-
-def _absolutize_markdown_images(markdown: str, base_url: str) -> str:
-    return _MD_IMAGE.sub(lambda m: f"![{m.group(1)}]({urljoin(base_url, m.group(2))})", markdown)
-
-
-# ==================================================================================================
-# Pinned connections
-# ==================================================================================================
-AddressCheck = Callable[[str, int], Awaitable[list[str]]]
-"""``async (host, port) -> checked IP addresses`` to connect to; raises :class:`AddressRefused`."""
-
-
-class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
-    """httpcore network backend that resolves and checks the host itself and connects to exactly the
-    addresses it checked (in order), so no second DNS lookup happens between check and connect.
-    Unix sockets are refused. ``inner`` makes the actual connections (default: httpcore's anyio
-    backend)."""
-
-    def __init__(self, check: AddressCheck, inner: httpcore.AsyncNetworkBackend | None = None):
-        self._check = check
-        self._inner = inner or httpcore.AnyIOBackend()
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                          socket_options=None) -> httpcore.AsyncNetworkStream:
-        addresses = await self._check(host, port)
-        last: Exception | None = None
-        for ip in addresses:
-            try:
-                return await self._inner.connect_tcp(ip, port, timeout=timeout, local_address=local_address,
-                                                     socket_options=socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as err:
-                last = err
-        raise last if last is not None else httpcore.ConnectError(f"no address to connect to for {host!r}")
-
-    async def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options=None):
-        raise AddressRefused(f"refusing to connect to the unix socket {path!r}")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class GuardedTransport(httpx.AsyncHTTPTransport):
-    """An ``httpx`` transport whose connections go through a :class:`GuardedNetworkBackend`; TLS
-    still verifies the certificate against the URL's host name. Environment proxies and ``.netrc``
-    are ignored (a proxy would resolve names itself, defeating the check)."""
-
-    def __init__(self, check: AddressCheck, *, network_backend: httpcore.AsyncNetworkBackend | None = None,
-                 limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)):
-        super().__init__(trust_env=False, limits=limits)
-        # httpx builds its httpcore pool without a way to pass a network backend, so the pool is
-        # rebuilt here with the same settings plus the guarded backend.
-        if not hasattr(self, "_pool"):  # pragma: no cover - guards against an httpx layout change
-            raise RuntimeError("this httpx version keeps no _pool; GuardedTransport needs updating")
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            http1=True,
-            http2=False,
-            network_backend=GuardedNetworkBackend(check, network_backend),
-        )
-
-
-# ==================================================================================================
-# Fetcher
-# ==================================================================================================
 _PARSE_POOL: ThreadPoolExecutor | None = None
 _PARSE_POOL_LOCK = threading.Lock()
 
@@ -690,126 +391,3 @@ class HttpFetcher:
                 hit.content, hit.mime = data, mime
                 localized += 1
         return hits
-
-
-# ==================================================================================================
-# Document conversion
-# ==================================================================================================
-def _accept_image(ctype: str, data: bytes) -> bool:
-    # Any image/* type is downloaded (within max_image_bytes); Pillow then decides whether it is a
-    # raster image (SVG and other vector formats are refused there).
-    return ctype.startswith("image/") or ctype in ("", "application/octet-stream")
-
-
-def _accept_document(ctype: str, data: bytes) -> bool:
-    return _document_kind(ctype, data) is not None
-
-
-def _document_kind(ctype: str, data: bytes) -> str | None:
-    if ctype in PDF_TYPES or (ctype in ("", "application/octet-stream") and data.startswith(b"%PDF-")):
-        return "pdf"
-    if ctype in HTML_TYPES:
-        return "html"
-    if ctype in TEXT_TYPES:
-        return "text"
-    if ctype == "" and b"<html" in data[:2048].lower():
-        return "html"
-    return None
-
-
-def _decode(data: bytes, charset: str | None) -> str:
-    if charset:
-        try:
-            return data.decode(charset, errors="replace")
-        except LookupError:
-            pass
-    from trafilatura.utils import decode_file  # charset detection
-
-    return decode_file(data)
-
-
-def html_to_markdown(data: bytes | str, url: str, charset: str | None = None) -> tuple[str, str]:
-    """``(title, markdown)`` of an HTML document; image and link URLs made absolute.
-
-    trafilatura extracts the main content (boilerplate such as menus and footers removed); when it
-    finds none (very short or unusual pages), the whole ``<body>`` is converted with markdownify
-    after dropping scripts and styles.
-
-    Raises:
-        BackendError: the document is empty or not parseable HTML.
-    """
-    import lxml.html
-    import trafilatura
-    from markdownify import markdownify
-
-    text = data if isinstance(data, str) else _decode(data, charset)
-    if not text.strip():
-        raise BackendError(f"empty HTML document at {url}")
-    try:
-        # Parse UTF-8 bytes: lxml refuses str input that carries an XML encoding declaration.
-        doc = lxml.html.fromstring(text.encode("utf-8"), parser=lxml.html.HTMLParser(encoding="utf-8"))
-    except Exception as err:  # lxml raises several types (ParserError, ValueError)
-        raise BackendError(f"unparseable HTML at {url}: {err}") from err
-    title = (doc.findtext(".//title") or "").strip()
-    markdown = trafilatura.extract(
-        text,
-        url=url,
-        output_format="markdown",
-        include_images=True,
-        include_links=True,
-        include_tables=True,
-        favor_recall=True,
-    )
-    if not markdown:
-        for el in doc.xpath("//script|//style|//noscript|//template|//head"):
-            el.drop_tree()
-        body = doc.find("body")
-        markdown = markdownify(lxml.html.tostring(body if body is not None else doc, encoding="unicode"),
-                               heading_style="ATX").strip()
-    if not title:
-        meta = trafilatura.extract_metadata(text, default_url=url)
-        title = (meta.title or "") if meta else ""
-    return title, _absolutize_markdown_images(markdown, url)
-
-
-# pypdf's own limits, tightened: no decoded stream or image over 32 MB (pages here are at most a few
-# MB of text), less decoding work per stream, and no external JBIG2 decoder on untrusted input.
-_PDF_LIMITS = dict(
-    maximum_declared_stream_length=32_000_000, array_based_stream_maximum_output_length=32_000_000,
-    jbig2_maximum_output_length=32_000_000, lzw_maximum_output_length=32_000_000,
-    run_length_maximum_output_length=32_000_000, zlib_maximum_output_length=32_000_000,
-    brotli_maximum_output_length=32_000_000, image_maximum_buffer_size=32_000_000,
-    stream_decoding_work_maximum_length=100_000_000, jbig2dec_binary=None,
-)
-
-
-def pdf_to_markdown(data: bytes, max_pages: int, url: str = "") -> tuple[str, str]:
-    """``(title, markdown)`` of a PDF: one ``## Page N`` section per page for the first
-    ``max_pages`` pages (pypdf text extraction), then a note naming how many pages were cut.
-
-    Raises:
-        BackendError: pypdf cannot read the file (damaged, encrypted without an empty password).
-    """
-    from pypdf import PdfReader, apply_configuration
-    from pypdf.errors import LimitReachedError, PyPdfError
-
-    try:
-        with apply_configuration(**_PDF_LIMITS):
-            reader = PdfReader(io.BytesIO(data))
-            if reader.is_encrypted and not reader.decrypt(""):
-                raise BackendError(f"PDF at {url} is encrypted")
-            total = len(reader.pages)
-            sections = []
-            for i, page in enumerate(reader.pages[:max_pages]):
-                sections.append(f"## Page {i + 1}\n\n{(page.extract_text() or '').strip()}")
-            title = str((reader.metadata or {}).get("/Title") or "").strip()
-    except BackendError:
-        raise
-    except LimitReachedError as err:
-        raise BackendError(f"PDF at {url} exceeds a resource limit (decompression bomb?): {err}") from err
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, OSError, RecursionError,
-            ZeroDivisionError) as err:  # pypdf surfaces damaged files through many types
-        raise BackendError(f"unreadable PDF at {url}: {type(err).__name__}: {err}") from err
-    if total > max_pages:
-        sections.append(f"[PDF truncated: first {max_pages} of {total} pages]")
-    return title, "\n\n".join(sections)

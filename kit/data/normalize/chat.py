@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kit.harness.events import EventType
 from kit.data.normalize.base import (NormalizeError, canonical_call, canonical_response, dedupe_answers, judge_label,
                                      persist_observation, safe_workspace, store_image, text_msg)
 from kit.harness.episode import EpisodeRecord, Event, Task
@@ -268,7 +269,7 @@ class ChatAdapter:
                 msgs.append(Message(role="system", content=fixed or [ContentPart(type="text", text="")]))
             elif role == "user" and _TOOL_RESP.match(text):
                 if not pending:  # an observation no call asked for: keep it as one, say so
-                    events.append(Event(type="observation_without_call", turn=turn, detail={"message": j}))
+                    events.append(Event(type=EventType.OBSERVATION_WITHOUT_CALL, turn=turn, detail={"message": j}))
                 name = pending.pop(0)[0] if pending else f"{self.prefix}tool"
                 obs = _TOOL_RESP.match(text).group(1).strip()
                 imgs = [p for p in fixed if p.type == "image"]
@@ -281,7 +282,7 @@ class ChatAdapter:
                 msgs.append(Message(role="user", content=fixed, turn=turn))
             elif role in ("tool", "function"):
                 if not pending:  # the source has an observation no call asked for: keep it, say so
-                    events.append(Event(type="observation_without_call", turn=turn, detail={"message": j}))
+                    events.append(Event(type=EventType.OBSERVATION_WITHOUT_CALL, turn=turn, detail={"message": j}))
                 name = pending.pop(0)[0] if pending else f"{self.prefix}{m.get('name', 'tool')}"
                 fixed = [ContentPart(type="text", text=self._persist(p.text or "", ws, turn, name, events))
                          if p.type == "text" else p for p in fixed]
@@ -305,7 +306,7 @@ class ChatAdapter:
                 else:
                     tags = [t for _, t in _ANSWER.findall(text)]
                     if len(tags) > 1:  # the harness rule: the last complete block wins, and it is an event
-                        events.append(Event(type="multiple_responses", turn=turn, detail={
+                        events.append(Event(type=EventType.MULTIPLE_RESPONSES, turn=turn, detail={
                             "count": len(tags), "kept": "last", "dropped": [t.strip()[:200] for t in tags[:-1]]}))
                     ans = tags[-1] if tags else _THINK.sub("", text).strip()
                     if not ans:
@@ -328,7 +329,7 @@ class ChatAdapter:
         meta.update({"correct": correct, "judge": judge, "rule_mode": RULE_MODE, "reference_field": ref_key})
         kinds = {e.type for e in events}
         # context that is not a call/observation pair as it happened is kept and marked, never trained on
-        untrainable = [t for t in ("observation_missing", "observation_without_call") if t in kinds]
+        untrainable = [t for t in (EventType.OBSERVATION_MISSING, EventType.OBSERVATION_WITHOUT_CALL) if t in kinds]
         return EpisodeRecord(
             id=rid, task=Task(id=rid, question=question, answers=answers, source=self.source, metadata=meta),
             config_hash=f"source:{self.source}", policy=self.source, backend=f"source:{self.source}", messages=msgs,
@@ -342,7 +343,7 @@ class ChatAdapter:
         """Calls still awaiting an observation when the next assistant turn (or the end) comes: the
         source records no result for them (event ``observation_missing``; nothing is invented)."""
         for name, t in pending:
-            events.append(Event(type="observation_missing", turn=t, detail={
+            events.append(Event(type=EventType.OBSERVATION_MISSING, turn=t, detail={
                 "tool": name, "note": "the source has no observation for this call"}))
         pending.clear()
 
@@ -350,5 +351,5 @@ class ChatAdapter:
     def _persist(text: str, ws: Path, turn: int, name: str, events: list) -> str:
         text, persisted = persist_observation(text, ws, turn, name)
         if persisted:
-            events.append(Event(type="result_persisted", turn=turn, detail=persisted))
+            events.append(Event(type=EventType.RESULT_PERSISTED, turn=turn, detail=persisted))
         return text

@@ -54,6 +54,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from kit.harness.events import EventType
 from kit.data.normalize.base import (NormalizeError, canonical_call, canonical_response, dedupe_answers, judge_label,
                                      persist_observation, safe_workspace, store_file, store_image, text_msg,
                                      tool_schema)
@@ -187,10 +188,10 @@ class MMSearchR1Adapter:
             return None
         if isinstance(returned, str):
             if sha and hashlib.sha256(returned.encode("utf-8")).hexdigest() != sha:
-                events.append(Event(type="observation_hash_mismatch", turn=k, detail={"returned_text_sha256": sha}))
+                events.append(Event(type=EventType.OBSERVATION_HASH_MISMATCH, turn=k, detail={"returned_text_sha256": sha}))
             return returned
         text = self._render(rnd["action"], st)
-        events.append(Event(type="observation_reconstructed", turn=k, detail={
+        events.append(Event(type=EventType.OBSERVATION_RECONSTRUCTED, turn=k, detail={
             "returned_text_sha256": sha, "returned_text_characters": n, "rendered_characters": len(text),
             "note": "the trace stores the tool status, not the text the model read; rendered from the status"}))
         return text
@@ -214,7 +215,7 @@ class MMSearchR1Adapter:
             else:
                 missing.append({"ref": ref, "url": url, "title": titles[i] if i < len(titles) else None})
         if missing:
-            events.append(Event(type="observation_images_missing", turn=k,
+            events.append(Event(type=EventType.OBSERVATION_IMAGES_MISSING, turn=k,
                                 detail={"tool": name, "count": len(missing), "images": missing}))
         return found
 
@@ -250,14 +251,14 @@ class MMSearchR1Adapter:
             # the model saw an image we do not have: keep the trace, say so, never train on it
             user_img, img_path = None, None
             img_ref = str((tr.get("image") or {}).get("path") if isinstance(tr.get("image"), dict) else tr.get("image"))
-            events.append(Event(type="input_image_missing", turn=0, detail={
+            events.append(Event(type=EventType.INPUT_IMAGE_MISSING, turn=0, detail={
                 "ref": img_ref, "reason": e.detail[:300],
                 **({k: tr["image"].get(k) for k in ("png_sha256", "width", "height")}
                    if isinstance(tr.get("image"), dict) else {})}))
         expected = tr["image"].get("png_sha256") if isinstance(tr.get("image"), dict) else None
         if user_img is not None and isinstance(expected, str) and expected.lower() != user_img.sha256:
             # a different picture under the file name the trace names: not what the model saw
-            events.append(Event(type="input_image_mismatch", turn=0, detail={
+            events.append(Event(type=EventType.INPUT_IMAGE_MISMATCH, turn=0, detail={
                 "ref": img_ref, "expected_sha256": expected, "found_sha256": user_img.sha256}))
         user_parts = [ContentPart(type="image", image=user_img.filename)] if user_img else []
         msgs = [text_msg("system", SYSTEM),
@@ -276,11 +277,11 @@ class MMSearchR1Adapter:
             if action == "answer":
                 final = self._answer(rnd, k, events)
                 if rnd.get("tool"):  # a result stored on the answer round: no call asked for it, nobody read it
-                    events.append(Event(type="observation_without_call", turn=k, detail={
+                    events.append(Event(type=EventType.OBSERVATION_WITHOUT_CALL, turn=k, detail={
                         "note": "the answer round stores tool data; it is not part of the episode"}))
                 msgs.append(text_msg("assistant", canonical_response(think, final), turn=k))
                 if k < len(rounds):  # the episode ended at the answer: later rounds are not part of it
-                    events.append(Event(type="rounds_after_answer", turn=k, detail={
+                    events.append(Event(type=EventType.ROUNDS_AFTER_ANSWER, turn=k, detail={
                         "count": len(rounds) - k,
                         "actions": [r.get("action") if isinstance(r, dict) else None for r in rounds[k:]]}))
                 break
@@ -300,25 +301,25 @@ class MMSearchR1Adapter:
             n_calls += 1  # executed, whether or not it failed (as the harness counts)
             if k in failures:  # the tool failed and the episode ended: the model saw no observation
                 fail = failures[k]
-                events.append(Event(type="tool_hard_failure", turn=k, detail={
+                events.append(Event(type=EventType.TOOL_HARD_FAILURE, turn=k, detail={
                     "tool": name, "stage": fail.get("stage"), "error": fail.get("error"),
                     "note": "no observation: the episode ended at this call"}))
                 break
             if k == len(rounds) and (hard_end or unplaced) and not failures.keys() & set(range(1, k + 1)):
                 # the trace ended in a hard failure without naming its round: its last call returned
                 # nothing the trace records as seen; never render one from the stored status
-                events.append(Event(type="observation_missing", turn=k, detail={
+                events.append(Event(type=EventType.OBSERVATION_MISSING, turn=k, detail={
                     "tool": name, "terminal_status": terminal, "hard_failures": unplaced[:3],
                     "note": "the episode ended in a hard failure whose round the trace does not name"}))
                 break
             text = self._observation_text(rnd, k, events)
             if text is None:
-                events.append(Event(type="observation_missing", turn=k, detail={
+                events.append(Event(type=EventType.OBSERVATION_MISSING, turn=k, detail={
                     "tool": name, "note": "the round stores no tool result: what the model read is unknown"}))
                 continue
             text, persisted = persist_observation(text, ws, k, name)
             if persisted:
-                events.append(Event(type="result_persisted", turn=k, detail=persisted))
+                events.append(Event(type=EventType.RESULT_PERSISTED, turn=k, detail=persisted))
             shown = self._thumbnails(rnd, k, ws, sum(r.kind == "search_image" for r in images), events, name) if action == "image_search" else []
             images += shown
             msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{k}", turn=k,
@@ -328,7 +329,7 @@ class MMSearchR1Adapter:
         if final is not None and isinstance(fa, (str, int, float)) and not isinstance(fa, bool) \
                 and " ".join(str(fa).split()) != " ".join(final.split()):
             # the source's summary field disagrees with what the model wrote: the record keeps the latter
-            events.append(Event(type="final_answer_mismatch", turn=len(msgs) and msgs[-1].turn or 0, detail={
+            events.append(Event(type=EventType.FINAL_ANSWER_MISMATCH, turn=len(msgs) and msgs[-1].turn or 0, detail={
                 "final_answer": str(fa)[:300], "round_answer": final[:300]}))
         if fail is None and failures:
             fail = next(iter(failures.values()))
@@ -336,18 +337,18 @@ class MMSearchR1Adapter:
             fail = unplaced[0]
         answered = final is not None and fail is None and terminal == "answered"
         correct, judge = judge_label(final, answers, RULE_MODE)
-        missing_imgs = sum(e.detail.get("count", 0) for e in events if e.type == "observation_images_missing")
+        missing_imgs = sum(e.detail.get("count", 0) for e in events if e.type == EventType.OBSERVATION_IMAGES_MISSING)
         labels = [self.source, {True: "correct", False: "incorrect", None: "unjudged"}[correct]]
         if user_img is None:
             labels.append("input_image_missing")
         kinds = {e.type for e in events}
         # a record whose context is not what the model saw is kept and judged, never trained on
-        untrainable = [t for t in ("input_image_mismatch", "observation_missing", "observation_hash_mismatch")
+        untrainable = [t for t in (EventType.INPUT_IMAGE_MISMATCH, EventType.OBSERVATION_MISSING, EventType.OBSERVATION_HASH_MISMATCH)
                        if t in kinds]
         labels += untrainable
         if missing_imgs:
             labels.append("observation_images_missing")
-        if "observation_reconstructed" in kinds:
+        if EventType.OBSERVATION_RECONSTRUCTED in kinds:
             labels.append("observation_reconstructed")
         if answered:
             error = None
@@ -380,7 +381,7 @@ class MMSearchR1Adapter:
         tags = _ANSWER.findall(rnd["response"])
         if tags:
             if len(tags) > 1:
-                events.append(Event(type="multiple_responses", turn=k, detail={
+                events.append(Event(type=EventType.MULTIPLE_RESPONSES, turn=k, detail={
                     "count": len(tags), "kept": "last", "dropped": [t.strip()[:200] for t in tags[:-1]]}))
             final = tags[-1].strip()
         else:

@@ -1,6 +1,6 @@
-"""Child-side driver of :class:`kit.harness.code_exec.CodeSandbox` (WeAgent Table 4, ``execute_code``).
+"""Child-side driver of :class:`kit.harness.sandbox.CodeSandbox` (WeAgent Table 4, ``execute_code``).
 
-Run as a script (``python -I -B _code_worker.py RES_FD CONFIG_JSON``) with the standard library only,
+Run as a script (``python -I -B driver.py RES_FD CONFIG_JSON``) with the standard library only,
 so it works under any Python 3.10+ interpreter and inside the bubblewrap sandbox, where this file is
 bound read-only at a neutral path and the kit itself is not visible. It never imports from ``kit``.
 
@@ -362,7 +362,7 @@ class _Driver:
 
 def main(argv: list[str]) -> None:
     if len(argv) != 3:
-        sys.stderr.write("usage: _code_worker.py RES_FD CONFIG_JSON\n")
+        sys.stderr.write("usage: driver.py RES_FD CONFIG_JSON\n")
         os._exit(2)
     config = json.loads(argv[2])
     _die_with_parent()

@@ -1,0 +1,109 @@
+"""One map of the harness rules: paper row → config field → implementing function → events.
+
+:data:`RULES` lists every budget, recovery and persistence rule of WeAgent Table 5, the Table 6 turn
+grammar, and the kit's own hygiene rules, with the :class:`~kit.harness.config.HarnessConfig` fields that
+set them, the function that applies them and the :class:`~kit.harness.events.EventType` values they emit.
+``docs/rules.md`` is rendered from it (:func:`rules_markdown`; a test keeps the two equal), and a test
+checks that every event type appears here and that every named config field and function exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kit.harness.events import EventType as E
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule. ``implementation``: dotted path of the function/method that applies it."""
+
+    name: str
+    source: str  # where the paper states it ("WeAgent Table 5", ...) or "kit" for the kit's own rules
+    config: tuple[str, ...]  # HarnessConfig fields (empty: not configurable)
+    implementation: str
+    events: tuple[E, ...]
+    effect: str  # what the model / the training data sees, in one line
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("Turn / executed-call limits", "WeAgent Table 5", ("max_turns", "max_calls"),
+         "kit.harness.loop.Harness._episode", (E.SYNTHESIS_REQUESTED,),
+         "after the last regular turn (or call) tools are disabled and one synthesis turn is requested"),
+    Rule("Max-turn finalization", "WeAgent Table 5", ("max_turns",), "kit.harness.loop.Harness._synthesis",
+         (E.SYNTHESIS_REQUESTED, E.SYNTHESIS_INCOMPLETE, E.TOOL_CALL_IN_SYNTHESIS),
+         "the no-tool turn is kept only with a complete <response>; calls written in it are not run"),
+    Rule("Early final synthesis", "WeAgent Table 5", ("synthesis_reserve_tokens",),
+         "kit.harness.loop.Harness._episode", (E.SYNTHESIS_REQUESTED,),
+         "once at most the reserve remains in the context, tools are disabled and an answer is requested"),
+    Rule("Total context limit", "WeAgent Table 5", ("max_context_tokens",), "kit.harness.loop.Harness._context",
+         (E.CONTEXT_LIMIT,), "the episode ends; the trajectory is excluded from training"),
+    Rule("Wall-clock limit", "WeAgent Table 5", ("wall_clock_s",), "kit.harness.loop.Harness.run",
+         (E.WALL_CLOCK,), "the episode ends; the trajectory is excluded from training"),
+    Rule("Excluded trajectories", "WeAgent Table 5", (), "kit.rl.eligibility.check",
+         (E.CONTEXT_LIMIT, E.WALL_CLOCK, E.EPISODE_ERROR, E.SYNTHESIS_INCOMPLETE, E.OVERLONG_KEPT),
+         "never trained on, whatever answer followed"),
+    Rule("Argument repair", "WeAgent Table 5", (), "kit.harness.recovery.repair_call",
+         (E.ARGUMENT_REPAIR, E.INVALID_CALL),
+         "only unambiguous aliases, scalar→list and ignored extra fields; anything else is a structured error"),
+    Rule("Duplicate suppression", "WeAgent Table 5", (), "kit.harness.recovery.DuplicateSuppressor.check",
+         (E.DUPLICATE_SUPPRESSED,), "the same call as the preceding executed one is not run; a corrective observation"),
+    Rule("Repeated format errors", "WeAgent Table 5", ("loop_guard_repeats",), "kit.harness.recovery.LoopGuard.invalid",
+         (E.LOOP_GUARD, E.NO_ACTION, E.INVALID_CALL),
+         "after two identical invalid calls (or turns without an action) a loop-guard observation"),
+    Rule("Overlong response", "WeAgent Table 5", ("max_response_tokens", "overlong_regenerations"),
+         "kit.harness.loop.Harness._generate", (E.OVERLONG_REGENERATED, E.OVERLONG_KEPT),
+         "an overlong response is discarded and regenerated once; a second overlong one is kept, untrainable"),
+    Rule("Tool failure", "WeAgent §3.2", ("tool_timeout_s", "code_timeout_s"), "kit.harness.tools.execute",
+         (E.TOOL_ERROR,), "a failing or slow tool becomes a structured error observation; the episode goes on"),
+    Rule("General result threshold", "WeAgent Table 5", ("persist_threshold_chars", "persist_preview_chars"),
+         "kit.harness.loop.Harness._observation_text", (E.RESULT_PERSISTED, E.PERSIST_FAILED),
+         "a long result is saved to tool_results/ with an in-context preview (tools with persist_exempt skip it)"),
+    Rule("Web extraction length", "WeAgent Table 5", ("extract_max_chars", "extract_refeed"),
+         "kit.harness.tools.web_extract", (), "at most five 5,000-character summaries, one per URL"),
+    Rule("Per-tool result cap and re-feed limit", "kit", ("image_search_refeed", "reverse_search_refeed",
+                                                        "code_refeed", "code_max_images"),
+         "kit.harness.loop.Harness._observation_text", (E.RESULT_CAPPED, E.IMAGES_NOT_SHOWN, E.IMAGES_NOT_REGISTERED),
+         "ToolSpec.max_result_chars / refeed_limit bound what any tool (native or added) shows the model"),
+    Rule("Turn grammar", "WeAgent Table 6", (), "kit.harness.parsing.parse_turn",
+         (E.EXTRA_ACTIONS_IGNORED, E.MULTIPLE_RESPONSES, E.RESPONSE_UNCLOSED, E.TOOL_CALL_AFTER_RESPONSE,
+          E.TEXT_OUTSIDE_GRAMMAR, E.THINK_MISSING, E.THINK_UNCLOSED, E.MULTIPLE_THINK, E.THINK_OPENED_BY_TEMPLATE),
+         "one action per turn; each departure is recorded and costs the format term (Eq. 5)"),
+    Rule("Image citations", "WeAgent Table 6 rule 5", (), "kit.harness.loop.Harness._finish",
+         (E.UNKNOWN_CITATION,), "<IMG: name> must name a registered image; others are recorded, not resolved"),
+    Rule("Task text and observations are data", "kit", (), "kit.harness.neutralize.neutralize_control_tokens",
+         (E.CONTROL_TOKENS_NEUTRALIZED,), "chat-control strings cannot open a turn or add image placeholders"),
+    Rule("Evidence integrity", "kit", ("max_image_pixels",), "kit.harness.registry.EvidenceRegistry",
+         (E.EVIDENCE_MODIFIED, E.IMAGE_REJECTED),
+         "an image failing the decoder's checks is not registered; one changed on disk is not shown again"),
+    Rule("Failures are recorded", "kit", (), "kit.harness.loop.Harness.run", (E.EPISODE_ERROR, E.SANDBOX_CLOSE_ERROR),
+         "a failing component ends the episode with status error and its reason; the record is always written"),
+    Rule("V-Fold rendering", "POINTS-Seeker §3.3", ("context_strategy", "context_tau", "context_keep"),
+         "kit.vfold.training.render_trajectory", (E.VFOLD_KEPT_AS_TEXT,),
+         "stale observations become images; one that cannot be rendered stays text"),
+    Rule("Faithful normalization", "WeAgent §4.5", (), "kit.data.normalize",
+         (E.OBSERVATION_WITHOUT_CALL, E.OBSERVATION_MISSING, E.OBSERVATION_RECONSTRUCTED, E.OBSERVATION_HASH_MISMATCH,
+          E.OBSERVATION_IMAGES_MISSING, E.INPUT_IMAGE_MISSING, E.INPUT_IMAGE_MISMATCH, E.ROUNDS_AFTER_ANSWER,
+          E.TOOL_HARD_FAILURE, E.FINAL_ANSWER_MISMATCH, E.MULTIPLE_RESPONSES, E.RESULT_PERSISTED),
+         "a trace is converted without inventing anything; what it lacks is an event and may make it untrainable"),
+)
+
+
+def rules_for(event: E | str) -> list[Rule]:
+    """The rules that emit ``event``."""
+    return [r for r in RULES if E(event) in r.events]
+
+
+def rules_markdown() -> str:
+    """``docs/rules.md``: the rule map as a Markdown table (regenerate with
+    ``python -c "from kit.harness.rules import rules_markdown; print(rules_markdown(), end='')" > docs/rules.md``)."""
+    head = ("# Harness rules: paper row → config field → function → events\n\n"
+            "Generated from `kit/harness/rules.py` (`RULES`); a test keeps this page equal to it. Event types are\n"
+            "`kit.harness.events.EventType`; an episode record's `events` list holds them with the turn and details.\n\n"
+            "| rule | source | config fields | implemented by | events | effect |\n|---|---|---|---|---|---|\n")
+    rows = [f"| {r.name} | {r.source} | {', '.join(f'`{c}`' for c in r.config) or '—'} | `{r.implementation}` | "
+            f"{', '.join(f'`{e.value}`' for e in r.events) or '—'} | {r.effect} |" for r in RULES]
+    return head + "\n".join(rows) + "\n"
+
+
+__all__ = ["RULES", "Rule", "rules_for", "rules_markdown"]

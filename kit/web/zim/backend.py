@@ -1,0 +1,424 @@
+"""The local web's search backend, :class:`LocalZimWeb`: the four operations of docs/contracts.md
+"Search backend" (weagent_mmsearch §3, Table 4) over one or more ZIM archives, with URL resolution
+(``zim://`` URLs, bare entry paths, Wikipedia article URLs). Indexes come from
+:mod:`kit.web.zim.archive` and :mod:`kit.web.zim.index`; see docs/local_web.md."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kit.paths import cache_dir
+from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, RequestRejected, ReverseImageResult, SearchHit
+from kit.web.text_clean import MIN_IMAGE_LONG_SIDE, MIN_IMAGE_SIDE, normalize_text
+from kit.web.zim.archive import ZimError, _ZimArchive
+from kit.web.zim.html import _parse_html, page_title
+from kit.web.zim.images import MATCH_DISTANCE, RASTER_MIMES, STRONG_DISTANCE, _is_decorative, decode_image, image_hashes
+from kit.web.zim.index import _IMAGE_FIELDS, _ITEM_MASK, _Collection, _LanguageIndex, bm25_bound
+from kit.web.zim.markdown import _md_url, render_article
+from kit.web.zim.resolve import resolve_entry
+from kit.web.zim.snippets import SNIPPET_CHARS, make_snippet, snippet_keys
+from kit.web.zim.text import _clip, filename_words
+
+if TYPE_CHECKING:
+    import tantivy
+
+
+class LocalZimWeb:
+    """Search backend over local Kiwix ZIM archives (implements :class:`kit.types.SearchBackend`).
+
+    Args:
+        paths: one ZIM path or a sequence of them. Archive file stems must be distinct (they name
+            the archive in ``zim://<stem>/<path>`` URLs).
+        index_dir: root folder of the index caches (default ``kit.paths.cache_dir()/zim_index``);
+            each archive's extract lives in ``<root>/<sha256[:16]>/``, the BM25 indexes of this
+            set of archives in ``<root>/collections/<key>/``.
+        keep_links: keep hyperlinks in fetched Markdown (internal links become ``zim://`` URLs).
+            Off by default: pages are read by a model under a 5,000-character budget per page
+            (weagent_mmsearch Table 5) and every article is reachable through search.
+
+    Raises:
+        ZimError: no paths, a missing/unreadable/non-ZIM file, or two archives with the same stem.
+
+    Indexes load (or build, seconds on the shared archives) on first use or on
+    :meth:`ensure_ready`. All methods are safe to call from concurrent episodes (asyncio tasks or
+    threads): the indexes are immutable once loaded and archive reads are serialised per archive.
+    """
+
+    name = "zim"
+
+    def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike],
+                 index_dir: str | os.PathLike | None = None, *, keep_links: bool = False):
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        paths = [Path(p).expanduser() for p in paths]
+        if not paths:
+            raise ZimError("no ZIM archives given")
+        root = Path(index_dir).expanduser() if index_dir is not None else cache_dir() / "zim_index"
+        self.index_root = root
+        self.keep_links = keep_links
+        self.archives: list[_ZimArchive] = []
+        seen: dict[str, Path] = {}
+        for p in paths:
+            if p.stem in seen:
+                raise ZimError(f"two archives share the stem {p.stem!r}: {seen[p.stem]} and {p}")
+            seen[p.stem] = p
+            self.archives.append(_ZimArchive(p, root))
+        self._by_stem = {a.stem: a for a in self.archives}
+        self.collection = _Collection(self.archives, root)
+        self._ready = False
+        self._ready_lock = threading.Lock()
+
+    # ---- readiness -------------------------------------------------------------------------------
+    def ensure_ready(self) -> list[str]:
+        """Load every archive's cached data and the BM25 indexes, building what is missing.
+
+        Returns the stems of the archives that were extracted now (empty when all came from the
+        cache), plus ``"<collection>"`` when the BM25 indexes were (re)built.
+        """
+        if self._ready:
+            return []
+        with self._ready_lock:
+            if self._ready:
+                return []
+            built = [a.stem for a in self.archives if a.ensure_ready()]
+            if self.collection.ensure_ready():
+                built.append("<collection>")
+            self._ready = True
+            return built
+
+    async def _aready(self) -> None:
+        if not self._ready:
+            await asyncio.to_thread(self.ensure_ready)
+
+    def analyzer_for(self, stem: str) -> tantivy.TextAnalyzer:
+        """The text analyzer used for archive ``stem`` (for baselines that must tokenize alike)."""
+        return self._archive(stem).analyzer
+
+    def corpus(self) -> Iterator[tuple[str, str | None, str, str, str]]:
+        """(archive stem, language, entry path, title, indexed text) of every indexed article.
+
+        Read from the cache (builds it if needed); meant for benchmarks and audits.
+        """
+        self.ensure_ready()
+        for arch in self.archives:
+            for art, text in zip(arch.articles, arch.corpus_texts(), strict=True):
+                yield arch.stem, arch.language, art["path"], art["title"], text
+
+    def _archive(self, stem: str) -> _ZimArchive:
+        try:
+            return self._by_stem[stem]
+        except KeyError:
+            raise BackendError(
+                f"not found: no archive named {stem!r} (have {sorted(self._by_stem)})",
+                retryable=False) from None
+
+    @staticmethod
+    def _check_num(num: int) -> int:
+        if isinstance(num, bool) or not isinstance(num, int):
+            raise BackendError(f"num must be an integer, got {num!r}")
+        if num < 1:
+            raise BackendError(f"num must be at least 1, got {num}")
+        return num
+
+    @staticmethod
+    def _check_query(query: str) -> str:
+        """``query`` normalized like indexed text (NFC, no invisible characters); raises
+        BackendError for a non-string or empty query."""
+        if not isinstance(query, str):
+            raise BackendError(f"query must be a string, got {type(query).__name__}")
+        query = normalize_text(query)
+        if not query.strip():
+            raise BackendError("empty query")
+        return query
+
+    # ---- web search ------------------------------------------------------------------------------
+    def _rank(self, query: str, num: int) -> list[tuple[float, int, _LanguageIndex, object]]:
+        """Merged top ``num`` over the language indexes: (-score, key, language index, address),
+        sorted by score, then key (= archive member, then document: a deterministic tie-break).
+
+        Scores are each index's BM25 divided by :func:`bm25_bound` of the query in that index (see
+        there): comparable across languages, same order within one."""
+        merged: list = []
+        for li in self.collection.searchable:
+            tokens = li.analyzer.analyze(query)
+            if not tokens:
+                continue
+            searcher = li.text_searcher
+            dfs = [searcher.doc_freq("content", t) for t in tokens]
+            # Secondary languages: skip an index that has none of the terms (a dictionary look-up
+            # per term costs far less than a search).
+            if li.check_terms and not any(dfs):
+                continue
+            hits = searcher.search(li.text_query(tokens), limit=min(num, li.n_docs),
+                                   count=False).hits
+            if not hits:
+                continue
+            scale = 1.0 / bm25_bound(dfs, li.n_docs)
+            hits = [(score * scale, a) for score, a in hits]
+            keymap = li.keymap
+            if keymap is not None:
+                merged.extend((-score, keymap[a.segment_ord][a.doc], li, a) for score, a in hits)
+            else:
+                keys = searcher.fast_field_values("key", [a for _, a in hits])
+                merged.extend((-score, key, li, a)
+                              for (score, a), key in zip(hits, keys, strict=True))
+        if len(merged) > num or (merged and merged[0][2] is not merged[-1][2]):
+            merged.sort(key=lambda t: (t[0], t[1]))  # hits of several languages: merge
+        return merged[:num]
+
+    def rank_sync(self, query: str, num: int) -> list[tuple[str, str, float]]:
+        """Ranking only: top ``num`` (archive stem, entry path, score) over all archives.
+
+        The score is the document's BM25 in its language index divided by :func:`bm25_bound` of
+        the query there (comparable across languages; the BM25 order within a language). Archives
+        of the same language share collection statistics; ties break by archive sha256 order,
+        then document order. Raises like :meth:`search_sync`.
+        """
+        query = self._check_query(query)
+        self._check_num(num)
+        self.ensure_ready()
+        members = self.collection.members
+        out = []
+        for s, key, _, _ in self._rank(query, num):
+            arch = members[key >> 40]
+            out.append((arch.stem, arch.articles[key & _ITEM_MASK]["path"], -s))
+        return out
+
+    def search_sync(self, query: str, num: int) -> list[SearchHit]:
+        """Web search (Table 4 ``web_search``): top ``num`` articles by BM25 over title + text.
+
+        BM25 (tantivy: k1 = 1.2, b = 0.75) with the query (NFC-normalized) as an OR of its
+        analyzed terms, so any text is a valid query; several language indexes merge on
+        :func:`bm25_bound`-normalized scores. URLs are percent-encoded (:mod:`kit.web.urls`).
+        Returns hits with title, ``zim://`` URL, a query-relevant snippet
+        (at most ~250 characters, from tantivy's snippet generator) and the archive's snapshot
+        date (ZIM ``Date`` metadata). A query with no indexable word (only punctuation or stop
+        words) returns ``[]``.
+
+        Raises:
+            BackendError: empty/whitespace query, non-string query, ``num`` < 1.
+        """
+        query = self._check_query(query)
+        self._check_num(num)
+        self.ensure_ready()
+        out = []
+        keys_by_lang: dict[int, list[tuple[str, str]]] = {}
+        for _, key, li, addr in self._rank(query, num):
+            arch, d = self.collection.members[key >> 40], key & _ITEM_MASK
+            keys = keys_by_lang.get(id(li))
+            if keys is None:
+                keys = keys_by_lang[id(li)] = snippet_keys(query, li.analyzer)
+            art = arch.articles[d]
+            body = li.text_searcher.doc(addr)["content"][0].split("\n", 1)[-1]
+            out.append(SearchHit(title=art["title"], url=arch.url(art["path"]),
+                                 snippet=make_snippet(body, keys, li.analyzer), date=arch.date))
+        return out
+
+    async def search(self, query: str, num: int) -> list[SearchHit]:
+        """Async :meth:`search_sync`, run in a worker thread so a slow query never blocks other episodes
+        or the harness timeouts."""
+        await self._aready()
+        return await asyncio.to_thread(self.search_sync, query, num)
+
+    # ---- text-to-image search --------------------------------------------------------------------
+    def _image_hit(self, arch: _ZimArchive, idx: int, occ: dict | None = None) -> ImageHit:
+        rec = arch.images[idx]
+        occ = occ or rec.occurrences[0]
+        art = arch.articles[occ["doc"]]
+        entry = arch.entry(rec.path)
+        if entry is None:
+            raise BackendError(f"image {rec.path} vanished from {arch.file.name}")
+        mime, data = arch.read(entry)
+        return ImageHit(title=art["title"], image_url=arch.url(rec.path),
+                        page_url=arch.url(art["path"]), domain=arch.stem,
+                        caption=occ["caption"] or occ["alt"] or filename_words(rec.path),
+                        content=data, mime=mime)
+
+    def image_search_sync(self, query: str, num: int) -> list[ImageHit]:
+        """Text-to-image search (Table 4 ``web_search_for_image``).
+
+        BM25 over each image's caption and alt text (boost 2), file-name words (1.5), page titles
+        (1) and surrounding context (section heading + next paragraph, 0.5). Each image appears
+        once (deduplicated by entry path); its page is the one whose caption, alt text and title
+        share most words with the query. Several language indexes merge on scores divided by the
+        query's :func:`bm25_bound` summed over the weighted fields. Hits carry the image bytes.
+        Raises like
+        :meth:`search_sync`.
+        """
+        query = self._check_query(query)
+        self._check_num(num)
+        self.ensure_ready()
+        merged = []
+        for li in self.collection.indexes.values():
+            q = li.image_query(query)
+            if q is None or li.image_searcher.num_docs == 0:
+                continue
+            isr = li.image_searcher
+            res = isr.search(q, limit=min(num, isr.num_docs), count=False)
+            # Comparable across language indexes, as in _rank: share of the query's bound.
+            tokens = li.analyzer.analyze(query)
+            scale = 1.0 / sum(boost * bm25_bound([isr.doc_freq(name, t) for t in tokens],
+                                                 isr.num_docs)
+                              for name, boost in _IMAGE_FIELDS.items())
+            keys = isr.fast_field_values("key", [addr for _, addr in res.hits])
+            for (score, _), key in zip(res.hits, keys, strict=True):
+                merged.append((-float(score) * scale, key >> 40, key & _ITEM_MASK))
+        merged.sort()
+        out = []
+        for _, mi, idx in merged[:num]:
+            arch = self.collection.members[mi]
+            qtok = set(arch.analyzer.analyze(query))
+            # Most query words in caption/alt/title; then the page where it is the lead image.
+            best = min(
+                arch.images[idx].occurrences,
+                key=lambda o: (-len(qtok & set(arch.analyzer.analyze(
+                    f"{o['caption']} {o['alt']} {arch.articles[o['doc']]['title']}"))),
+                    o.get("position", 0), o["doc"]),
+            )
+            out.append(self._image_hit(arch, idx, best))
+        return out
+
+    async def image_search(self, query: str, num: int) -> list[ImageHit]:
+        """Async :meth:`image_search_sync`."""
+        await self._aready()
+        return await asyncio.to_thread(self.image_search_sync, query, num)
+
+    # ---- reverse image search --------------------------------------------------------------------
+    def reverse_image_search_sync(self, image: bytes, num: int) -> ReverseImageResult:
+        """Reverse image search (Table 4 ``web_search_based_on_image``) by perceptual hashing.
+
+        The query's pHash and dHash are compared with those of every indexed image (and of its
+        5% and 10% center crops); distance = summed Hamming distance (0..128) of the closest
+        variant. Images within :data:`MATCH_DISTANCE` are matches. ``pages``: the pages showing a
+        match, closest first (ties: lead image first, then document order), at most ``num``;
+        ``thumbnails``: the matched images with bytes, at most ``num``; ``knowledge_graph``: the
+        best page's title and first sentence when the best distance is within
+        :data:`STRONG_DISTANCE`. No match gives an empty result.
+
+        Raises:
+            RequestRejected: bytes that are empty, not an image, corrupt, truncated, over
+                ``PIL.Image.MAX_IMAGE_PIXELS``, or an image too small to search by.
+            BackendError: ``num`` < 1.
+        """
+        self._check_num(num)
+        try:
+            img = decode_image(image)
+        except BackendError as e:  # the query image itself: the same bytes are always refused
+            raise RequestRejected(str(e)) from e
+        if _is_decorative(*img.size):
+            raise RequestRejected(
+                f"image of {img.size[0]}x{img.size[1]} pixels is too small to search by "
+                f"(needs at least {MIN_IMAGE_LONG_SIDE} px on its long side and "
+                f"{MIN_IMAGE_SIDE} px on its short side)"
+            )
+        self.ensure_ready()
+        ph, dh = image_hashes(img)
+        matches = []  # (distance, archive index, image index)
+        for ai, arch in enumerate(self.archives):
+            if not len(arch.hashes):
+                continue
+            dist = (np.bitwise_count(arch.hashes[..., 0] ^ np.uint64(ph)).astype(np.int32)
+                    + np.bitwise_count(arch.hashes[..., 1] ^ np.uint64(dh)).astype(np.int32))
+            best = dist.min(axis=1)
+            for idx in np.nonzero(best <= MATCH_DISTANCE)[0]:
+                matches.append((int(best[idx]), ai, int(idx)))
+        matches.sort()
+        pages: list[tuple[tuple, SearchHit]] = []
+        seen_pages: set[tuple[int, int]] = set()
+        for dist, ai, idx in matches:
+            arch = self.archives[ai]
+            for occ in sorted(arch.images[idx].occurrences,
+                              key=lambda o: (o.get("position", 0), o["doc"])):
+                key = (ai, occ["doc"])
+                if key in seen_pages:
+                    continue
+                seen_pages.add(key)
+                art = arch.articles[occ["doc"]]
+                snippet = occ["caption"] or art["first"]
+                pages.append(((dist, occ.get("position", 0), ai, occ["doc"]),
+                              SearchHit(title=art["title"], url=arch.url(art["path"]),
+                                        snippet=_clip(snippet, SNIPPET_CHARS), date=arch.date)))
+        pages.sort(key=lambda t: t[0])
+        kg = None
+        if pages and pages[0][0][0] <= STRONG_DISTANCE:
+            _, ai, d = pages[0][0][1:]
+            arch = self.archives[ai]
+            art = arch.articles[d]
+            kg = KnowledgeGraph(title=art["title"], description=art["first"],
+                                url=arch.url(art["path"]))
+        thumbs = []
+        for dist, ai, idx in matches[:num]:
+            arch = self.archives[ai]
+            occ = min(arch.images[idx].occurrences, key=lambda o: (o.get("position", 0), o["doc"]))
+            thumbs.append(self._image_hit(arch, idx, occ))
+        return ReverseImageResult(pages=[h for _, h in pages[:num]], knowledge_graph=kg,
+                                  thumbnails=thumbs)
+
+    async def reverse_image_search(self, image: bytes, num: int) -> ReverseImageResult:
+        """Async :meth:`reverse_image_search_sync`."""
+        await self._aready()
+        return await asyncio.to_thread(self.reverse_image_search_sync, image, num)
+
+    # ---- fetch -----------------------------------------------------------------------------------
+    def resolve_url(self, url: str):
+        """(archive, final entry) for a ``zim://`` URL, a bare entry path or a Wikipedia URL.
+
+        Raises:
+            BackendError: unknown archive or entry ("not found", not retryable); a web URL that
+                is not a Wikipedia article present in the archives; an archive-internal entry
+                (metadata ``M/Counter``, layout ``-/favicon``, search index: "not a page or
+                image", see :meth:`_ZimArchive.non_page_kind`).
+        """
+        arch, entry = resolve_entry(self, url)
+        kind = arch.non_page_kind(entry.path)
+        if kind is not None:
+            raise BackendError(f"cannot fetch {url.strip()}: {entry.path} is archive {kind} of "
+                               f"{arch.file.name}, not a page or image")
+        return arch, entry
+
+    def fetch_sync(self, url: str) -> Page:
+        """Fetch a page (Table 4 ``web_extract``) as Markdown with its raster images.
+
+        Accepts ``zim://<stem>/<path>``, a bare entry path, or ``https://<lang>.wikipedia.org/wiki/
+        <Title>`` (mapped to an archive article by title). Redirects are followed; ``Page.url`` is
+        the final ``zim://`` URL. HTML articles become Markdown (ATX headings, lists, tables,
+        ``![alt](zim://...)`` image placements; navigation and citation apparatus removed) and
+        ``Page.images`` lists the page's non-decorative raster images with bytes, in page order,
+        each once. An image URL returns a one-image page; other text returns its text.
+
+        Raises:
+            BackendError: unknown or non-zim URL (see :meth:`resolve_url`); unsupported content
+                type.
+        """
+        arch, entry = self.resolve_url(url)
+        mime, data = arch.read(entry)
+        page_url = arch.url(entry.path)
+        title = page_title(entry.title, None, entry.path)
+        if mime in RASTER_MIMES:
+            hit = ImageHit(title=title, image_url=page_url, page_url=page_url, domain=arch.stem,
+                           caption=filename_words(entry.path), content=data, mime=mime)
+            return Page(url=page_url, title=title, markdown=f"![{title}]({_md_url(page_url)})",
+                        images=[hit], content_type=mime)
+        if mime != "text/html":
+            if mime.startswith("text/"):
+                return Page(url=page_url, title=title,
+                            markdown=data.decode("utf-8", "replace"), content_type=mime)
+            raise BackendError(f"cannot render {url}: content type {mime} is not a page or image")
+        try:
+            root = _parse_html(data)
+        except ValueError as exc:
+            raise BackendError(f"cannot render {url}: {exc}") from exc
+        title = page_title(entry.title, root, entry.path)
+        return render_article(arch, entry, root, title, page_url, self.keep_links)
+
+    async def fetch(self, url: str) -> Page:
+        """Async :meth:`fetch_sync` (Wikipedia URLs may need the title table: loaded off-loop)."""
+        await self._aready()
+        return await asyncio.to_thread(self.fetch_sync, url)

@@ -1,0 +1,89 @@
+"""On-disk cache primitives of the local web: the index format version, atomic JSON writes, the
+memoised archive sha256 and the load-or-build step shared by the per-archive extracts and the
+collection indexes (docs/local_web.md, "Caching")."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from kit.paths import file_sha256
+
+log = logging.getLogger(__name__)
+
+#: Bump when the on-disk index layout or the text/image extraction changes: old caches are rebuilt.
+#: 2: plain NFC titles/text, licence footers and decorative images dropped, accent folding before
+#: stemming. 3: titles parsed once (only known inline tags are markup), headings not decoded twice.
+INDEX_FORMAT = 3
+
+
+def _write_json_atomic(path: Path, obj: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, ensure_ascii=False, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def archive_sha256(path: Path, memo_dir: Path) -> str:
+    """sha256 of an archive file, memoised in ``memo_dir`` by (resolved path, size, mtime_ns)."""
+    st = path.stat()
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
+    memo = memo_dir / f"{key}.json"
+    try:
+        d = json.loads(memo.read_text(encoding="utf-8"))
+        if d["size"] == st.st_size and d["mtime_ns"] == st.st_mtime_ns:
+            return str(d["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    digest = file_sha256(path)
+    try:
+        _write_json_atomic(memo, {"path": str(path.resolve()), "size": st.st_size,
+                                  "mtime_ns": st.st_mtime_ns, "sha256": digest})
+    except OSError as exc:  # a read-only cache only costs re-hashing next time
+        log.warning("cannot memoise sha256 of %s: %s", path, exc)
+    return digest
+
+
+
+def _load_or_build(final: Path, load, build, what: str) -> bool:
+    """Run ``load()``; if it fails, ``build(tmp)`` into a fresh folder, move it to ``final`` and
+    ``load()`` again. Returns True when it built. Safe against concurrent builders: the build is
+    deterministic, so whichever finishes first wins and the other's copy is discarded."""
+    try:
+        load()
+        return False
+    except Exception as exc:  # noqa: BLE001 - any unreadable cache is rebuilt
+        if final.exists():
+            log.warning("rebuilding index %s for %s: %s", final, what, exc)
+    root = final.parent
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}.build-"))
+    try:
+        manifest = build(tmp)
+        log.info("built ZIM index %s for %s: %s", final, what, manifest)
+        if final.exists():  # stale or corrupt: move it aside, then replace
+            stale = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}.stale-"))
+            try:
+                os.replace(final, stale / "old")
+            except OSError:
+                pass
+            shutil.rmtree(stale, ignore_errors=True)
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    load()
+    return True
