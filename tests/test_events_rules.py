@@ -23,6 +23,17 @@ from kit.types import PolicyError
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def test_a_run_log_line_type_outside_the_closed_set_is_refused(tmp_path):
+    from kit.harness.events import RunEventType
+    from kit.rl.staging import RunLog
+
+    log = RunLog(tmp_path / "run_log.jsonl")
+    assert log.write(RunEventType.STEP, 1)["type"] == "step" and log.of_type("step")
+    with pytest.raises(ValueError):
+        log.write("stepp", 2)
+    assert len((tmp_path / "run_log.jsonl").read_text().splitlines()) == 1
+
+
 def test_an_event_type_outside_the_closed_set_is_refused_where_it_is_written():
     with pytest.raises(ValidationError):
         Event(type="invalid_cal", turn=0)
@@ -38,8 +49,10 @@ def test_no_event_is_built_from_a_bare_string_in_the_kit():
                 continue
             f = node.func
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            run_log = name == "write" and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute) \
+                and f.value.attr == "log"  # RunLog.write(type_, ...)
             vals = [k.value for k in node.keywords if k.arg == "type"] if name == "Event" else \
-                node.args[:1] if name == "event" else []
+                node.args[:1] if name == "event" or run_log else []
             bare += [f"{p.relative_to(ROOT)}:{node.lineno}" for v in vals if isinstance(v, ast.Constant)]
     assert bare == []
 
@@ -113,3 +126,32 @@ async def test_a_sandbox_that_fails_to_close_keeps_the_record(tmp_path, memory_b
                         HarnessConfig.smoke(tools_enabled=[]), tools=[opens_sandbox]).run(Task(id="s", question="?"), tmp_path)
     assert rec.status == "answered"
     assert [e.detail for e in rec.events if e.type == EventType.SANDBOX_CLOSE_ERROR] == [{"error": "bwrap already gone"}]
+
+
+def test_context_strategies_are_a_registry_and_the_harness_does_not_import_vfold():
+    """The harness ↔ V-Fold import cycle is gone: kit.harness imports no kit.vfold module; the built-in
+    V-Fold strategies load on first use, and a researcher's own strategy plugs in by name."""
+    import subprocess
+    import sys
+
+    from kit.harness.context import ContextBuilder, make_context_builder, register_context_strategy
+    from kit.policy.scripted import CharTokenCounter
+
+    code = ("import sys, kit.harness.loop, kit.harness.runner, kit.harness.tools; "
+            "print(sorted(m for m in sys.modules if m.startswith('kit.vfold')))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    for hard in (ast.parse((ROOT / "kit" / "harness" / p).read_text()) for p in ("loop.py", "context.py", "config.py")):
+        mods = [n.module for n in ast.walk(hard) if isinstance(n, ast.ImportFrom) and n.col_offset == 0]
+        assert not [m for m in mods if m and m.startswith("kit.vfold")]
+    assert type(make_context_builder(HarnessConfig(context_strategy="vfold"), CharTokenCounter())).__name__ == "VFoldContext"
+
+    class LastTwo(ContextBuilder):
+        def build(self, messages, registry):
+            return super().build(messages[:2] + messages[-2:] if len(messages) > 4 else messages, registry)
+
+    register_context_strategy("last_two", lambda config, counter, **_: LastTwo(), needs_counter=False, replace=True)
+    assert isinstance(make_context_builder(HarnessConfig(context_strategy="last_two")), LastTwo)
+    with pytest.raises(ValidationError):
+        HarnessConfig(context_strategy="nope")
+    with pytest.raises(ValueError):
+        make_context_builder(HarnessConfig(context_strategy="discard"))  # needs a token counter

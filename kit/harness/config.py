@@ -62,7 +62,7 @@ class HarnessConfig(BaseModel):
     # Context strategy (POINTS-Seeker §3.3, Table 4; kit.vfold.fold): "full" | "discard" | "summary" |
     # "render_all" | "vfold"; acts when the history exceeds context_tau tokens, keeping the last
     # context_keep observations/interactions as text. WeAgent's profile: "full".
-    context_strategy: Literal["full", "discard", "summary", "render_all", "vfold"] = "full"
+    context_strategy: str = "full"  # or a name registered with kit.harness.context.register_context_strategy
     context_tau: int = Field(default=8_192, ge=0)
     context_keep: int = Field(default=2, ge=0)
     # Prompts (Table 6)
@@ -93,6 +93,10 @@ class HarnessConfig(BaseModel):
                 if getattr(self, f) < 0]
         if bad:
             raise ValueError(f"budgets must be positive (reserves and re-feed limits >= 0): {bad}")
+        from kit.harness.context import context_strategies  # registry of names: harness + kit.vfold + yours
+
+        if self.context_strategy not in context_strategies():
+            raise ValueError(f"unknown context_strategy {self.context_strategy!r}; expected one of {context_strategies()}")
         if self.synthesis_reserve_tokens >= self.max_context_tokens:
             raise ValueError("synthesis_reserve_tokens must be smaller than max_context_tokens")
         return self

@@ -3,7 +3,8 @@
 The episode record keeps every message; :class:`ContextBuilder` derives the model-facing list from it
 (the full-harness default re-feeds every registered image in every later turn, WeAgent §3.1; the
 "no image re-feed" ablation of Table 2 drops tool-returned images from later turns). Context
-strategies such as V-Fold plug in here by overriding :meth:`ContextBuilder.build`.
+strategies such as V-Fold plug in here by overriding :meth:`ContextBuilder.build` and registering a
+name (:func:`register_context_strategy`; ``HarnessConfig.context_strategy`` selects it).
 
 :class:`TokenLedger` counts prompt tokens with the policy's own tokenizer and image processor,
 incrementally: each message is counted once, so a turn costs only its new messages.
@@ -12,6 +13,7 @@ incrementally: each message is counted once, so a turn costs only its new messag
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from kit.harness.registry import EvidenceRegistry
 from kit.types import ContentPart, Message, TokenCounter
@@ -126,3 +128,59 @@ class TokenLedger:
                 prev = m.role
             return total + self.counter.generation_prompt_tokens
         return sum(self.message_tokens(m) for m in messages) + self.tools_tokens(tool_schemas) + 3
+
+
+# ------------------------------------------------------------------------------------ strategy registry
+#: name -> factory ``(config, counter, **options) -> ContextBuilder``; ``counter`` is None for "full".
+_STRATEGIES: dict[str, Any] = {}
+#: built-in strategies whose module registers them on import (kept out of this module's imports so the
+#: harness does not import V-Fold's renderer stack, and the two packages do not import each other)
+_BUILTIN_MODULES = {"discard": "kit.vfold.fold", "summary": "kit.vfold.fold", "render_all": "kit.vfold.fold",
+                    "vfold": "kit.vfold.fold"}
+_NEEDS_COUNTER: set[str] = set()
+
+
+def register_context_strategy(name: str, factory, *, needs_counter: bool = True, replace: bool = False) -> None:
+    """Make ``HarnessConfig(context_strategy=name)`` build ``factory(config, counter, **options)``
+    (``options``: ``summarizer``, ``renderer`` as given to :func:`make_context_builder`).
+
+    Raises:
+        ValueError: ``name`` is registered already and ``replace`` is False.
+    """
+    if name in _STRATEGIES and not replace:
+        raise ValueError(f"context strategy {name!r} is registered already (pass replace=True)")
+    _STRATEGIES[name] = factory
+    (_NEEDS_COUNTER.add if needs_counter else _NEEDS_COUNTER.discard)(name)
+
+
+def context_strategies() -> list[str]:
+    """Every selectable strategy name (registered or built in)."""
+    return sorted(set(_STRATEGIES) | set(_BUILTIN_MODULES))
+
+
+def make_context_builder(config, token_counter: TokenCounter | None = None, *, policy=None, summarizer=None,
+                         renderer=None) -> ContextBuilder:
+    """Builder for ``config.context_strategy`` with ``config.context_tau`` / ``context_keep``.
+
+    ``"full"`` is the plain :class:`ContextBuilder`; the others (POINTS-Seeker Table 4: discard, summary,
+    render_all, vfold — :mod:`kit.vfold.fold`) need a token counter (``token_counter`` or
+    ``policy.token_counter``); ``"summary"`` needs ``summarizer``.
+
+    Raises:
+        ValueError: unknown strategy, no counter, or a strategy's own missing option.
+    """
+    import importlib
+
+    name = config.context_strategy
+    if name not in _STRATEGIES and name in _BUILTIN_MODULES:
+        importlib.import_module(_BUILTIN_MODULES[name])
+    if name not in _STRATEGIES:
+        raise ValueError(f"unknown context strategy {name!r}; expected one of {context_strategies()}")
+    counter = token_counter if token_counter is not None else getattr(policy, "token_counter", None)
+    if name in _NEEDS_COUNTER and counter is None:
+        raise ValueError(f"context strategy {name!r} needs the policy's token counter")
+    return _STRATEGIES[name](config, counter, summarizer=summarizer, renderer=renderer)
+
+
+register_context_strategy("full", lambda config, counter, **_: ContextBuilder(refeed_images=config.refeed_images),
+                          needs_counter=False)

@@ -68,4 +68,20 @@ class EventType(StrEnum):
     FINAL_ANSWER_MISMATCH = "final_answer_mismatch"
 
 
-__all__ = ["EventType"]
+class RunEventType(StrEnum):
+    """Every line type of an RL run log (``run_log.jsonl``, :class:`kit.rl.staging.RunLog`): Long-MDR
+    stages, rescues and the trainer's steps, checkpoints and resumes."""
+
+    RUN_START = "run_start"
+    STAGE_START = "stage_start"
+    TRANSITION = "transition"  # a stage ended (fixed length or reward plateau)
+    RESCUE = "rescue"  # entropy-triggered rescue fired
+    STEP = "step"  # one training step's metrics
+    SKIP = "skip"  # a step skipped with a reason (no training group, no advantage signal, NaN)
+    CHECKPOINT = "checkpoint"
+    RESUME = "resume"
+    ROLLBACK = "rollback"
+    ROLLBACK_FAILED = "rollback_failed"
+
+
+__all__ = ["EventType", "RunEventType"]

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from kit.harness.events import EventType
 from kit.harness.config import HarnessConfig
-from kit.harness.context import ContextBuilder, TokenLedger
+from kit.harness.context import ContextBuilder, TokenLedger, make_context_builder
 from kit.harness.episode import EpisodeRecord, Event, Task
 from kit.harness.errors import ToolError
 from kit.harness.neutralize import neutralize_control_tokens  # also re-exported: the old import path
@@ -33,7 +33,6 @@ from kit.harness.summarize import ExtractiveSummarizer
 from kit.harness.tools import ToolContext, ToolSpec, execute, tool_specs
 from kit.web.budget import time_budget  # stdlib only: kit.web.fetch would pull httpx into this import
 from kit.types import AssistantTurn, ContentPart, Message, Policy, PolicyError, SamplingParams, SearchBackend
-from kit.vfold.fold import make_context_builder
 
 TERMINAL_OK = {"answered", "max_turns_synthesis"}
 

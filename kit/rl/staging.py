@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from kit.harness.events import RunEventType as R
 from kit.harness.config import HarnessConfig
 
 RescueAction = Literal["raise_temperature", "entropy_bonus", "widen_clip", "rollback"]
@@ -151,16 +152,18 @@ class RunLog:
             if self.path.exists():
                 self.events = [json.loads(x) for x in self.path.read_text().splitlines() if x.strip()]
 
-    def write(self, type_: str, step: int, **data: Any) -> dict[str, Any]:
-        ev = {"type": type_, "step": int(step), "time": round(time.time(), 3), **data}
+    def write(self, type_: R, step: int, **data: Any) -> dict[str, Any]:
+        """Append one event (``type_``: a :class:`~kit.harness.events.RunEventType`; anything else raises
+        ``ValueError``) and return it."""
+        ev = {"type": R(type_).value, "step": int(step), "time": round(time.time(), 3), **data}
         self.events.append(ev)
         if self.path is not None:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(ev, default=_json_default) + "\n")
         return ev
 
-    def of_type(self, type_: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["type"] == type_]
+    def of_type(self, type_: R) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == R(type_)]
 
 
 def _json_default(o):
@@ -220,7 +223,7 @@ class StageSchedule:
 
     def start(self, step: int) -> None:
         """Log the start of the current stage (call once at the beginning of a run)."""
-        self.log.write("stage_start", step, stage=self.stage.name, kind=self.stage.kind, budgets=self._budgets())
+        self.log.write(R.STAGE_START, step, stage=self.stage.name, kind=self.stage.kind, budgets=self._budgets())
 
     def _budgets(self) -> dict[str, Any]:
         s = self.stage
@@ -258,8 +261,8 @@ class StageSchedule:
             prev = s.name
             st.stage_index += 1
             st.stage_step, st.rewards, st.low_entropy_run = 0, [], 0
-            out.append(self.log.write("transition", step, **{"from": prev, "to": self.stage.name, "reason": reason}))
-            out.append(self.log.write("stage_start", step, stage=self.stage.name, kind=self.stage.kind,
+            out.append(self.log.write(R.TRANSITION, step, **{"from": prev, "to": self.stage.name, "reason": reason}))
+            out.append(self.log.write(R.STAGE_START, step, stage=self.stage.name, kind=self.stage.kind,
                                       budgets=self._budgets()))
         return out
 
@@ -284,7 +287,7 @@ class StageSchedule:
             k.eps_hi_scale *= rc.clip_widen_factor
         st.last_rescue_step = step
         st.low_entropy_run = 0
-        return self.log.write("rescue", step, stage=self.stage.name, action=rc.action, entropy=entropy_mean,
+        return self.log.write(R.RESCUE, step, stage=self.stage.name, action=rc.action, entropy=entropy_mean,
                               reward=reward_mean, threshold=rc.entropy_threshold, knobs_before=before,
                               knobs_after=asdict(k))
 
@@ -305,20 +308,20 @@ def plot_run_log(events: list[dict[str, Any]], path: str | Path | None = None, t
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    steps = [e for e in events if e["type"] == "step"]
+    steps = [e for e in events if e["type"] == R.STEP]
     fig, ax = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
     x = [e["step"] for e in steps]
     ax[0].plot(x, [_nan(e.get("reward_mean")) for e in steps], marker="o", label="reward (mean)")
     ax[1].plot(x, [_nan(e.get("entropy_mean")) for e in steps], marker="o", color="tab:green", label="token entropy")
     for e in events:
-        if e["type"] == "transition":
+        if e["type"] == R.TRANSITION:
             for a in ax:
                 a.axvline(e["step"] + 0.5, ls="--", color="gray")
             ax[0].annotate(e["to"], (e["step"] + 0.5, 1.0), xycoords=("data", "axes fraction"), fontsize=8,
                            va="top")
-        if e["type"] == "rescue":
+        if e["type"] == R.RESCUE:
             ax[1].plot([e["step"]], [e["entropy"]], marker="v", color="red", ms=10, label="rescue")
-        if e["type"] == "skip":
+        if e["type"] == R.SKIP:
             ax[0].plot([e["step"]], [0], marker="x", color="black", label="skipped step")
     for a in ax:
         h, lab = a.get_legend_handles_labels()

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kit.harness.events import RunEventType as R
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import Task
 from kit.rl.eligibility import Eligibility, exclusion_counts
@@ -159,7 +160,7 @@ class RLTrainer:
         self.history: list[dict[str, Any]] = []
         if not self.resume():
             self.schedule.start(0)
-            self.log.write("run_start", 0, config=asdict(self.cfg), algorithm=asdict(self.spec),
+            self.log.write(R.RUN_START, 0, config=asdict(self.cfg), algorithm=asdict(self.spec),
                            stages=[asdict(s) for s in stages], rescue=asdict(rescue) if rescue else None,
                            labels=self.labels)
 
@@ -218,14 +219,14 @@ class RLTrainer:
                  step_s=round(time.perf_counter() - t0, 3), **{f"rollout_{k}": v for k, v in batch.summary().items()})
         m["recovery"] = recovery_stats(batch.trajectories())
         if m.get("skipped"):
-            self.log.write("skip", step, stage=stage.name, reason=m["skipped"], exclusions=m.get("exclusions"),
+            self.log.write(R.SKIP, step, stage=stage.name, reason=m["skipped"], exclusions=m.get("exclusions"),
                            groups=m.get("groups"))
-        self.log.write("step", step, **{k: v for k, v in m.items() if k not in ("recovery", "step")})
+        self.log.write(R.STEP, step, **{k: v for k, v in m.items() if k not in ("recovery", "step")})
         self._append_metrics(m)
         self.history.append(m)
         events = self.schedule.observe(step, m.get("rollout_reward_mean"), m.get("entropy_mean"))
         self.step += 1
-        if any(e["type"] == "rescue" and e["action"] == "rollback" for e in events):
+        if any(e["type"] == R.RESCUE and e["action"] == "rollback" for e in events):
             self._rollback()
         if self.step % self.cfg.save_every == 0:
             self.save_checkpoint(healthy=self._healthy(m))
@@ -413,7 +414,7 @@ class RLTrainer:
         (tmp / "COMPLETE").write_text("")
         shutil.rmtree(d, ignore_errors=True)
         tmp.rename(d)
-        self.log.write("checkpoint", self.step, path=str(d), healthy=healthy)
+        self.log.write(R.CHECKPOINT, self.step, path=str(d), healthy=healthy)
         done = sorted(p for p in self._ckpt_dir().glob("step_*") if (p / "COMPLETE").exists() and p.suffix != ".tmp")
         last_healthy = next((p for p in reversed(done) if json.loads((p / "trainer_state.json").read_text())["healthy"]), None)
         for p in done[:-self.cfg.keep_checkpoints]:
@@ -450,7 +451,7 @@ class RLTrainer:
         torch.set_rng_state(rng["torch_rng"])
         random.setstate(rng["python_rng"])
         self.history = self._logged_history()
-        self.log.write("resume", self.step, path=str(d), stage=self.schedule.stage.name)
+        self.log.write(R.RESUME, self.step, path=str(d), stage=self.schedule.stage.name)
         return True
 
     def _logged_history(self) -> list[dict[str, Any]]:
@@ -473,10 +474,10 @@ class RLTrainer:
         done = sorted(p for p in self._ckpt_dir().glob("step_*") if (p / "COMPLETE").exists() and p.suffix != ".tmp")
         good = [p for p in done if json.loads((p / "trainer_state.json").read_text())["healthy"]]
         if not good:
-            self.log.write("rollback_failed", self.step, reason="no healthy checkpoint")
+            self.log.write(R.ROLLBACK_FAILED, self.step, reason="no healthy checkpoint")
             return
         self._load(good[-1])
-        self.log.write("rollback", self.step, path=str(good[-1]))
+        self.log.write(R.ROLLBACK, self.step, path=str(good[-1]))
 
     def save_final(self, path: str | Path | None = None) -> Path:
         """Save the policy (LoRA merged into a copy) and processor as a checkpoint folder."""

@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kit.harness.config import HarnessConfig
-from kit.harness.context import MESSAGE_OVERHEAD_TOKENS, ContextBuilder
+from kit.harness.context import MESSAGE_OVERHEAD_TOKENS, ContextBuilder, register_context_strategy
+from kit.harness.context import make_context_builder  # noqa: F401  (its old home: re-exported)
 from kit.harness.registry import EvidenceRegistry
 from kit.types import ContentPart, Message, SamplingParams, TokenCounter
 
@@ -553,39 +554,33 @@ class RenderAllContext(VFoldContext):
         self.tau = -1  # trigger even on an empty history
 
 
-# ------------------------------------------------------------------------------------------ factory
-def make_context_builder(config: HarnessConfig, token_counter: TokenCounter | None = None, *, policy=None,
-                         summarizer: Callable[[str, str | None, str], str] | None = None,
-                         renderer=None) -> ContextBuilder:
-    """Builder for ``config.context_strategy`` with ``config.context_tau`` / ``context_keep``.
+# ------------------------------------------------------------------------------------------ registration
+def _with_common(cls):
+    def factory(config: HarnessConfig, counter: TokenCounter, **opts: Any) -> ContextBuilder:
+        return cls(counter, renderer=opts.get("renderer"), tau=config.context_tau, keep=config.context_keep,
+                   refeed_images=config.refeed_images)
+    return factory
 
-    ``"full"`` returns the harness's plain :class:`~kit.harness.context.ContextBuilder` (unchanged
-    default behaviour); the others need a token counter (``token_counter`` or
-    ``policy.token_counter``); ``"summary"`` needs ``summarizer`` (e.g. ``PolicySummarizer(
-    OpenAIChatPolicy(...))``).
 
-    Raises:
-        ValueError: unknown strategy, no counter, or ``"summary"`` without a summarizer.
-    """
-    strategy = config.context_strategy
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown context strategy {strategy!r}; expected one of {STRATEGIES}")
-    if strategy == "full":
-        return ContextBuilder(refeed_images=config.refeed_images)
-    counter = token_counter if token_counter is not None else getattr(policy, "token_counter", None)
-    if counter is None:
-        raise ValueError(f"context strategy {strategy!r} needs the policy's token counter")
-    common = dict(tau=config.context_tau, keep=config.context_keep, refeed_images=config.refeed_images)
-    if strategy == "discard":
-        return DiscardContext(counter, **common)
-    if strategy == "summary":
-        if summarizer is None:
-            raise ValueError("context strategy 'summary' needs a summarizer: pass Harness(context_builder="
-                             "SummaryContext(counter, PolicySummarizer(OpenAIChatPolicy(...))))")
-        return SummaryContext(counter, summarizer, **common)
-    if strategy == "render_all":
-        return RenderAllContext(counter, renderer=renderer, refeed_images=config.refeed_images)
-    return VFoldContext(counter, renderer=renderer, **common)
+def _summary_factory(config: HarnessConfig, counter: TokenCounter, **opts: Any) -> ContextBuilder:
+    if opts.get("summarizer") is None:
+        raise ValueError("context strategy 'summary' needs a summarizer: pass Harness(context_builder="
+                         "SummaryContext(counter, PolicySummarizer(OpenAIChatPolicy(...))))")
+    return SummaryContext(counter, opts["summarizer"], tau=config.context_tau, keep=config.context_keep,
+                          refeed_images=config.refeed_images)
+
+
+def _discard_factory(config: HarnessConfig, counter: TokenCounter, **_: Any) -> ContextBuilder:
+    return DiscardContext(counter, tau=config.context_tau, keep=config.context_keep, refeed_images=config.refeed_images)
+
+
+def _render_all_factory(config: HarnessConfig, counter: TokenCounter, **opts: Any) -> ContextBuilder:
+    return RenderAllContext(counter, renderer=opts.get("renderer"), refeed_images=config.refeed_images)
+
+
+for _name, _factory in (("discard", _discard_factory), ("summary", _summary_factory),
+                        ("render_all", _render_all_factory), ("vfold", _with_common(VFoldContext))):
+    register_context_strategy(_name, _factory, replace=True)  # replace: a module reload re-registers
 
 
 def points_seeker_config(**overrides: Any) -> HarnessConfig:
