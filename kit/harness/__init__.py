@@ -8,8 +8,9 @@ Names are imported on first use, so ``import kit.harness`` stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kit._lazy import lazy_exports
 
 _EXPORTS = {
     "Harness": "kit.harness.loop", "HarnessConfig": "kit.harness.config", "Task": "kit.harness.episode",
@@ -20,7 +21,7 @@ _EXPORTS = {
     "tool": "kit.harness.tool_spec", "register_tool": "kit.harness.tools", "unregister_tool": "kit.harness.tools",
     "tool_specs": "kit.harness.tools", "ToolError": "kit.harness.errors",
 }
-__all__ = sorted(_EXPORTS)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from kit.harness.config import HarnessConfig
@@ -34,14 +35,3 @@ if TYPE_CHECKING:
     from kit.harness.tools import register_tool, tool_specs, unregister_tool
     from kit.harness.transcript import write_transcript
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'kit.harness' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))

@@ -8,3 +8,34 @@ transitions, entropy rescue, run log), :mod:`trainer` (the single-node loop), :m
 smoke profile's supervised warm start on demonstrator trajectories). The verl recipe lives in
 :mod:`kit.rl.verl`, which needs the separate ``.venv-verl`` environment and is never imported here.
 """
+
+from kit._lazy import lazy_exports
+
+# public names, imported on first use (``import kit.rl`` stays cheap)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "RLConfig": "kit.rl.trainer",
+    "RLTrainer": "kit.rl.trainer",
+    "Stage": "kit.rl.staging",
+    "RescueConfig": "kit.rl.staging",
+    "StageSchedule": "kit.rl.staging",
+    "RunLog": "kit.rl.staging",
+    "long_mdr_stages": "kit.rl.staging",
+    "parse_stages": "kit.rl.staging",
+    "plot_run_log": "kit.rl.staging",
+    "AlgorithmSpec": "kit.rl.objective",
+    "algorithm": "kit.rl.objective",
+    "group_advantages": "kit.rl.objective",
+    "policy_loss": "kit.rl.objective",
+    "gspo_loss": "kit.rl.objective",
+    "grpo_loss": "kit.rl.objective",
+    "Eligibility": "kit.rl.eligibility",
+    "RewardBreakdown": "kit.rl.rewards",
+    "score_records": "kit.rl.rewards",
+    "rollout_groups": "kit.rl.rollout",
+    "recovery_stats": "kit.rl.rollout",
+    "RolloutBatch": "kit.rl.rollout",
+    "InProcessTeacher": "kit.rl.opd",
+    "EndpointTeacher": "kit.rl.opd",
+    "sft_warm_start": "kit.rl.warmstart",
+    "token_logprobs": "kit.rl.logprobs",
+})

@@ -10,3 +10,22 @@
 
 Nothing here imports ``trl``, ``peft`` or ``unsloth`` at module import time (``trl`` costs ~10 s).
 """
+
+from kit._lazy import lazy_exports
+
+# public names, imported on first use (``import kit.train`` stays cheap)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "SFTEncoder": "kit.train.sft_data",
+    "SFTCollator": "kit.train.sft_data",
+    "SFTDataError": "kit.train.sft_data",
+    "train_sft": "kit.train.sft",
+    "SFTConfig": "kit.train.sft",
+    "TrainResult": "kit.train.sft",
+    "train_sft_curriculum": "kit.train.curriculum",
+    "compact_record": "kit.train.curriculum",
+    "Mixture": "kit.train.mixtures",
+    "Source": "kit.train.mixtures",
+    "sample_mixture": "kit.train.mixtures",
+    "evaluate_sft": "kit.train.sft_eval",
+    "compare": "kit.train.sft_eval",
+})

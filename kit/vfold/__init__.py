@@ -10,3 +10,21 @@
 * :mod:`kit.vfold.training` — the fully rendered trajectory variant of SFT records;
 * :mod:`kit.vfold.episodes` — a scripted long-horizon reader (not a model) for real long histories.
 """
+
+from kit._lazy import lazy_exports
+
+# public names, imported on first use (``import kit.vfold`` stays cheap)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "Renderer": "kit.vfold.render",
+    "RenderConfig": "kit.vfold.render_config",
+    "default_renderer": "kit.vfold.render",
+    "VFoldContext": "kit.vfold.fold",
+    "DiscardContext": "kit.vfold.fold",
+    "SummaryContext": "kit.vfold.fold",
+    "RenderAllContext": "kit.vfold.fold",
+    "points_seeker_config": "kit.vfold.fold",
+    "trajectory_accounting": "kit.vfold.accounting",
+    "render_trajectory": "kit.vfold.training",
+    "render_dataset": "kit.vfold.training",
+    "ReaderPolicy": "kit.vfold.episodes",
+})
