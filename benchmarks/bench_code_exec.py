@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from benchlib import Summary
+
 from kit.harness.code_exec import CodeSandbox
 
 
@@ -97,7 +98,8 @@ async def main() -> int:
         rate = await concurrent(root, 8, a.calls)
     print(f"bare python spawn (baseline)      {ms(base)}")
     print(f"sandbox start-up (first call)     {ms(start)}  = {statistics.median(start) / statistics.median(base):.2f}x bare spawn")
-    print(f"per-call overhead, empty ws       {ms(calls)}  = {statistics.median(base) / statistics.median(calls):.1f}x faster than a spawn per call")
+    print(f"per-call overhead, empty ws       {ms(calls)}  = "
+          f"{statistics.median(base) / statistics.median(calls):.1f}x faster than a spawn per call")
     print(f"per-call overhead, 1,000 files    {ms(calls_many)}")
     print(f"8 sandboxes concurrently          {rate:7.0f} trivial calls/s in total")
     summary = Summary("bench_code_exec")

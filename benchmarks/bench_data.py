@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchlib import Summary  # noqa: E402
+
 from kit.paths import shared_data_dir  # noqa: E402
 
 

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import psutil
-
 from benchlib import Summary
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchlib import Summary  # noqa: E402
+
 from kit.eval.configs import make_configs  # noqa: E402
 from kit.eval.judges import PerceptualImageJudge, RuleJudge  # noqa: E402
 from kit.eval.runner import load_benchmarks, run_evaluation  # noqa: E402
 from kit.paths import shared_data_dir, zim_paths  # noqa: E402
-
-from benchlib import Summary  # noqa: E402
 
 
 def judge_throughput(n: int, seed: int = 0) -> dict[str, float]:

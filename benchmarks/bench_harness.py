@@ -24,9 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from PIL import Image  # noqa: E402
-
 from benchlib import Summary  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from kit.harness.config import HarnessConfig  # noqa: E402
 from kit.harness.episode import Task  # noqa: E402

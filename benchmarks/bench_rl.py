@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchlib import Summary  # noqa: E402
+
 from kit.types import Page, SearchHit  # noqa: E402
 
 
@@ -101,7 +102,7 @@ async def bench_concurrency(group: int, latency: float, reps: int, summary: Summ
     task = Task(id="b", question="Which tower is in Paris?", answers=["Eiffel Tower"])
     cfg = HarnessConfig.smoke(tools_enabled=["web_search"])
     one, many = [], []
-    for r in range(reps):
+    for _ in range(reps):
         for n, acc in ((1, one), (group, many)):
             f = seeded_factory(ScriptedPolicy(script, latency_s=latency), backend, cfg, SamplingParams())
             with tempfile.TemporaryDirectory() as d:

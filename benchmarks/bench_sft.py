@@ -36,11 +36,10 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=8)
     a = ap.parse_args()
 
-    from kit.train.sample_records import sample_record as make_record
-
     from kit.models.processor import load_image_only_processor
     from kit.models.tiny import build_tiny_checkpoint
-    from kit.train.sft import SFTConfig, train_sft
+    from kit.train.sample_records import sample_record as make_record
+    from kit.train.sft import SFTTrainConfig, train_sft
     from kit.train.sft_data import SFTCollator, SFTEncoder
 
     path = build_tiny_checkpoint(a.arch, vocab=a.vocab)
@@ -58,7 +57,7 @@ def main() -> int:
                 t = time.perf_counter()
                 collate(b)
                 ct.append(time.perf_counter() - t)
-        cfg = SFTConfig(max_steps=a.steps, grad_accum=1, per_device_batch_size=a.batch, lr_language=1e-3,
+        cfg = SFTTrainConfig(max_steps=a.steps, grad_accum=1, per_device_batch_size=a.batch, lr_language=1e-3,
                         lr_vision=1e-4, warmup_ratio=0.0, gradient_checkpointing=False, save_steps=10**6, logging_steps=1)
         res = train_sft(path, ex, Path(tmp) / "run", cfg, backend="trl", save_final=False)
     logs = [h for h in res.log_history if "loss" in h]

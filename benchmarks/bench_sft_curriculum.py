@@ -25,7 +25,6 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -72,7 +71,7 @@ def main() -> int:
     from kit.models.processor import load_image_only_processor
     from kit.models.tiny import build_tiny_checkpoint
     from kit.train.curriculum import compact_record, train_sft_curriculum
-    from kit.train.sft import SFTConfig
+    from kit.train.sft import SFTTrainConfig
     from kit.train.sft_data import SFTEncoder
     from kit.train.sft_eval import evaluate_sft
 
@@ -90,9 +89,9 @@ def main() -> int:
         train_ex = [e for e in examples if e.id not in held_ids]
         train_recs = [r for r in records if r.id in {e.id for e in train_ex}]
         held = [r for r in records if r.id in held_ids]
-        cfg = SFTConfig(lr_language=2e-3, lr_vision=2e-4, epochs=a.full_epochs, per_device_batch_size=1, grad_accum=1,
+        cfg = SFTTrainConfig(lr_language=2e-3, lr_vision=2e-4, epochs=a.full_epochs, per_device_batch_size=1, grad_accum=1,
                         warmup_ratio=0.05, gradient_checkpointing=False, save_steps=10**6, logging_steps=10)
-        short_cfg = replace(cfg, lr_language=5e-3, lr_vision=5e-4, epochs=a.short_epochs)
+        short_cfg = cfg.model_copy(update={"lr_language": 5e-3, "lr_vision": 5e-4, "epochs": a.short_epochs})
         rows = []
 
         def row(arm, model, train_s, context="full", which=held, encoder=enc):

@@ -23,8 +23,9 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kit.cli_params import ParameterError, check_combinations, check_params, notebook_parameters, preflight_endpoints
 from kit.paths import PROJECT_ROOT

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-from annotated_types import Ge, Gt, Le, Lt
+from annotated_types import Ge, Gt, Le
 
 Count = Annotated[int, Ge(1)]
 NonNegInt = Annotated[int, Ge(0)]
@@ -74,7 +74,7 @@ class Spec:
     kinds: tuple[str, ...]
     choices: tuple | None = None
     bounds: tuple[tuple[str, float], ...] = ()
-    item: "Spec | None" = None
+    item: Spec | None = None
 
 
 @dataclass(frozen=True)
@@ -372,9 +372,7 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
     """
     import os
 
-    from kit.policy.factory import ModelUnavailable, check_endpoint
-
-    from kit.policy.factory import local_model_problem
+    from kit.policy.factory import ModelUnavailable, check_endpoint, local_model_problem
 
     lines = []
     prefix = f"{where}: " if where else ""

@@ -45,7 +45,8 @@ class Check:
 
 
 def check_endpoint(endpoint: str | None, model: str | None, api_key_env: str = "OPENAI_API_KEY") -> Check:
-    from kit.policy.factory import ModelUnavailable, check_endpoint as probe
+    from kit.policy.factory import ModelUnavailable
+    from kit.policy.factory import check_endpoint as probe
 
     if not endpoint:
         if model and model.startswith("tiny-"):

@@ -1,8 +1,8 @@
 """Where the kit finds data and keeps caches (docs/contracts.md "Data location").
 
 Resolution order for shared data: an explicit path, then ``$MMSEARCH_KIT_DATA``, then ``../shared/data``
-beside the checkout; ZIM archives can also be downloaded from Kiwix into the cache (:mod:`kit.web.kiwix`). Callers that need a file and get ``None`` must say so clearly (tests skip with a
-reason; notebooks raise with instructions).
+beside the checkout; ZIM archives can also be downloaded from Kiwix into the cache (:mod:`kit.web.kiwix`).
+Callers that need a file and get ``None`` must say so clearly (tests skip with a reason; notebooks raise with instructions).
 """
 
 from __future__ import annotations

@@ -224,5 +224,5 @@ class Policy(Protocol):
         messages: list[Message],
         tools: list[dict[str, Any]],
         sampling: SamplingParams,
-        workspace: "str | None" = None,
+        workspace: str | None = None,
     ) -> AssistantTurn: ...

@@ -40,7 +40,7 @@ class MemoryBackend:
         self.calls.append(("search", query, num))
         if "fail" in query:
             raise BackendError("upstream 503", retryable=True)
-        return [SearchHit(title=f"Result {i} for {query}", url=f"https://example.org/{i}", snippet="snippet", date="2024-01-0%d" % (i + 1))
+        return [SearchHit(title=f"Result {i} for {query}", url=f"https://example.org/{i}", snippet="snippet", date=f"2024-01-0{i + 1}")
                 for i in range(num)]
 
     async def image_search(self, query, num):

@@ -307,7 +307,7 @@ def test_choices_bounds_and_lists_from_annotations(tmp_path):
         "from typing import Annotated, Literal\nfrom annotated_types import Ge, Lt\n"
         "from kit.cli_params import Count, Fraction, NonNegFloat\n"
         'mode: Literal["a", "b"] | None = None\nn: Count = 2\nf: Fraction = 0.5\nt: NonNegFloat = 1.0\n'
-        "k: Annotated[int, Ge(0), Lt(10)] = 3\nitems: list[Count] = [1]\nnames: list[str] = []\nopts: list[Literal['x', 'y']] | None = None\n")
+        "k: Annotated[int, Ge(0), Lt(10)] = 3\nitems: list[Count] = [1]\nnames: list[str] = []\nopts: list[Literal['x', 'y']] | None = None\n")  # noqa: E501
     cell.metadata["tags"] = ["parameters"]
     nb.cells = [cell]
     nbformat.write(nb, d / "x.ipynb")

@@ -223,8 +223,7 @@ async def test_vistarget_build_split_solvability_and_review(run, data_dir, tmp_p
     from kit.data.cards import vistarget_card
     from kit.data.pipeline import load_tasks, offline_backends, zim_paths
     from kit.data.sample import ChainFollower
-    from kit.data.vistarget_build import (ReviewError, build_vistarget, export_review, import_review,
-                                          solvability_check)
+    from kit.data.vistarget_build import ReviewError, build_vistarget, export_review, import_review, solvability_check
     from kit.eval.loaders import load_vistarget_jsonl
     from kit.harness.config import HarnessConfig
     from kit.harness.loop import Harness

@@ -13,8 +13,16 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from kit.data.normalize import (METIS, REDSEARCHER, ChatAdapter, MMSearchR1Adapter, garbled, normalize_rows,
-                                read_mmsearch_r1, token_filter)
+from kit.data.normalize import (
+    METIS,
+    REDSEARCHER,
+    ChatAdapter,
+    MMSearchR1Adapter,
+    garbled,
+    normalize_rows,
+    read_mmsearch_r1,
+    token_filter,
+)
 
 CANON = re.compile(r"^<think>.*</think>\n(<tool_call>\n\{.*\}\n</tool_call>|<response>.*</response>)$", re.S)
 
@@ -176,7 +184,8 @@ def test_chat_adapter_reads_ms_swift_agent_and_sharegpt_layouts(tmp_path):
 def test_source_rows_from_local_release_files(tmp_path):
     """A release saved as Parquet with a decoded image column (what ``load_dataset`` yields) and as
     jsonl with base64 images both normalize; bad file lists are refused with a clear reason."""
-    from datasets import Dataset, Features, Image as HFImage, Sequence, Value
+    from datasets import Dataset, Features, Sequence, Value
+    from datasets import Image as HFImage
 
     from kit.data.normalize import NormalizeError, source_rows
 

@@ -168,8 +168,8 @@ def test_fact_share_quota_balances_seed_answers(tmp_path, data_dir):
     rejecting the surplus with a reason; a rerun resumes with the same decisions."""
     import math
 
-    from kit.data.pipeline import offline_backends, zim_paths
     from kit.data.linkgraph import LinkGraph
+    from kit.data.pipeline import offline_backends, zim_paths
     from kit.data.seeds import seed_summary, stable_seeds
 
     web, links, cache = offline_backends(zim_paths(data_dir), tmp_path / "cache.sqlite")

@@ -10,8 +10,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kit.data.vqa_convert import (LLMVQAConverter, OfflineVQAConverter, QAItem, candidate_spans, convert_qa,
-                                  descriptor, entity_type_of, reformulate)
+from kit.data.vqa_convert import (
+    LLMVQAConverter,
+    OfflineVQAConverter,
+    QAItem,
+    candidate_spans,
+    convert_qa,
+    descriptor,
+    entity_type_of,
+    reformulate,
+)
 
 
 @pytest.fixture(scope="module")

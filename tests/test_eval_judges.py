@@ -10,8 +10,18 @@ import httpx
 import pytest
 from PIL import Image
 
-from kit.eval.judges import (LLM_JUDGE_PROMPT_VERSION, LLMJudge, PerceptualImageJudge, RuleJudge, VerdictCache,
-                             VLMImageJudge, extract_choice, rule_match, strip_response, token_f1)
+from kit.eval.judges import (
+    LLM_JUDGE_PROMPT_VERSION,
+    LLMJudge,
+    PerceptualImageJudge,
+    RuleJudge,
+    VerdictCache,
+    VLMImageJudge,
+    extract_choice,
+    rule_match,
+    strip_response,
+    token_f1,
+)
 from kit.policy.openai_client import OpenAIChatPolicy
 from kit.policy.scripted import CharTokenCounter
 
@@ -136,16 +146,16 @@ async def test_perceptual_image_judge(tmp_path, data_dir):
     thumb = tmp_path / "thumb.jpg"
     with Image.open(a) as im:
         im.convert("RGB").resize((im.width // 3, im.height // 3)).save(thumb, quality=70)
-    j = PerceptualImageJudge(max_distance=10)
+    j = PerceptualImageJudge()  # the kit's one "same picture" decision (kit.images.same_picture)
     same = await j.judge(a, a)
     assert same.match is True and same.distance == 0
     t = await j.judge(thumb, a)
     assert t.match is True and t.distance <= 10  # resized + recompressed copy
     d = await j.judge(b, a)
-    assert d.match is False and d.distance > 10
+    assert d.match is False and d.distance > j.max_distance
     missing = await j.judge(tmp_path / "nope.png", a)
-    assert missing.match is None and "FileNotFoundError" in missing.error
-    assert j.name == "image:phash<=10"
+    assert missing.match is None and "No such file" in missing.error
+    assert j.name == "image:phash+dhash<=26" and PerceptualImageJudge(10).name == "image:phash+dhash<=10"
 
 
 async def test_vlm_image_judge_sends_both_images_and_caches(tmp_path, data_dir):

@@ -9,16 +9,28 @@ import json
 import shutil
 
 import pytest
+from conftest import png_bytes
 from PIL import Image
 
 from kit.eval.benchmarks import load_benchmark, parse_spec
 from kit.eval.crypto import DecryptionError, decrypt_text, derive_key, encrypt_text
-from kit.eval.hub_loaders import (HUB_SOURCES, MMSEARCH_PLUS_CANARY, UnknownBenchmarkError, UnpinnedRevisionError,
-                                  load_hub_benchmark)
-from kit.eval.loaders import (BenchmarkError, load_fvqa, load_infoseek, load_livevqa, load_mm_browsecomp,
-                              load_vistarget_jsonl, parse_options, sha256_text)
-
-from conftest import png_bytes
+from kit.eval.hub_loaders import (
+    HUB_SOURCES,
+    MMSEARCH_PLUS_CANARY,
+    UnknownBenchmarkError,
+    UnpinnedRevisionError,
+    load_hub_benchmark,
+)
+from kit.eval.loaders import (
+    BenchmarkError,
+    load_fvqa,
+    load_infoseek,
+    load_livevqa,
+    load_mm_browsecomp,
+    load_vistarget_jsonl,
+    parse_options,
+    sha256_text,
+)
 
 
 def _jpeg(color=(10, 120, 200), size=(40, 30)) -> bytes:

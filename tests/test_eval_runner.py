@@ -9,6 +9,7 @@ import shutil
 
 import httpx
 import pytest
+from conftest import MemoryBackend, png_bytes
 
 from kit.eval.configs import TextOnlyContextBuilder, make_configs
 from kit.eval.judges import LLMJudge, RuleJudge
@@ -18,8 +19,6 @@ from kit.harness.episode import Task
 from kit.harness.loop import Harness
 from kit.policy.openai_client import OpenAIChatPolicy
 from kit.policy.scripted import CharTokenCounter, ScriptedPolicy
-
-from conftest import MemoryBackend, png_bytes
 
 SEARCH_IMG = '<tool_call>{"name": "web_search_for_image", "arguments": {"query": "eiffel", "num": 2}}</tool_call>'
 
@@ -97,7 +96,7 @@ async def test_run_evaluation_scores_vistarget_and_resumes(tmp_path, data_dir):
     by = {(i.config, i.task_id, i.repeat): i for i in first.items}
     m = by[("harness", "vt_match", 0)]
     assert m.cited and m.match is True and m.target_distance == 0 and m.score == 1.0
-    assert m.judge == "rule:contains@rule-v1" and m.image_judge == "image:phash<=10"
+    assert m.judge == "rule:contains@rule-v1" and m.image_judge == "image:phash+dhash<=26"
     o = by[("harness", "vt_other", 0)]
     assert o.cited and o.match is False and o.score == 0.0 and o.response.startswith("The Eiffel Tower")
     d = by[("direct", "vt_match", 1)]

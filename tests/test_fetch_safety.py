@@ -106,7 +106,7 @@ class LocalServer:
         with self._lock:
             return sum(1 for p, _ in self.requests if path is None or p.split("?", 1)[0] == path)
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> LocalServer:
         self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
@@ -340,6 +340,29 @@ async def test_image_decompression_bombs_are_refused():
             page = await f.fetch(srv.url("/page"))
     by_alt = {h.caption: h for h in page.images}
     assert by_alt["b"].content is None and by_alt["ok"].content is not None
+
+
+async def test_fetched_images_are_decoded_like_the_registry_decodes_them():
+    """Before: the fetcher read only the header, so a truncated image or a 1:300 banner was handed
+    on (taking one of the page's ``max_images`` slots) and refused later by the registry."""
+    from kit.harness.errors import ImageError
+
+    good = _png((300, 200))
+    banner = _png((30_000, 100))
+    with LocalServer({"/cut.png": (200, {"content-type": "image/png"}, good[: len(good) // 2]),
+                      "/banner.png": (200, {"content-type": "image/png"}, banner),
+                      "/ok.png": (200, {"content-type": "image/png"}, good),
+                      "/page": (200, {"content-type": "text/markdown"},
+                                b"![cut](/cut.png) ![banner](/banner.png) ![ok](/ok.png)")}) as srv:
+        async with HttpFetcher(allow_private_hosts=["127.0.0.1"], retry=_no_wait_retry(), max_images=1) as f:
+            for path, words in (("/cut.png", "truncated"), ("/banner.png", "aspect ratio")):
+                with pytest.raises(BackendError, match=words) as e:
+                    await f.fetch_image(srv.url(path))
+                assert isinstance(e.value, ImageError) and e.value.code == "bad_image"
+            page = await f.fetch(srv.url("/page"))
+    by_alt = {h.caption: h for h in page.images}
+    assert by_alt["cut"].content is None and by_alt["banner"].content is None
+    assert by_alt["ok"].content == good and by_alt["ok"].mime == "image/png"
 
 
 def _pdf_with_stream(stream: bytes, filters: str = "/FlateDecode") -> bytes:

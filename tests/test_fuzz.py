@@ -103,7 +103,7 @@ image_refs = st.one_of(
 def plausible_args(draw, tool: str) -> dict:
     """Arguments close to valid for ``tool``: the right or aliased keys, values of mixed types."""
     out: dict = {}
-    for param, schema in SPECS[tool].parameters["properties"].items():
+    for param in SPECS[tool].parameters["properties"]:
         if draw(st.booleans()) or param in SPECS[tool].parameters.get("required", []):
             key = draw(st.sampled_from([param, *SPECS[tool].param_aliases.get(param, ())]))
             if param == "image":

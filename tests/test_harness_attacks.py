@@ -14,7 +14,6 @@ from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness
 from kit.harness.runner import read_episodes, run_batch
 from kit.policy.scripted import ScriptedPolicy, structured_call, tool_call_text
-
 from tests.conftest import MemoryBackend, png_bytes
 
 ANSWER = "<response>done</response>"
@@ -49,7 +48,7 @@ def test_task_ids_cannot_escape_the_run_folder(tmp_path):
 def test_symlinks_planted_by_code_are_not_written_through(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("do not touch")
-    code = "import os\nfor i in range(1, 4): os.symlink(%r, f'search_image_{i}.png')" % str(victim)
+    code = f"import os\nfor i in range(1, 4): os.symlink({str(victim)!r}, f'search_image_{{i}}.png')"
     rec = run([tool_call_text("execute_code", {"code": code}),
                tool_call_text("web_search_for_image", {"query": "x", "num": 3}), ANSWER], tmp_path)
     assert victim.read_text() == "do not touch"
@@ -187,7 +186,7 @@ def test_persisted_results_are_not_written_through_planted_symlinks(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("do not touch")
     plant = ("import os\nos.makedirs('tool_results', exist_ok=True)\n"
-             "os.symlink(%r, 'tool_results/turn02_execute_code.txt')" % str(victim))
+             f"os.symlink({str(victim)!r}, 'tool_results/turn02_execute_code.txt')")
     cfg = HarnessConfig(code_isolation="rlimits")  # the unsandboxed fallback: the harness itself must refuse
     rec = run([tool_call_text("execute_code", {"code": plant}), tool_call_text("execute_code", {"code": "print('a' * 20000)"}),
                ANSWER], tmp_path, config=cfg)

@@ -4,6 +4,7 @@ runner resume and transcripts."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import multiprocessing as mp
@@ -17,6 +18,7 @@ from kit.harness.parsing import cited_images, decode_json_object, parse_turn
 from kit.harness.recovery import DuplicateSuppressor, LoopGuard, canonical_arguments, repair_call, resolve_tool_name
 from kit.harness.registry import EvidenceRegistry, decode_image
 from kit.harness.tools import TOOL_SPECS, tool_specs
+from kit.types import BackendError
 from kit.web.cache import CachedBackend, ToolCache, cache_key
 from tests.conftest import MemoryBackend, png_bytes
 
@@ -140,7 +142,7 @@ def test_duplicate_and_loop_guard_units():
     dup = d.check("web_search", {"num": 3, "query": ["a b"]})
     assert dup.action == "block" and dup.code == "duplicate_suppressed" and "web_search" in dup.message
     assert d.check("web_search", {"query": "a b", "num": 4}).allowed
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         dup.action = "allow"  # frozen
     assert canonical_arguments({"b": 1, "a": "x"}) == canonical_arguments({"a": " x ", "b": 1})
     g = LoopGuard(2)
@@ -173,9 +175,9 @@ def test_cache_hits_modes_and_snapshot(tmp_path):
         r1 = await cb.reverse_image_search(png_bytes(), 1)
         r2 = await cb.reverse_image_search(png_bytes(), 1)
         await cb.reverse_image_search(png_bytes((1, 2, 3)), 1)
-        with pytest.raises(Exception):
+        with pytest.raises(BackendError):
             await cb.search("fail", 1)
-        with pytest.raises(Exception):
+        with pytest.raises(BackendError):
             await cb.search("fail", 1)
         return a, b, c, imgs, imgs2, r1, r2
 

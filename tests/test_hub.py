@@ -8,14 +8,13 @@ import json
 
 import pytest
 import yaml
+from conftest import png_bytes
 
 from kit.hub.cards import CardError, checkpoint_info
 from kit.hub.download import DownloadError, download, resolve_ref
 from kit.hub.localhub import LocalHub
 from kit.hub.publish import PublishError, check_no_token, plan_run, publish
 from kit.web.cache import ToolCache
-
-from conftest import png_bytes
 
 TOKEN = "hf_kitTestToken0123456789abcdef"
 

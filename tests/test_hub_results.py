@@ -21,7 +21,8 @@ def root(tmp_path):
     run = r / "results" / "06_evaluation"
     (run / "runs" / "x").mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({"created": "2026-11-30T08:00:00Z", "git": {"commit": "a" * 40, "dirty": False},
-                                                   "seed": 3, "labels": ["smoke"], "config": {"notebook": "06_evaluation", "profile": "smoke"}}))
+                                                   "seed": 3, "labels": ["smoke"],
+                                                   "config": {"notebook": "06_evaluation", "profile": "smoke"}}))
     (run / "runs" / "x" / "manifest.json").write_text("{}")  # nested: not a run of its own
     (run / "table1.md").write_text("| Configuration | FVQA |\n|---|---|\n| Full harness | 50.00 ± 0.00 |\n")
     (run / "06_evaluation.ipynb").write_text("{}")

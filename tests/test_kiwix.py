@@ -115,3 +115,45 @@ def test_zim_paths_falls_back_to_downloaded_archives(tmp_path, monkeypatch, arch
     (tmp_path / "cache" / "zim" / f"{NAME}.zim").write_bytes(archive)
     assert [p.name for p in zim_paths()] == [f"{NAME}.zim"]
     assert file_sha256(zim_paths()[0]) == hashlib.sha256(archive).hexdigest()
+
+
+def test_busy_mirror_is_retried_honouring_retry_after(archive, tmp_path):
+    mirror = Mirror(archive, f"/zim/wikipedia/{NAME}.zim")
+    busy = [503, 429]
+    seen = []
+
+    def handler(request):
+        if busy:
+            seen.append(busy[0])
+            return httpx.Response(busy.pop(0), headers={"retry-after": "0"}, text="busy")
+        return mirror(request)
+
+    path = download_zim(NAME, tmp_path, client=httpx.Client(transport=httpx.MockTransport(handler)), progress=False)
+    assert path.read_bytes() == archive and seen == [503, 429]  # Retry-After 0: no back-off sleep
+
+
+def test_refused_download_is_not_retried(tmp_path):
+    calls = []
+
+    def forbidden(request):
+        calls.append(request)
+        return httpx.Response(403, text="forbidden")
+
+    with pytest.raises(ZimDownloadError, match="403.*not retried|not retried.*403"):
+        download_zim(NAME, tmp_path, client=httpx.Client(transport=httpx.MockTransport(forbidden)), progress=False)
+    assert len(calls) == 1 and not list(tmp_path.glob("*.zim"))
+
+
+def test_download_attempts_follow_the_policy(tmp_path):
+    from kit.web.kiwix import DEFAULT_RETRY
+
+    slept, calls = [], []
+
+    def broken(request):
+        calls.append(request)
+        raise httpx.ReadTimeout("slow mirror", request=request)
+
+    with pytest.raises(ZimDownloadError, match="after 3 attempts.*timed out"):
+        download_zim(NAME, tmp_path, client=httpx.Client(transport=httpx.MockTransport(broken)), progress=False,
+                     retry=DEFAULT_RETRY.with_(max_retries=2, sync_sleep=slept.append))
+    assert len(calls) == 3 and slept == [1.0, 2.0]  # the downloads' back-off: 1 s doubling

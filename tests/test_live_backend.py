@@ -460,7 +460,7 @@ def _pdf(pages: list[str], title: str = "Telescope report") -> bytes:
     for text in pages:
         stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
         objs.append(f"<< /Length {len(stream)} >>\nstream\n{stream.decode()}\nendstream")
-        objs.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {len(objs)} 0 R >>")
+        objs.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {len(objs)} 0 R >>")  # noqa: E501
         kids.append(f"{len(objs)} 0 R")
     objs[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} >>"
     out = bytearray(b"%PDF-1.4\n")

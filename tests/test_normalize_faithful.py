@@ -64,7 +64,7 @@ def test_references_are_deduplicated(shared, normalized):
 
     assert dedupe_answers("Ben Nevis", ["ben  nevis", "Beinn Nibheis", "Ben Nevis", 1345], '["1345", "Beinn Nibheis"]') \
         == ["Ben Nevis", "Beinn Nibheis", "1345"]
-    for tr, r in pairs:
+    for _tr, r in pairs:
         assert len(r.task.answers) == len({a.casefold() for a in r.task.answers})
 
 
@@ -362,7 +362,7 @@ def _chat(msgs, **kw):
 
 
 _Q = {"role": "user", "content": "Which city is the capital of France?"}
-_CALLM = {"role": "assistant", "content": '<think>s</think><tool_call>{"name": "web_search", "arguments": {"query": "capital"}}</tool_call>'}
+_CALLM = {"role": "assistant", "content": '<think>s</think><tool_call>{"name": "web_search", "arguments": {"query": "capital"}}</tool_call>'}  # noqa: E501
 
 
 def test_chat_reference_fields_and_unjudged_not_trainable(tmp_path):

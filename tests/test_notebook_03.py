@@ -13,7 +13,8 @@ def test_notebook_03_smoke_runs_headless(tmp_path, data_dir):
     from kit.cli import run_notebook
 
     out = tmp_path / "nb03"
-    executed = run_notebook("03", "smoke", {"n_episodes": 1, "n_reads": 9, "processors": ["qwen2_vl", "qwen3_vl"]}, out)  # 9 reads: boilerplate-free pages pass τ = 12,288 (7 no longer do)
+    # 9 reads: boilerplate-free pages pass τ = 12,288 (7 no longer do)
+    executed = run_notebook("03", "smoke", {"n_episodes": 1, "n_reads": 9, "processors": ["qwen2_vl", "qwen3_vl"]}, out)
     assert executed.exists()
     for f in ["tau_k_sweep.csv", "tau_k_sweep.md", "tau_k_sweep.html", "strategies.csv", "strategies.md",
               "strategies_per_turn.html", "bad_input.csv", "manifest.json", "episodes/episodes.jsonl",

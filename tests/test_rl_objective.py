@@ -138,3 +138,17 @@ def test_policy_loss_dispatch_and_no_rows():
     l0, st = gspo_loss(new, old, mask, a, [0.0] * 7, eps_lo=0.1, eps_hi=0.1)
     assert float(l0) == 0.0 and st["rows"] == 0
     assert float(token_nll_loss(torch.tensor([[-1.0, -3.0]]), torch.tensor([[True, False]]))) == 1.0
+
+
+def test_gspo_loss_optional_log_ratio_clamp():
+    """``max_log_ratio`` (the verl recipe's overflow guard) clamps log ρ; None leaves the kit's loss as is."""
+
+    old = torch.zeros(2, 3)
+    new = torch.tensor([[12.0, 12.0, 12.0], [0.01, 0.0, -0.01]])
+    mask = torch.ones(2, 3)
+    adv, w = [-1.0, 0.5], [0.5, 0.5]
+    plain, _ = gspo_loss(new, old, mask, adv, w, eps_lo=0.2, eps_hi=0.2)
+    same, _ = gspo_loss(new, old, mask, adv, w, eps_lo=0.2, eps_hi=0.2, max_log_ratio=None)
+    clamped, _ = gspo_loss(new, old, mask, adv, w, eps_lo=0.2, eps_hi=0.2, max_log_ratio=10.0)
+    assert plain.item() == same.item() == pytest.approx(0.5 * math.exp(12.0) - 0.25, rel=1e-6)
+    assert clamped.item() == pytest.approx(0.5 * math.exp(10.0) - 0.25, rel=1e-6)

@@ -25,10 +25,10 @@ import psutil
 import pytest
 
 from kit.harness import sandbox
-from kit.harness.sandbox import CodeSandbox, CodeSandboxError, bwrap, bwrap_probe, resolve_isolation
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness
+from kit.harness.sandbox import CodeSandbox, CodeSandboxError, bwrap, bwrap_probe, resolve_isolation
 from kit.paths import PROJECT_ROOT
 from kit.policy.scripted import ScriptedPolicy, tool_call_text
 from tests.conftest import MemoryBackend

@@ -47,12 +47,12 @@ def test_compacted_encoding_is_shorter_with_the_same_trained_tokens(tmp_path):
 def test_train_sft_curriculum_runs_both_stages(tmp_path):
     pytest.importorskip("trl", reason="trl is in the 'train' extra")
     from kit.train.curriculum import train_sft_curriculum
-    from kit.train.sft import SFTConfig
+    from kit.train.sft import SFTTrainConfig
 
     path = build_tiny_checkpoint("qwen2_vl", vocab="local")
     recs = [sample_record(tmp_path / f"w{i}", rid=f"r{i}") for i in range(2)]
     ex, _ = SFTEncoder(load_image_only_processor(path)).encode_many(recs)
-    cfg = SFTConfig(max_steps=3, grad_accum=1, per_device_batch_size=1, lr_language=3e-3, lr_vision=3e-4,
+    cfg = SFTTrainConfig(max_steps=3, grad_accum=1, per_device_batch_size=1, lr_language=3e-3, lr_vision=3e-4,
                     warmup_ratio=0.0, gradient_checkpointing=False, save_steps=1000)
     res = train_sft_curriculum(path, recs, ex, tmp_path / "run", cfg, short_context_epochs=2.0, backend="trl")
     stages = [r["stage"] for r in res["log"]]

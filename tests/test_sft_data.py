@@ -11,9 +11,17 @@ from PIL import Image
 
 from kit.models.processor import load_image_only_processor
 from kit.models.tiny import build_tiny_checkpoint
-from kit.train.sft_data import (IGNORE_INDEX, ImageLoadError, NoAssistantTurn, ResponseTooLong, SFTCollator,
-                                SFTEncoder, TemplateError, TrajectoryTooLong)
 from kit.train.sample_records import ASSISTANT_TEXTS, sample_record
+from kit.train.sft_data import (
+    IGNORE_INDEX,
+    ImageLoadError,
+    NoAssistantTurn,
+    ResponseTooLong,
+    SFTCollator,
+    SFTEncoder,
+    TemplateError,
+    TrajectoryTooLong,
+)
 from kit.types import ContentPart
 
 ARCHS = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]

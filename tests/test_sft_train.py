@@ -13,11 +13,10 @@ import torch
 from kit.models.processor import load_image_only_processor
 from kit.models.tiny import build_tiny_checkpoint
 from kit.train.mixtures import DEFAULT_MIXTURE, Mixture, MixtureError, sample_mixture
-from kit.train.sft import BackendUnavailable, SFTConfig, param_groups, resolve_backend, train_sft
+from kit.train.sample_records import sample_record as make_record
+from kit.train.sft import BackendUnavailable, SFTTrainConfig, param_groups, resolve_backend, train_sft
 from kit.train.sft_data import SFTEncoder
 from kit.train.sft_eval import check_generation, evaluate_sft
-
-from kit.train.sample_records import sample_record as make_record
 
 pytest.importorskip("trl", reason="trl is in the 'train' extra (pip install -e '.[train]')")
 
@@ -27,7 +26,7 @@ HAS_GPU_UNSLOTH = torch.cuda.is_available() and importlib.util.find_spec("unslot
 def _cfg(**kw):
     base = dict(max_steps=8, grad_accum=1, per_device_batch_size=2, lr_language=3e-3, lr_vision=3e-4,
                 warmup_ratio=0.0, gradient_checkpointing=False, save_steps=1000)
-    return SFTConfig(**{**base, **kw})
+    return SFTTrainConfig(**{**base, **kw})
 
 
 @pytest.fixture(scope="module")

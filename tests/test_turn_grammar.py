@@ -340,7 +340,7 @@ def test_finding_call_structure(case):
                                         ("1_000", "non_json"), ("Infinity", "non_json"), ("-", "non_json")])
 def test_finding_bare_numbers(word, value):
     """H1: a bare value is read only when it is a decimal number or a literal with one reading."""
-    obj, err, _, _ = decode_json_object('{"query": "q", "num": %s}' % word)
+    obj, err, _, _ = decode_json_object(f'{{"query": "q", "num": {word}}}')
     assert (err if err else obj["num"]) == value
 
 

@@ -17,8 +17,17 @@ from kit.harness.registry import EvidenceRegistry
 from kit.policy.openai_client import OpenAIChatPolicy
 from kit.policy.scripted import CharTokenCounter, ScriptedPolicy, tool_call_text
 from kit.types import ContentPart, Message, ToolCall
-from kit.vfold.fold import (DiscardContext, FullContext, HistoryMeter, PolicySummarizer, RenderAllContext,
-                            SummaryContext, VFoldContext, make_context_builder, points_seeker_config)
+from kit.vfold.fold import (
+    DiscardContext,
+    FullContext,
+    HistoryMeter,
+    PolicySummarizer,
+    RenderAllContext,
+    SummaryContext,
+    VFoldContext,
+    make_context_builder,
+    points_seeker_config,
+)
 from tests.conftest import png_bytes
 
 PARA = ("Ray Charles Robinson was an American singer, songwriter and pianist. He is often referred to as the Genius. "
@@ -79,7 +88,7 @@ def test_fold_keeps_actions_and_last_k_observations(reg, k):
     out = fold.build(msgs, reg)
     assert len(out) == len(msgs)
     obs = [i for i, m in enumerate(msgs) if m.role == "tool"]
-    for i, (a, b) in enumerate(zip(msgs, out)):
+    for a, b in zip(msgs, out):
         if a.role != "tool":
             assert b is a, "actions, system prompt and question stay as they are"
     for j, i in enumerate(obs):

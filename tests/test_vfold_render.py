@@ -16,9 +16,16 @@ from PIL import Image, ImageDraw
 from pydantic import ValidationError
 
 from kit.paths import PROJECT_ROOT
-from kit.vfold.fonts import FontChain, FontFace, FontNotFoundError, fallback_faces, primary_font_path, _cmap
-from kit.vfold.render import (NEWLINE_MARK, TABLE8_CONFIG, RenderConfig, RenderError, Renderer, default_renderer,
-                              encode_png)
+from kit.vfold.fonts import FontChain, FontFace, FontNotFoundError, _cmap, fallback_faces, primary_font_path
+from kit.vfold.render import (
+    NEWLINE_MARK,
+    TABLE8_CONFIG,
+    RenderConfig,
+    Renderer,
+    RenderError,
+    default_renderer,
+    encode_png,
+)
 
 WORDS = ("the song was recorded by ray charles in 1959 and released as a single on atlantic records it reached "
          "number one on the billboard rhythm and blues chart while the album sold well across europe").split()

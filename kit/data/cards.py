@@ -9,10 +9,11 @@ convention) and, when ``cards_dir`` is given, as ``<cards_dir>/<name>.md``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from kit.hub.cards import md_table, size_category_for, render_dataset_card
+from kit.hub.cards import md_table, render_dataset_card, size_category_for
 
 _SFT_SCHEMA = [
     ("id", "string", "episode id"), ("source", "string", "source name (synth, mmsearch_r1, ...)"),

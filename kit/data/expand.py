@@ -10,8 +10,8 @@ reason; expert failures after retries are recorded as failed; a rerun skips deci
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Awaitable, Callable, Sequence
 
 from kit.data.expert import Expert, ExpertError, with_retries
 from kit.data.records import Chain, Failure, Rejection, Seed, StageFiles
@@ -43,7 +43,8 @@ async def expand_chain(expert: Expert, seed: Seed, depth: int, *, attempts: int 
     avoid = {seed.source_page}
     for i in range(depth):
         key = f"{seed.id}|d{depth}|h{i}" + (f"|v{variant}" if variant else "")
-        hop = await with_retries(lambda: expert.expand_hop(node_url, node_title, avoid=set(avoid), key=key), attempts)
+        hop = await with_retries(lambda: expert.expand_hop(node_url, node_title, avoid=set(avoid), key=key),  # noqa: B023
+                                 attempts)  # (the lambda is awaited within this iteration)
         hops.insert(0, hop)
         avoid.add(hop.subject_url)
         node_url, node_title = hop.subject_url, hop.subject

@@ -9,8 +9,8 @@
   only the current node (WeAgent §4.2); semantic review and query synthesis are tool-free calls.
 
 Both implement ``expand_hop``, ``review`` and ``synthesize_query``. Failures raise
-:class:`ExpertError`; :func:`with_retries` retries the retryable ones (tenacity) and the callers
-record the item as failed when retries run out.
+:class:`ExpertError`; :func:`with_retries` retries the retryable ones (the kit's retry policy,
+:mod:`kit.web.retry`) and the callers record the item as failed when retries run out.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Awaitable, Callable, Protocol, TypeVar
-
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 from kit.data import OFFLINE_LABEL
 from kit.data.linkgraph import LinkGraph, norm_title
 from kit.data.records import Chain, Hop, Seed, SynthTask
 from kit.harness.neutralize import neutralize_control_tokens
 from kit.types import ContentPart, Message, PolicyError, SamplingParams
+from kit.web.retry import RetryConfig, async_retrying
 
 R = TypeVar("R")
 BLANK = "___"
@@ -42,16 +42,22 @@ class ExpertError(Exception):
         self.reason = reason
 
 
-async def with_retries(fn: Callable[[], Awaitable[R]], attempts: int = 3, *, wait_s: float = 0.5) -> R:
-    """Call ``fn`` up to ``attempts`` times while it raises a retryable :class:`ExpertError` or
-    :class:`~kit.types.PolicyError`, with exponential backoff starting at ``wait_s`` seconds.
-    The last exception propagates."""
-    def retryable(e: BaseException) -> bool:
-        return isinstance(e, (ExpertError, PolicyError)) and getattr(e, "retryable", False)
+# The expert's defaults (kit.web.retry's table): 3 attempts, 0.5 s doubling to 10× that; retryable
+# ExpertError / PolicyError only (``retryable=False`` is a dead end, never retried); no per-attempt limit.
+DEFAULT_RETRY = RetryConfig(max_retries=2, backoff_initial_s=0.5, backoff_max_s=5.0, retry_on=(ExpertError, PolicyError),
+                            attempt_timeout_s=None)
 
-    async for attempt in AsyncRetrying(stop=stop_after_attempt(max(1, attempts)), reraise=True,
-                                       retry=retry_if_exception(retryable),
-                                       wait=wait_exponential(multiplier=wait_s, max=10 * max(wait_s, 0.01))):
+
+async def with_retries(fn: Callable[[], Awaitable[R]], attempts: int | None = 3, *, wait_s: float | None = 0.5,
+                       retry: RetryConfig | None = None) -> R:
+    """Call ``fn`` up to ``attempts`` times while it raises a retryable :class:`ExpertError` or
+    :class:`~kit.types.PolicyError`, with exponential backoff starting at ``wait_s`` seconds (capped at
+    ``10 · wait_s``). ``retry`` (default :data:`DEFAULT_RETRY`) is the whole policy; ``attempts`` and
+    ``wait_s``, unless None, override its attempt count and back-off. The last exception propagates."""
+    policy = retry or DEFAULT_RETRY
+    policy = policy.with_(max_retries=None if attempts is None else max(1, attempts) - 1,
+                          backoff_initial_s=wait_s, backoff_max_s=None if wait_s is None else 10 * max(wait_s, 0.01))
+    async for attempt in async_retrying(policy, reraise=True):
         with attempt:
             return await fn()
     raise AssertionError("unreachable")  # pragma: no cover

@@ -118,7 +118,7 @@ class LinkGraph:
         return {"format": GRAPH_FORMAT, "articles": [asdict(a) for a in self.articles.values()]}
 
     @classmethod
-    def from_json(cls, d: dict) -> "LinkGraph":
+    def from_json(cls, d: dict) -> LinkGraph:
         if d.get("format") != GRAPH_FORMAT:
             raise ValueError(f"link graph format {d.get('format')} != {GRAPH_FORMAT}")
         arts = {}
@@ -130,7 +130,7 @@ class LinkGraph:
         return cls(arts)
 
     @classmethod
-    def build(cls, links_web, *, cache: bool = True, index_dir: str | Path | None = None) -> "LinkGraph":
+    def build(cls, links_web, *, cache: bool = True, index_dir: str | Path | None = None) -> LinkGraph:
         """Build (or load from cache) the graph of every article of ``links_web`` (a
         :class:`~kit.web.zim.LocalZimWeb` created with ``keep_links=True``).
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 from kit.harness.episode import EpisodeRecord, Task
 from kit.types import Message
@@ -52,7 +53,8 @@ class DataSource:
 
 
 def _features(kind: str):
-    from datasets import Features, Image, Sequence as Seq, Value
+    from datasets import Features, Image, Value
+    from datasets import Sequence as Seq
 
     common = {"id": Value("string"), "source": Value("string"), "origin": Value("string"),
               "question": Value("string"), "answers": Seq(Value("string")), "labels": Seq(Value("string"))}
@@ -278,7 +280,8 @@ def records_from_sft_dataset(ds, workspace_root: str | Path) -> list[EpisodeReco
     Raises:
         MixtureDataError: a row whose ``images`` and ``image_names`` disagree.
     """
-    from datasets import Image, Sequence as Seq
+    from datasets import Image
+    from datasets import Sequence as Seq
 
     from kit.harness.runner import workspace_name
 

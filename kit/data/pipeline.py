@@ -11,8 +11,9 @@ writes is labelled ``synthetic-offline``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from kit.data import OFFLINE_LABEL
 from kit.data.records import StageFiles, SynthTask, write_json

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Generic, Iterable, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -109,7 +110,7 @@ class SynthTask(BaseModel):
     audit: dict[str, Any] = Field(default_factory=dict)
     labels: list[str] = Field(default_factory=list)
 
-    def to_task(self) -> "Any":
+    def to_task(self) -> Any:
         """The harness :class:`~kit.harness.episode.Task` (target image held out)."""
         from kit.harness.episode import Task
 
@@ -174,7 +175,7 @@ class JsonlStore(Generic[T]):
         return out
 
     def ids(self) -> set[str]:
-        return {getattr(r, "id") for r in self.read()}
+        return {r.id for r in self.read()}
 
     def append(self, rec: T) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

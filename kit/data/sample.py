@@ -175,18 +175,12 @@ class ChainFollower(DemonstratorPolicy):
 
 
 def same_picture(a: Path, b: Path) -> bool:
-    """Perceptual match (pHash + dHash within :data:`kit.web.zim.MATCH_DISTANCE`): the same picture
-    in another archive edition or re-encoding (the registry stores WebP as PNG) still matches."""
-    from PIL import Image
+    """Target-matched selection's decision: :func:`kit.images.same_picture` (the one the Target Match
+    judge uses), ``False`` when a file cannot be read. The same picture in another archive edition
+    or re-encoding (the registry stores WebP as PNG) still matches."""
+    from kit.images import same_picture as _same
 
-    from kit.web.zim import MATCH_DISTANCE, image_hashes
-
-    try:
-        with Image.open(a) as x, Image.open(b) as y:
-            (p1, d1), (p2, d2) = image_hashes(x), image_hashes(y)
-    except (OSError, ValueError):
-        return False
-    return bin(p1 ^ p2).count("1") + bin(d1 ^ d2).count("1") <= MATCH_DISTANCE
+    return _same(a, b).match is True
 
 
 def judge_episode(task: SynthTask, rec: EpisodeRecord) -> dict[str, Any]:

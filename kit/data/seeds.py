@@ -23,8 +23,9 @@ import datetime as dt
 import hashlib
 import io
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from kit.data.expert import Expert, ExpertError, with_retries
 from kit.data.linkgraph import norm_title

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol, Sequence
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -331,8 +332,8 @@ async def convert_qa(items: Sequence[QAItem], converter: Converter, web: SearchB
             nonlocal tries
             tries += 1
             try:
-                plan = await converter.plan(qa, web)
-                check_reformulated(qa, plan)
+                plan = await converter.plan(qa, web)  # noqa: B023 (attempt() is awaited within this iteration)
+                check_reformulated(qa, plan)  # noqa: B023
                 return plan, await pair_image(plan, web, out / "vqa_images")
             except ConvertError as e:
                 if e.retryable:

@@ -12,13 +12,22 @@ built by :func:`kit.eval.vistarget.build_zim_vistarget` (the evaluation runner d
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from kit.eval.hub_loaders import HUB_SOURCES, UnknownBenchmarkError, load_hub_benchmark
-from kit.eval.loaders import (BenchmarkError, LoadResult, check_limit, check_missing_images, load_fvqa, load_infoseek,
-                              load_livevqa, load_mm_browsecomp, load_vistarget_jsonl)
+from kit.eval.loaders import (
+    BenchmarkError,
+    LoadResult,
+    check_limit,
+    check_missing_images,
+    load_fvqa,
+    load_infoseek,
+    load_livevqa,
+    load_mm_browsecomp,
+    load_vistarget_jsonl,
+)
 
 MMSEARCH_STYLE = "MMSearch-style Tasks"
 KNOWLEDGE_QA = "Multimodal Knowledge QA"

@@ -17,7 +17,7 @@ All configurations share tasks, seeds and judge; they differ only in what is lis
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from pydantic import BaseModel, ConfigDict, Field
 
 from kit.harness.config import HarnessConfig
 from kit.harness.context import ContextBuilder
@@ -55,17 +55,22 @@ class TextOnlyContextBuilder(ContextBuilder):
         return out
 
 
-@dataclass
-class EvalConfig:
+class EvalConfig(BaseModel):
     """One evaluated configuration: a name (run folders, tables), a label for reports, the harness
-    budgets and rules, and the context strategy."""
+    budgets and rules, and the context strategy.
+
+    Raises:
+        ValueError: an unknown field or a ``harness`` that is not a :class:`HarnessConfig`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     label: str
     harness: HarnessConfig
     text_only: bool = False
     description: str = ""
-    labels: list[str] = field(default_factory=list)
+    labels: list[str] = Field(default_factory=list)
 
     def context_builder(self) -> ContextBuilder:
         """The model-facing context strategy for :class:`kit.harness.loop.Harness`."""
@@ -96,12 +101,14 @@ def make_configs(profile: str = "paper", names: list[str] | tuple[str, ...] = CO
         return HarnessConfig.for_profile(profile, real_model=real_model, **kw)
 
     all_configs = {
-        "direct": EvalConfig("direct", "Direct answer", base(tools_enabled=[]),
+        "direct": EvalConfig(name="direct", label="Direct answer", harness=base(tools_enabled=[]),
                              description="no tools: the model answers from the question and its images"),
-        "harness": EvalConfig("harness", "Full harness", base(), description="WeAgent-Harness, image re-feed"),
-        "no_refeed": EvalConfig("no_refeed", "Harness w/o image re-feed", base(refeed_images=False),
+        "harness": EvalConfig(name="harness", label="Full harness", harness=base(),
+                              description="WeAgent-Harness, image re-feed"),
+        "no_refeed": EvalConfig(name="no_refeed", label="Harness w/o image re-feed", harness=base(refeed_images=False),
                                 description="Table 2 ablation: tool images kept out of later turns"),
-        "text_only": EvalConfig("text_only", "Text-only observations", base(refeed_images=False), text_only=True,
+        "text_only": EvalConfig(name="text_only", label="Text-only observations", harness=base(refeed_images=False),
+                                text_only=True,
                                 description="tool images reach the model as text lines only (Hermes stand-in)"),
     }
     return {n: all_configs[n] for n in names}

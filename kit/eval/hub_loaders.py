@@ -34,14 +34,29 @@ repository, or a ``datasets.save_to_disk`` folder) needs no revision; tests use 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kit.eval.crypto import DecryptionError, decrypt_text
-from kit.eval.loaders import (BenchmarkError, LoadResult, _aslist, _answers, check_limit, check_missing_images,
-                              default_image_dir, image_to_bytes, json_line, livevqa_tasks, mmbrowsecomp_task,
-                              mmsearch_r1_task, row_id, save_image_bytes, sha256_text)
+from kit.eval.loaders import (
+    BenchmarkError,
+    LoadResult,
+    _answers,
+    _aslist,
+    check_limit,
+    check_missing_images,
+    default_image_dir,
+    image_to_bytes,
+    json_line,
+    livevqa_tasks,
+    mmbrowsecomp_task,
+    mmsearch_r1_task,
+    row_id,
+    save_image_bytes,
+    sha256_text,
+)
 from kit.harness.episode import Task
 
 MMSEARCH_PLUS_CANARY = "MMSearch-Plus"  # the authors' hint: the repository name without the user
@@ -181,7 +196,7 @@ def _packed(prefix: str) -> Callable[[dict[str, Any], int, RowContext], list[Tas
                 q = q.replace(fname, f"user_image_{k + 1}")
             images.append(path)
         if not items:
-            for k, im in enumerate(_aslist(row.get("images"))):
+            for im in _aslist(row.get("images")):
                 images.append(_one_image(im, ctx, prefix))
         stem = Path(ctx.file).stem.removeprefix(prefix + "_")
         tid = _id(row, "id", i) if "id" in row else _id(row, "idx", i) if "idx" in row else f"{stem}_{i}"
@@ -255,8 +270,9 @@ def get_source(name: str) -> HubSource:
 
 
 # ------------------------------------------------------------------------------------------ loading
-def _github_raw(repo: str, revision: str, path: str) -> str:
-    return f"https://raw.githubusercontent.com/{repo.split(':', 1)[1]}/{revision}/{path}"
+def _github_raw(repo: str, revision: str | None, path: str) -> str:
+    """Raw file URL; ``revision=None`` (an unpinned load) reads the default branch's ``HEAD``."""
+    return f"https://raw.githubusercontent.com/{repo.split(':', 1)[1]}/{revision or 'HEAD'}/{path}"
 
 
 def _download(url: str, timeout_s: float = 60.0) -> bytes:
@@ -361,8 +377,8 @@ def _rows(src: HubSource, local_path: Path | None, revision: str | None
                 out += [(f.name, w, i, r) for w, i, r in json_rows(f.read_bytes(), f.name)]
             else:
                 datasets = need_datasets()
-                out += dataset(str(f), lambda f=f: datasets.load_dataset(src.builder, data_files={src.split: str(f)},
-                                                                         split=src.split))
+                out += dataset(str(f), lambda f=f: datasets.load_dataset(  # type: ignore[misc]  # noqa: B023 (called at once)
+                    src.builder, data_files={src.split: str(f)}, split=src.split))
         from kit.manifest import file_sha256
 
         info["files"] = [{"path": str(f), "sha256": file_sha256(f)} for f in files]
@@ -373,11 +389,11 @@ def _rows(src: HubSource, local_path: Path | None, revision: str | None
             out += [(name, w, i, r) for w, i, r in json_rows(_download(_github_raw(src.repo, revision, pattern)), name)]
         elif src.on_github:
             datasets = need_datasets()
-            out += dataset(pattern, lambda p=pattern: datasets.load_dataset(
+            out += dataset(pattern, lambda p=pattern: datasets.load_dataset(  # type: ignore[misc]  # noqa: B023
                 src.builder, data_files={src.split: _github_raw(src.repo, revision, p)}, split=src.split))
         else:
             datasets = need_datasets()
-            out += dataset(pattern, lambda p=pattern: datasets.load_dataset(
+            out += dataset(pattern, lambda p=pattern: datasets.load_dataset(  # type: ignore[misc]  # noqa: B023
                 src.repo, data_files={src.split: p}, split=src.split, revision=revision))
     return out, info
 

@@ -404,45 +404,33 @@ def _file_hash(path: Path) -> str:
 
 
 class PerceptualImageJudge:
-    """Offline Target Match judge: perceptual hash (``imagehash.phash``, 64 bits) Hamming distance
-    <= ``max_distance`` counts as the same image. Identical files match at distance 0. Robust to
-    resizing, recompression and format changes (a thumbnail of the target matches); not to heavy
-    crops — use :class:`VLMImageJudge` for those.
+    """Offline Target Match judge :math:`J(\\hat C_i, C_i)` (WeAgent §5.2): the kit's one "same
+    picture" decision, :func:`kit.images.same_picture` (identical bytes, or pHash + dHash of the
+    images flattened on white within ``max_distance``, default
+    :data:`kit.images.SAME_PICTURE_DISTANCE`). Matches resized, recompressed, re-encoded and
+    lightly cropped copies (a thumbnail of the target matches); use :class:`VLMImageJudge` for
+    heavy crops or the paper's own VLM judge.
 
     Raises (from :meth:`judge`): nothing; unreadable images give ``match=None`` with the reason.
     """
 
-    def __init__(self, max_distance: int = 10):
-        self.max_distance = max_distance
-        self._memo: dict[tuple[str, float], Any] = {}
+    def __init__(self, max_distance: int | None = None):
+        from kit.images import SAME_PICTURE_DISTANCE
+
+        self.max_distance = SAME_PICTURE_DISTANCE if max_distance is None else max_distance
+        self._memo: dict[str, tuple[int, int]] = {}  # sha256 -> (pHash, dHash): each image hashed once
 
     @property
     def name(self) -> str:
-        """``image:phash<=<max distance>``."""
-        return f"image:phash<={self.max_distance}"
-
-    def _phash(self, path: Path):
-        import imagehash
-        from PIL import Image
-
-        p = Path(path)
-        key = (str(p.resolve()), p.stat().st_mtime)
-        if key not in self._memo:
-            with Image.open(p) as im:
-                im = im.convert("RGBA")
-                bg = Image.new("RGBA", im.size, (255, 255, 255, 255))  # transparent pixels as white, like a page
-                self._memo[key] = imagehash.phash(Image.alpha_composite(bg, im).convert("RGB"))
-        return self._memo[key]
+        """``image:phash+dhash<=<max distance>``."""
+        return f"image:phash+dhash<={self.max_distance}"
 
     async def judge(self, cited: str | Path, target: str | Path) -> ImageVerdict:
         """Compare the cited image file with the target image file."""
-        try:
-            if _file_hash(Path(cited)) == _file_hash(Path(target)):
-                return ImageVerdict(True, self.name, 0)
-            d = int(self._phash(Path(cited)) - self._phash(Path(target)))
-        except Exception as e:  # missing/corrupt file: reported, not raised
-            return ImageVerdict(None, self.name, error=f"{type(e).__name__}: {e}")
-        return ImageVerdict(d <= self.max_distance, self.name, d)
+        from kit.images import same_picture
+
+        m = same_picture(cited, target, max_distance=self.max_distance, memo=self._memo)
+        return ImageVerdict(m.match, self.name, m.distance, error=m.error)
 
 
 IMAGE_JUDGE_PROMPT_VERSION = "image-judge-v1"

@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 

@@ -19,7 +19,7 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from kit.eval.metrics import ItemResult
 from kit.harness.runner import read_episodes
@@ -47,7 +47,7 @@ class OfflineBackend:
         self.name = name
         self.misses: list[tuple[str, str]] = []
 
-    def _miss(self, op: str, what: str):
+    def _miss(self, op: str, what: str) -> NoReturn:
         self.misses.append((op, what))
         raise BackendError(f"replay: {op} {what[:120]!r} is not in the cache snapshot (offline)", retryable=False)
 
@@ -239,7 +239,8 @@ async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None,
     """Replay a notebook-06 evaluation folder offline from its manifest and cache snapshot, and compare.
 
     The manifest supplies benchmarks, source, items per benchmark, configurations (checked against the
-    current code's: a drift is an error unless ``allow_config_drift``, then listed in the report), repeats, seed, temperature, judge and task ids. Local
+    current code's: a drift is an error unless ``allow_config_drift``, then listed in the report), repeats,
+    seed, temperature, judge and task ids. Local
     benchmark files come from the shared data folder; encrypted benchmarks are reported as not
     replayable (their cache is private).
 

@@ -22,9 +22,10 @@ import hashlib
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kit.eval.configs import EvalConfig
 from kit.eval.judges import RuleJudge, Verdict
@@ -178,7 +179,7 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
                                   labels=list(labels) + [f"config:{cname}", f"repeat:{r}"])
                 fresh: list[str] = []
                 records = await run_batch(harness, lr.tasks, run_dir, concurrency=concurrency, progress=False,
-                                          on_episode=lambda rec, fresh=fresh: fresh.append(rec.id))
+                                          on_episode=lambda rec, fresh=fresh: fresh.append(rec.id))  # type: ignore[misc]  # the default binds the loop value (B023)
                 outcome.new_episodes += len(fresh)
                 items = [await score_record(rec, bench, cname, r, judge, image_judge) for rec in records]
                 pred = out / "predictions" / f"{bench}__{cname}__r{r}.jsonl"

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from kit.eval.judges import normalize_answer
 from kit.eval.loaders import BenchmarkError, LoadResult, save_image_bytes

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -83,7 +83,7 @@ class HarnessConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _check(self) -> "HarnessConfig":
+    def _check(self) -> HarnessConfig:
         ints = ("max_turns", "max_calls", "max_context_tokens", "max_response_tokens", "persist_threshold_chars",
                 "persist_preview_chars", "extract_max_chars", "max_image_pixels", "loop_guard_repeats")
         bad = [f for f in ints if getattr(self, f) < 1]
@@ -102,7 +102,7 @@ class HarnessConfig(BaseModel):
         return self
 
     @classmethod
-    def smoke(cls, *, real_model: bool = False, **overrides) -> "HarnessConfig":
+    def smoke(cls, *, real_model: bool = False, **overrides) -> HarnessConfig:
         """Smoke profile: same rules, small budgets for tiny CPU models (labelled smoke in outputs).
 
         Episodes are bounded by turns, calls and tokens only: the wall-clock budget and the tool /
@@ -116,8 +116,9 @@ class HarnessConfig(BaseModel):
         ``max_response_tokens`` (Table 5: 4,096), so its answers are not cut to the tiny model's 96
         tokens and counted as overlong, and reads the clock in its prompt. ``overrides`` win over both.
         """
-        base = dict(max_turns=5, max_calls=8, max_context_tokens=16_384, synthesis_reserve_tokens=1_024,
-                    wall_clock_s=SMOKE_WALL_CLOCK_S, max_response_tokens=96, prompt_time=SMOKE_PROMPT_TIME)
+        base: dict[str, Any] = dict(max_turns=5, max_calls=8, max_context_tokens=16_384,
+                                    synthesis_reserve_tokens=1_024, wall_clock_s=SMOKE_WALL_CLOCK_S,
+                                    max_response_tokens=96, prompt_time=SMOKE_PROMPT_TIME)
         if real_model:
             base["max_response_tokens"] = cls.model_fields["max_response_tokens"].default
             base["prompt_time"] = None  # a real model reasons with the date: give it the clock, as the paper does
@@ -125,7 +126,7 @@ class HarnessConfig(BaseModel):
         return cls(**base)
 
     @classmethod
-    def for_profile(cls, profile: str, *, real_model: bool = False, **overrides) -> "HarnessConfig":
+    def for_profile(cls, profile: str, *, real_model: bool = False, **overrides) -> HarnessConfig:
         """``"smoke"`` → :meth:`smoke` (``real_model`` passed on), ``"paper"`` → Table 5 values.
 
         Raises:

@@ -71,10 +71,10 @@ class TokenLedger:
             return hit[1]
         text = m.text()
         key = (m.role, text, tuple(m.image_refs()), tuple((c.name, c.arguments) for c in m.tool_calls))
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._by_id[id(m)] = (m, hit)
-            return hit
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._by_id[id(m)] = (m, cached)
+            return cached
         n = MESSAGE_OVERHEAD_TOKENS
         for c in m.tool_calls:
             text += f'<tool_call>\n{{"name": "{c.name}", "arguments": {c.arguments}}}\n</tool_call>'
@@ -110,7 +110,8 @@ class TokenLedger:
         if hit is not None and hit[0] is m:
             return hit[1]
         sizes = [self._image_size(r) for r in m.image_refs()]
-        n = self.counter.count_message(m, sizes, previous_role, first=first, tools=tool_schemas if first else None)
+        n = self.counter.count_message(m, sizes, previous_role, first=first,  # type: ignore[attr-defined]  # exact
+                                       tools=tool_schemas if first else None)
         self._exact[key] = (m, n)
         return n
 
@@ -126,7 +127,7 @@ class TokenLedger:
             for i, m in enumerate(messages):
                 total += self._exact_tokens(m, prev, i == 0, tool_schemas)
                 prev = m.role
-            return total + self.counter.generation_prompt_tokens
+            return total + self.counter.generation_prompt_tokens  # type: ignore[attr-defined]  # exact: checked in __init__
         return sum(self.message_tokens(m) for m in messages) + self.tools_tokens(tool_schemas) + 3
 
 

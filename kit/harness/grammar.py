@@ -76,6 +76,7 @@ def scan_json(s: str, i: int = 0, end: int | None = None) -> JsonScan:
             return _done(out, stack)
         if c in "\"'":
             m = _STRING[c].match(s, i, n)
+            assert m is not None  # the pattern matches the opening quote at least
             if m.group(1) is None:
                 out.in_string, out.end = True, n
                 return _done(out, stack)
@@ -106,8 +107,8 @@ def scan_json(s: str, i: int = 0, end: int | None = None) -> JsonScan:
             out.last, i = "colon", i + 1
         elif c == ",":
             out.last, i = "comma", i + 1
-        elif c == "<" and _TAG_RE.match(s, i, n):
-            out.tag, out.end = _TAG_RE.match(s, i, n).group(0), i
+        elif c == "<" and (tag := _TAG_RE.match(s, i, n)):
+            out.tag, out.end = tag.group(0), i
             return _done(out, stack)
         else:
             m = _WORD.match(s, i, n)
@@ -172,7 +173,7 @@ class Block:
     closed: bool = True
     implicit: bool = False
     at_eof: bool = False
-    inner: list["Block"] = field(default_factory=list)  # tool calls written inside a response
+    inner: list[Block] = field(default_factory=list)  # tool calls written inside a response
 
 
 def scan_call(text: str, start: int, limit: int | None = None) -> tuple[str, int, bool, bool]:
@@ -238,12 +239,15 @@ class _Next:
     miss)."""
 
     def __init__(self, text: str, needle: str):
-        self.text, self.needle, self.frm, self.hit = text, needle, 0, None
+        self.text, self.needle, self.frm = text, needle, 0
+        self.hit: int | None = None
 
     def at(self, i: int) -> int:
-        if self.hit is None or i < self.frm or 0 <= self.hit < i:
-            self.frm, self.hit = i, self.text.find(self.needle, i)
-        return self.hit
+        hit = self.hit
+        if hit is None or i < self.frm or 0 <= hit < i:
+            self.frm, hit = i, self.text.find(self.needle, i)
+            self.hit = hit
+        return hit
 
 
 def segment(text: str) -> list[Block]:

@@ -153,6 +153,7 @@ def decode_json_object(text: str, *, at_eof: bool = False, length_cut: bool = Fa
         return None, "bad_arguments", f"tool call of {len(s)} characters exceeds the {MAX_CALL_CHARS}-character limit", repairs
     if s.startswith("```"):
         m = _FENCE_RE.match(s)
+        assert m is not None  # any text starting with ``` matches
         s = m.group(1).strip()
         repairs.append("code_fence_removed")
     if not s:
@@ -364,6 +365,7 @@ def _decode_text_call(block: Block, idx: int, length_cut: bool) -> RawCall:
     call_id = f"call_text_{idx}"
     if err:
         return RawCall(call_id, "", None, body, "text", position, err, msg, repairs)
+    assert obj is not None  # decode_json_object returns an object whenever err is None
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
         return RawCall(call_id, "", None, body, "text", position, "missing_name",

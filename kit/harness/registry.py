@@ -15,7 +15,6 @@ import os
 import re
 import stat
 import tempfile
-import warnings
 from pathlib import Path, PurePosixPath
 
 from PIL import Image
@@ -23,69 +22,16 @@ from PIL import Image
 from kit.harness.episode import RegisteredImage
 from kit.harness.errors import ImageError
 
+# The decoder and its limits live in kit.images (one home for every caller); re-exported here for
+# the old import paths (kit.eval.loaders, kit.harness.transcript, tests).
+from kit.images import MAX_ASPECT_RATIO, MAX_FILE_BYTES, MAX_PIXELS, decode_image, read_regular_file
+
 KINDS = ("user_image", "search_image", "page_image", "code_image", "rendered_obs")  # rendered_obs: V-Fold pages
 _KEEP_FORMATS = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg")}
 _REF_RE = re.compile(r"^(?:<)?\s*(?:IMG:\s*)?([A-Za-z0-9_\-\.]+?)\s*(?:>)?$")
 RASTER_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"}
-MAX_ASPECT_RATIO = 200  # Qwen-VL processors refuse images beyond this ratio; refuse them at the door
-MAX_FILE_BYTES = 64 * 2**20  # largest image file read from disk
-
-
-def read_regular_file(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """Read a regular file without following a symlink at its last component, refusing devices,
-    FIFOs, directories and files over ``max_bytes``.
-
-    Raises:
-        ImageError: empty path, symlink, not a regular file, too large, or unreadable.
-    """
-    if not str(path):
-        raise ImageError("bad_image", "empty image path")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as e:
-        reason = "is a symlink (not followed)" if e.errno == 40 else e.strerror
-        raise ImageError("bad_image", f"cannot read image {os.fspath(path)!r}: {reason}") from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ImageError("bad_image", f"{os.fspath(path)!r} is not a regular file")
-        if st.st_size > max_bytes:
-            raise ImageError("image_too_large", f"{os.fspath(path)!r} has {st.st_size} bytes (limit {max_bytes})")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(max_bytes + 1)
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise ImageError("image_too_large", f"{os.fspath(path)!r} grew beyond {max_bytes} bytes while read")
-    return data
-
-
-def decode_image(data: bytes, *, max_pixels: int) -> Image.Image:
-    """Decode and fully load image bytes, refusing bombs and damaged files.
-
-    Raises:
-        ImageError: not an image, truncated/corrupt, or more than ``max_pixels`` pixels
-            (decompression-bomb guard, checked from the header before decoding).
-    """
-    if not data:
-        raise ImageError("bad_image", "empty image data")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            im = Image.open(io.BytesIO(data))
-            w, h = im.size
-            if w <= 0 or h <= 0 or w * h > max_pixels:
-                raise ImageError("image_too_large", f"image of {w}x{h} pixels exceeds the {max_pixels}-pixel limit")
-            if max(w, h) > MAX_ASPECT_RATIO * min(w, h):
-                raise ImageError("bad_image", f"image of {w}x{h} pixels has an aspect ratio over {MAX_ASPECT_RATIO}")
-            im.load()
-    except ImageError:
-        raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
-        raise ImageError("image_too_large", f"decompression bomb refused (limit {max_pixels} pixels)") from e
-    except Exception as e:  # PIL raises many types for bad data (OSError, SyntaxError, ValueError...)
-        raise ImageError("bad_image", f"cannot decode image: {type(e).__name__}: {e}") from e
-    return im
+__all__ = ["KINDS", "MAX_ASPECT_RATIO", "MAX_FILE_BYTES", "RASTER_SUFFIXES", "EvidenceRegistry", "decode_image",
+           "read_regular_file", "shrink_to_tokens"]
 
 
 def shrink_to_tokens(im: Image.Image, max_tokens: int, patch: int = 28) -> Image.Image:
@@ -105,7 +51,7 @@ class EvidenceRegistry:
     Thread-unsafe by design: one registry per episode, used from that episode's task only.
     """
 
-    def __init__(self, workspace: Path, *, max_pixels: int = 64_000_000):
+    def __init__(self, workspace: Path, *, max_pixels: int = MAX_PIXELS):
         self.workspace = Path(workspace)
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.max_pixels = max_pixels
@@ -115,7 +61,7 @@ class EvidenceRegistry:
         self._stat: dict[str, tuple[int, int, int]] = {}
 
     @classmethod
-    def from_images(cls, workspace: Path, images: list[RegisteredImage], *, max_pixels: int = 64_000_000) -> "EvidenceRegistry":
+    def from_images(cls, workspace: Path, images: list[RegisteredImage], *, max_pixels: int = MAX_PIXELS) -> EvidenceRegistry:
         """Rebuild the registry of a finished episode from its record's ``images`` (for replay,
         token accounting and training-data conversion). Files are not re-read."""
         reg = cls(workspace, max_pixels=max_pixels)

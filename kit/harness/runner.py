@@ -15,8 +15,8 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from tqdm import tqdm
 
@@ -148,7 +148,9 @@ def summarize_records(records: list[EpisodeRecord]) -> dict:
     """Status counts, tool-use counts, mean turns and intervention counts of a set of episodes."""
     from collections import Counter
 
-    status, tools, events = Counter(), Counter(), Counter()
+    status: Counter[str] = Counter()
+    tools: Counter[str] = Counter()
+    events: Counter[str] = Counter()
     for r in records:
         status[r.status] += 1
         events.update(r.event_counts())

@@ -58,7 +58,8 @@ class ExtractiveSummarizer:
                     scores = retriever.get_scores(terms)
                     # best blocks first; ties keep page order; block 0 (the lead) gets a small prior
                     order = sorted(order, key=lambda i: (-(scores[i] + (0.5 if i == 0 else 0.0)), i))
-        chosen, used = [], 0
+        chosen: list[int] = []
+        used = 0
         for i in order:
             cost = len(blocks[i]) + 2
             if used + cost > max_chars:

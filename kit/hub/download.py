@@ -57,8 +57,12 @@ def download(repo_id: str, *, revision: str, repo_type: str = "model", cache_dir
         DownloadError: the repo or revision does not exist, or offline mode without a cached copy.
     """
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import (HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     if not revision:
         raise ValueError("revision is required (a tag, branch or commit sha)")

@@ -260,7 +260,8 @@ class LocalHub:
         if sha is None:
             raise KeyError(f"{repo_id}: no revision {revision}")
         files = self._commit(d, sha)["files"]
-        info = {"id": repo_id, "_id": hashlib.md5(repo_id.encode()).hexdigest()[:24], "sha": sha, "private": self._refs(d).get("private", False),
+        info = {"id": repo_id, "_id": hashlib.md5(repo_id.encode()).hexdigest()[:24], "sha": sha,
+                "private": self._refs(d).get("private", False),
                 "siblings": [{"rfilename": p} for p in sorted(files)], "tags": [], "lastModified": "2026-01-01T00:00:00.000Z"}
         if rtype == "model":
             info["modelId"] = repo_id

@@ -196,7 +196,8 @@ def find_qwen_tiktoken() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise QwenVocabularyNotFound(
             "the Qwen BPE vocabulary ships in the PyPI package dashscope==2.0.2; "
-            "install it (pip install dashscope==2.0.2) or set MMSEARCH_KIT_QWEN_TIKTOKEN"
+            "install it without its dependencies (pip install --no-deps -r requirements/qwen-vocab.txt, "
+            "as make setup does) or set MMSEARCH_KIT_QWEN_TIKTOKEN"
         )
     for loc in spec.submodule_search_locations:
         p = Path(loc) / "resources" / "qwen.tiktoken"
@@ -206,6 +207,16 @@ def find_qwen_tiktoken() -> Path:
         f"dashscope is installed at {list(spec.submodule_search_locations)} but has no "
         "resources/qwen.tiktoken (the kit needs dashscope==2.0.2)"
     )
+
+
+def is_qwen_vocab_available() -> bool:
+    """Whether :func:`find_qwen_tiktoken` finds the vocabulary (tests and notebooks gate on it; it never
+    imports ``dashscope``, which ``make setup`` installs with ``--no-deps`` so that importing it fails)."""
+    try:
+        find_qwen_tiktoken()
+    except QwenVocabularyNotFound:
+        return False
+    return True
 
 
 def _added_tokens(flavor: str) -> tuple[tuple[str, bool], ...]:

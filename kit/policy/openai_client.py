@@ -28,13 +28,12 @@ when the text has no ``<think>`` of its own, so the episode record holds what th
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import json
 import logging
-import re
 import os
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -42,8 +41,6 @@ from typing import Any
 
 import httpx
 from PIL import Image, UnidentifiedImageError
-from tenacity import AsyncRetrying, RetryError, retry_if_exception, stop_after_attempt
-from tenacity.wait import wait_base
 
 from kit.types import (
     AssistantTurn,
@@ -54,21 +51,25 @@ from kit.types import (
     ToolCall,
     Usage,
 )
-from kit.web.fetch import parse_retry_after  # shared RFC 9110 Retry-After parsing
+from kit.web.retry import (  # the kit's one retry policy (RFC 9110 Retry-After, back-off)
+    RetryableHTTPStatus,
+    RetryConfig,
+    RetryError,
+    async_retrying,
+    exhausted_detail,
+    parse_retry_after,
+)
 
 log = logging.getLogger(__name__)
 
 _BODY_EXCERPT = 500  # characters of an error body quoted in PolicyError messages
 
 
-class _RetryableHTTP(Exception):
-    """Internal: a response worth retrying (429 / 408 / 5xx); carries Retry-After when given."""
-
-    def __init__(self, response: httpx.Response):
-        self.status_code = response.status_code
-        self.body = response.text[:_BODY_EXCERPT]
-        self.retry_after = parse_retry_after(response.headers.get("retry-after"))
-        super().__init__(f"HTTP {self.status_code}: {self.body}")
+# The client's defaults (kit.web.retry's table): 3 retries, 1 s doubling to 30 s, Retry-After up to
+# 60 s; no per-attempt limit (``timeout_s`` bounds each request) and no time-budget stop (see RetryConfig).
+DEFAULT_RETRY = RetryConfig(max_retries=3, backoff_initial_s=1.0, backoff_max_s=30.0, retry_after_cap_s=60.0,
+                            retry_on=(RetryableHTTPStatus, httpx.TimeoutException, httpx.TransportError),
+                            attempt_timeout_s=None, honour_time_budget=False)
 
 
 # How vLLM, SGLang and OpenAI word a prompt that does not fit the model's context window.
@@ -76,23 +77,6 @@ _CONTEXT_OVERFLOW = re.compile(
     r"maximum context length|context[_ ]length|max_model_len|context window|prompt is too long|too many tokens",
     re.I,
 )
-
-
-class _WaitBackoffOrRetryAfter(wait_base):
-    """Exponential backoff, replaced by the server's Retry-After (capped) when it sent one."""
-
-    def __init__(self, initial: float, maximum: float, retry_after_cap: float):
-        self.initial, self.maximum, self.retry_after_cap = initial, maximum, retry_after_cap
-
-    def __call__(self, retry_state) -> float:
-        exc = retry_state.outcome.exception() if retry_state.outcome else None
-        if isinstance(exc, _RetryableHTTP) and exc.retry_after is not None:
-            return min(exc.retry_after, self.retry_after_cap)
-        return min(self.maximum, self.initial * (2 ** (retry_state.attempt_number - 1)))
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    return isinstance(exc, (_RetryableHTTP, httpx.TimeoutException, httpx.TransportError))
 
 
 class OpenAIChatPolicy:
@@ -105,19 +89,21 @@ class OpenAIChatPolicy:
             (a local vLLM server needs none).
         timeout_s: per-request timeout in seconds (connect, read, write, pool).
         max_retries: retries after the first attempt on timeouts, connection errors, HTTP 408/429
-            and 5xx. Other 4xx answers are not retried.
+            and 5xx (default 3). Other 4xx answers are not retried.
         token_counter: counts tokens the way the served model does; ``None`` uses
             :class:`kit.policy.tokens.QwenTokenCounter` (imported on first use).
         tool_choice: sent with every request that has tools (``"auto"``, ``"required"``,
             ``"none"`` or a named-function object).
         extra_body: extra top-level request fields merged into every request (vLLM sampling
             extras such as ``top_k``, ``repetition_penalty``, ``chat_template_kwargs``).
-        backoff_initial_s / backoff_max_s: exponential backoff between retries, in seconds.
-        retry_after_cap_s: longest Retry-After the client honours, in seconds.
+        backoff_initial_s / backoff_max_s: exponential backoff between retries, in seconds (1, 30).
+        retry_after_cap_s: longest Retry-After the client honours, in seconds (60).
+        retry: the whole :class:`~kit.web.retry.RetryConfig` (default :data:`DEFAULT_RETRY`); the
+            shorthands above, when given, override its fields.
         tool_image_preamble: text line of the user message that carries tool images; ``{calls}``
             is replaced by the comma-separated tool call ids.
         transport: an ``httpx.AsyncBaseTransport`` (tests use ``httpx.MockTransport``).
-        sleep: coroutine used to wait between retries (tests record the delays).
+        sleep: coroutine used to wait between retries (tests record the delays); default ``asyncio.sleep``.
         name: policy name for provenance; default ``openai:<model>``.
 
     Use as ``async with OpenAIChatPolicy(...) as policy:`` or call :meth:`aclose` when done: one
@@ -134,24 +120,25 @@ class OpenAIChatPolicy:
         model: str,
         api_key: str | None = None,
         timeout_s: float = 120.0,
-        max_retries: int = 3,
+        max_retries: int | None = None,
         token_counter: TokenCounter | None = None,
         tool_choice: str | dict[str, Any] = "auto",
         extra_body: dict[str, Any] | None = None,
         *,
-        backoff_initial_s: float = 1.0,
-        backoff_max_s: float = 30.0,
-        retry_after_cap_s: float = 60.0,
+        backoff_initial_s: float | None = None,
+        backoff_max_s: float | None = None,
+        retry_after_cap_s: float | None = None,
         tool_image_preamble: str = "Images returned by tool call(s) {calls}, in order:",
         transport: httpx.AsyncBaseTransport | None = None,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
         name: str | None = None,
+        retry: RetryConfig | None = None,
     ):
         if not base_url:
             raise ValueError("base_url must be a non-empty URL such as http://127.0.0.1:8000/v1")
         if not model:
             raise ValueError("model must be a non-empty model name")
-        if max_retries < 0:
+        if max_retries is not None and max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -159,18 +146,21 @@ class OpenAIChatPolicy:
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or None
         self.timeout_s = float(timeout_s)
-        self.max_retries = int(max_retries)
+        self.retry = (retry or DEFAULT_RETRY).with_(
+            max_retries=max_retries, backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s,
+            retry_after_cap_s=retry_after_cap_s, sleep=sleep)
         self.tool_choice = tool_choice
         self.extra_body = dict(extra_body or {})
-        self.backoff_initial_s = backoff_initial_s
-        self.backoff_max_s = backoff_max_s
-        self.retry_after_cap_s = retry_after_cap_s
         self.tool_image_preamble = tool_image_preamble
         self.name = name or f"openai:{model}"
         self._transport = transport
-        self._sleep = sleep
         self._token_counter = token_counter
         self._client: httpx.AsyncClient | None = None
+
+    @property
+    def max_retries(self) -> int:
+        """Retries after the first attempt (``self.retry.max_retries``)."""
+        return self.retry.max_retries
 
     # ---------------------------------------------------------------- lifecycle
     @property
@@ -202,7 +192,7 @@ class OpenAIChatPolicy:
             await self._client.aclose()
             self._client = None
 
-    async def __aenter__(self) -> "OpenAIChatPolicy":
+    async def __aenter__(self) -> OpenAIChatPolicy:
         return self
 
     async def __aexit__(self, *exc_info) -> None:
@@ -258,21 +248,13 @@ class OpenAIChatPolicy:
 
     async def _post_with_retries(self, body: dict[str, Any]) -> httpx.Response:
         url = f"{self.base_url}/chat/completions"
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(_is_retryable),
-            stop=stop_after_attempt(self.max_retries + 1),
-            wait=_WaitBackoffOrRetryAfter(
-                self.backoff_initial_s, self.backoff_max_s, self.retry_after_cap_s
-            ),
-            sleep=self._sleep,
-            reraise=False,
-        )
         try:
-            async for attempt in retrying:
+            async for attempt in async_retrying(self.retry):
                 with attempt:
                     response = await self._http().post("/chat/completions", json=body)
-                    if response.status_code in (408, 429) or response.status_code >= 500:
-                        raise _RetryableHTTP(response)
+                    if self.retry.retries_status(response.status_code):
+                        raise RetryableHTTPStatus(url, response.status_code, response.text[:_BODY_EXCERPT],
+                                                  parse_retry_after(response.headers.get("retry-after")))
                     if response.status_code >= 400:
                         raise PolicyError(
                             f"POST {url} failed with HTTP {response.status_code} (not retried): "
@@ -284,12 +266,10 @@ class OpenAIChatPolicy:
         except RetryError as err:
             last = err.last_attempt.exception()
             attempts = err.last_attempt.attempt_number
-            if isinstance(last, _RetryableHTTP):
-                msg = f"HTTP {last.status_code}: {last.body!r}"
-            elif isinstance(last, httpx.TimeoutException):
+            if isinstance(last, httpx.TimeoutException):
                 msg = f"timed out after {self.timeout_s:g} s ({type(last).__name__})"
             else:
-                msg = f"{type(last).__name__}: {last}"
+                msg = exhausted_detail(last)
             raise PolicyError(
                 f"POST {url} failed after {attempts} attempt(s): {msg}", retryable=True
             ) from last

@@ -9,7 +9,8 @@ an image found by search is re-fed in the next turn).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from kit.types import AssistantTurn, Message, PolicyError, SamplingParams, ToolCall, Usage
 

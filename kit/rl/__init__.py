@@ -33,6 +33,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "score_records": "kit.rl.rewards",
     "rollout_groups": "kit.rl.rollout",
     "recovery_stats": "kit.rl.rollout",
+    "recovery_table": "kit.rl.rollout",
     "RolloutBatch": "kit.rl.rollout",
     "InProcessTeacher": "kit.rl.opd",
     "EndpointTeacher": "kit.rl.opd",

@@ -167,7 +167,8 @@ def _select(weights, *tensors):
     return w[keep].to(device=dev), keep.to(dev), [t.index_select(0, keep.to(t.device)) for t in tensors]
 
 
-def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, eps_hi: float):
+def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, eps_hi: float,
+              max_log_ratio: float | None = None):
     """Negative FA-GSPO / GSPO objective of Eq. 7 for a (micro-)batch of trajectories.
 
     Args:
@@ -175,6 +176,8 @@ def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, e
             (no grad); ``mask``: ``[B, T]`` model-generated tokens; ``advantages``: ``[B]`` (Eq. 6);
             ``weights``: ``[B]`` from :meth:`GroupAdvantages.weights` (global over the whole batch, so
             micro-batch losses add up to the batch loss).
+        max_log_ratio: optional upper clamp on ``log ρ`` before ``exp`` (verl's overflow guard, 10 in
+            the verl recipe :mod:`kit.rl.verl.algos`); None (the kit's trainer): no clamp.
     Returns:
         ``(loss, stats)``: scalar tensor (0 with no weighted row, still attached to ``logp_new``), and a
         dict with ``ratio_mean``, ``clip_frac``, ``rows``.
@@ -185,7 +188,10 @@ def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, e
     if keep.numel() == 0:
         return logp_new.new_zeros((), requires_grad=logp_new.requires_grad), {"ratio_mean": math.nan, "clip_frac": 0.0, "rows": 0}
     a = torch.as_tensor(advantages, dtype=new.dtype, device=new.device).index_select(0, keep)
-    ratio = torch.exp(sequence_log_ratio(new, old, m))
+    log_ratio = sequence_log_ratio(new, old, m)
+    if max_log_ratio is not None:
+        log_ratio = torch.clamp(log_ratio, max=max_log_ratio)
+    ratio = torch.exp(log_ratio)
     clipped = torch.clamp(ratio, 1.0 - eps_lo, 1.0 + eps_hi)
     s = torch.minimum(ratio * a, clipped * a)
     loss = -(w.to(new.dtype) * s).sum()

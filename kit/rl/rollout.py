@@ -151,3 +151,38 @@ def recovery_stats(trajectories: list[Trajectory]) -> list[dict[str, Any]]:
                      "retained": None if excluded else kept,
                      "retention_rate": None if excluded or not hit else kept / len(hit)})
     return rows
+
+
+def recovery_table(steps: list[dict[str, Any]], *, excluded: Any = "N/A (excluded)") -> list[dict[str, Any]]:
+    """Figure 7 over a whole run: the per-step :func:`recovery_stats` rows summed (notebook 05's
+    ``recovery.csv``).
+
+    Args:
+        steps: trainer step metrics (``RLTrainer.history`` or ``metrics.jsonl`` rows), each with
+            ``rollout_trajectories`` (int) and ``recovery`` (that step's :func:`recovery_stats` rows).
+        excluded: the ``retention_rate`` shown for the mechanisms excluded by definition
+            (:data:`EXCLUDED_MECHANISMS`), whose retention is not a rate.
+
+    Returns:
+        One row per mechanism of :data:`MECHANISMS`, in its order: ``mechanism``, ``triggered`` (count),
+        ``trigger_rate`` (triggered / all trajectories of the run; 0.0 without trajectories) and
+        ``retention_rate`` (retained / triggered; None when it never fired; ``excluded`` as above).
+
+    Raises:
+        ValueError: a step without ``recovery`` or ``rollout_trajectories``, or an unknown mechanism.
+    """
+    agg = {k: {"triggered": 0, "retained": 0} for k in MECHANISMS}
+    n_traj = 0
+    for i, m in enumerate(steps):
+        if "recovery" not in m or "rollout_trajectories" not in m:
+            raise ValueError(f"step {m.get('step', i)}: no 'recovery' / 'rollout_trajectories' metrics (not a trainer step row)")
+        n_traj += m["rollout_trajectories"]
+        for r in m["recovery"]:
+            if r["mechanism"] not in agg:
+                raise ValueError(f"step {m.get('step', i)}: unknown mechanism {r['mechanism']!r}; known: {list(MECHANISMS)}")
+            agg[r["mechanism"]]["triggered"] += r["triggered"]
+            agg[r["mechanism"]]["retained"] += r["retained"] or 0  # None for the excluded mechanisms
+    return [{"mechanism": k, "triggered": v["triggered"], "trigger_rate": v["triggered"] / n_traj if n_traj else 0.0,
+             "retention_rate": (excluded if k in EXCLUDED_MECHANISMS else
+                                v["retained"] / v["triggered"] if v["triggered"] else None)}
+            for k, v in agg.items()]

@@ -29,17 +29,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
 from kit.harness.events import RunEventType as R
 from kit.harness.config import HarnessConfig
 
 RescueAction = Literal["raise_temperature", "entropy_bonus", "widen_clip", "rollback"]
 
 
-@dataclass
-class Stage:
+class Stage(BaseModel):
     """One training stage. ``kind``: ``"opd"`` (distillation warmup) or ``"rl"``. Budgets override the
     base :class:`HarnessConfig` (``None`` keeps its value). ``steps``: fixed length (``None``: until a
-    plateau, or forever for the last stage)."""
+    plateau, or forever for the last stage). Built as ``Stage("h2", max_turns=2)`` or
+    ``Stage("opd", "opd", steps=1)`` (name and kind may be positional).
+
+    Raises:
+        ValueError: an unknown kind or field, ``steps`` or ``plateau_window`` below 1.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     kind: Literal["opd", "rl"] = "rl"
@@ -52,13 +60,28 @@ class Stage:
     plateau_window: int | None = None
     plateau_delta: float = 0.01
 
-    def __post_init__(self):
-        if self.kind not in ("opd", "rl"):
-            raise ValueError(f"stage {self.name!r}: kind must be 'opd' or 'rl', got {self.kind!r}")
+    def __init__(self, name: str | None = None, kind: str | None = None, /, **data: Any):
+        for k, v in (("name", name), ("kind", kind)):
+            if v is not None:
+                if k in data:
+                    raise TypeError(f"Stage() got {k!r} both positionally and as a keyword")
+                data[k] = v
+        super().__init__(**data)
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _known_kind(cls, v: Any, info) -> Any:
+        if v not in ("opd", "rl"):
+            raise ValueError(f"stage {info.data.get('name')!r}: kind must be 'opd' or 'rl', got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "Stage":
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"stage {self.name!r}: steps must be >= 1 or None")
         if self.plateau_window is not None and self.plateau_window < 1:
             raise ValueError(f"stage {self.name!r}: plateau_window must be >= 1 or None")
+        return self
 
     def harness_config(self, base: HarnessConfig) -> HarnessConfig:
         """``base`` with this stage's budgets (the reserve is shrunk if it would not fit the context)."""
@@ -119,9 +142,14 @@ def parse_stages(spec: str, base: HarnessConfig, *, max_context_tokens: int = 13
     return out
 
 
-@dataclass
-class RescueConfig:
-    """Entropy-triggered rescue (see module docstring). Entropy in nats per generated token."""
+class RescueConfig(BaseModel):
+    """Entropy-triggered rescue (see module docstring). Entropy in nats per generated token.
+
+    Raises:
+        ValueError: an unknown action or field, ``patience < 1`` or ``cooldown < 0``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     entropy_threshold: float = 0.3
     reward_saturation: float = 0.9
@@ -133,11 +161,18 @@ class RescueConfig:
     entropy_bonus: float = 1e-3
     clip_widen_factor: float = 2.0
 
-    def __post_init__(self):
-        if self.action not in ("raise_temperature", "entropy_bonus", "widen_clip", "rollback"):
-            raise ValueError(f"unknown rescue action {self.action!r}")
+    @field_validator("action", mode="before")
+    @classmethod
+    def _known_action(cls, v: Any) -> Any:
+        if v not in ("raise_temperature", "entropy_bonus", "widen_clip", "rollback"):
+            raise ValueError(f"unknown rescue action {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "RescueConfig":
         if self.patience < 1 or self.cooldown < 0:
             raise ValueError("patience must be >= 1 and cooldown >= 0")
+        return self
 
 
 class RunLog:

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, model_validator
+
 from kit.harness.events import RunEventType as R
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import Task
@@ -45,12 +47,17 @@ from kit.rl.staging import RescueConfig, RunLog, Stage, StageSchedule
 from kit.types import SamplingParams, SearchBackend
 
 
-@dataclass
-class RLConfig:
+class RLConfig(BaseModel):
     """Trainer settings. Paper values (WeAgent Appendix A): 64 prompts × 8 samples, temperature 1.0,
     constant learning rate 5e-7, vision tower frozen. ``micro_batch`` trajectories go through one
     forward/backward (gradient accumulation over the rest); ``updates_per_batch > 1`` reuses a rollout
-    batch for several updates against its stored old log-probs."""
+    batch for several updates against its stored old log-probs.
+
+    Raises:
+        ValueError: an unknown algorithm, ``finetune`` or field, a count below 1, a non-positive temperature.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     algorithm: str = "fa_gspo"
     group_size: int = 8
@@ -76,7 +83,8 @@ class RLConfig:
     device: str = "cpu"
     dtype: str | None = None
 
-    def __post_init__(self):
+    @model_validator(mode="after")
+    def _check(self) -> "RLConfig":
         algorithm(self.algorithm)
         if self.finetune not in ("full", "lora"):
             raise ValueError(f"finetune must be 'full' or 'lora', got {self.finetune!r}")
@@ -85,6 +93,7 @@ class RLConfig:
                 raise ValueError(f"{k} must be >= 1")
         if self.temperature <= 0:
             raise ValueError("temperature must be positive (the ratio needs the sampling distribution)")
+        return self
 
 
 @dataclass
@@ -160,8 +169,8 @@ class RLTrainer:
         self.history: list[dict[str, Any]] = []
         if not self.resume():
             self.schedule.start(0)
-            self.log.write(R.RUN_START, 0, config=asdict(self.cfg), algorithm=asdict(self.spec),
-                           stages=[asdict(s) for s in stages], rescue=asdict(rescue) if rescue else None,
+            self.log.write(R.RUN_START, 0, config=self.cfg.model_dump(), algorithm=asdict(self.spec),
+                           stages=[s.model_dump() for s in stages], rescue=rescue.model_dump() if rescue else None,
                            labels=self.labels)
 
     # ------------------------------------------------------------------ model
@@ -408,7 +417,7 @@ class RLTrainer:
         torch.save({n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad}, tmp / "trainable.pt")
         torch.save(self.opt.state_dict(), tmp / "optimizer.pt")
         state = {"step": self.step, "schedule": self.schedule.state_dict(), "healthy": healthy,
-                 "python_rng": repr(random.getstate()), "config": asdict(self.cfg)}
+                 "python_rng": repr(random.getstate()), "config": self.cfg.model_dump()}
         torch.save({"torch_rng": torch.get_rng_state(), "python_rng": random.getstate()}, tmp / "rng.pt")
         (tmp / "trainer_state.json").write_text(json.dumps(state, default=_nan_none))
         (tmp / "COMPLETE").write_text("")

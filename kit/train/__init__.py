@@ -19,7 +19,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "SFTCollator": "kit.train.sft_data",
     "SFTDataError": "kit.train.sft_data",
     "train_sft": "kit.train.sft",
-    "SFTConfig": "kit.train.sft",
+    "SFTTrainConfig": "kit.train.sft",
     "TrainResult": "kit.train.sft",
     "train_sft_curriculum": "kit.train.curriculum",
     "compact_record": "kit.train.curriculum",

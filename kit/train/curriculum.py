@@ -4,7 +4,8 @@ An agent transcript is mostly what the model *reads* (system prompt with tool sc
 page extracts: 8-12K tokens per trajectory in the smoke runs) and little of what it *writes* (a few
 hundred tokens). :func:`compact_record` keeps every assistant turn, user turn, harness intervention and
 image, and truncates only the system prompt and the tool observations, so a training step on it costs
-~9x less (0.22 s vs 2.1 s per smoke step on 2 cores). Stage 1 teaches the turn format on compacted transcripts; stage 2 continues on the full
+~9x less (0.22 s vs 2.1 s per smoke step on 2 cores). Stage 1 teaches the turn format on compacted
+transcripts; stage 2 continues on the full
 records so the model learns to keep that format at the real context length.
 
 Measured on the tiny smoke model (``tiny-qwen2_vl``, local vocabulary, 0.35 M parameters, 36 demonstrator
@@ -22,7 +23,6 @@ full trajectories only, which is what ``short_context_epochs = 0`` does.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ def train_sft_curriculum(model_path: str | Path, records: list[EpisodeRecord], e
     Args:
         records: the training records (the same ones ``examples`` were encoded from).
         examples: full-context :class:`~kit.train.sft_data.SFTExample` list for stage 2.
-        cfg: :class:`~kit.train.sft.SFTConfig` of stage 2; ``short_cfg`` (default: ``cfg`` with the
+        cfg: :class:`~kit.train.sft.SFTTrainConfig` of stage 2; ``short_cfg`` (default: ``cfg`` with the
             stage-1 epochs and no step cap) of stage 1.
         short_context_epochs: 0 skips stage 1 (plain SFT, the paper's recipe).
 
@@ -86,7 +86,7 @@ def train_sft_curriculum(model_path: str | Path, records: list[EpisodeRecord], e
                                                            observation_chars=observation_chars) for r in records])
         if not short_ex:
             raise ValueError(f"no compacted record could be encoded: {report.as_dict()}")
-        scfg = short_cfg or replace(cfg, epochs=short_context_epochs, max_steps=-1)
+        scfg = short_cfg or cfg.model_copy(update={"epochs": short_context_epochs, "max_steps": -1})
         short = train_sft(model_path, short_ex, out / "short", scfg, backend=backend, resume=resume)
         start = short.output_dir / "final"
     full = train_sft(start, examples, out / "full", cfg, backend=backend, resume=resume)

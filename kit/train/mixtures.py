@@ -59,7 +59,7 @@ class Mixture:
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Mixture":
+    def from_dict(cls, d: dict[str, Any]) -> Mixture:
         """Build from a config dict ``{"name", "size", "seed", "sources": [{name, kind, weight, ...}]}``.
 
         Raises:
@@ -84,7 +84,7 @@ class Mixture:
         return mix
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "Mixture":
+    def from_file(cls, path: str | Path) -> Mixture:
         """Load a JSON mixture config."""
         return cls.from_dict(json.loads(Path(path).read_text()))
 

@@ -17,7 +17,8 @@ from kit.harness.episode import EpisodeRecord, RegisteredImage, Task
 from kit.types import ContentPart, Message, ToolCall
 
 ASSISTANT_TEXTS = (
-    '<think>I should search for the image.</think>\n<tool_call>\n{"name": "image_search", "arguments": {"query": "red barn"}}\n</tool_call>',
+    '<think>I should search for the image.</think>\n<tool_call>\n'
+    '{"name": "image_search", "arguments": {"query": "red barn"}}\n</tool_call>',
     '<think>Look closer at the second one.</think>\n<tool_call>\n{"name": "web_search", "arguments": {"query": "barn ohio"}}\n</tool_call>',
     "<think>Done.</think>\n<response>It is a barn <IMG: search_image_1.png></response>",
 )

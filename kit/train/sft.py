@@ -10,7 +10,7 @@ Two back ends share the data path of :mod:`kit.train.sft_data` (same encoder, co
 ``backend="auto"`` picks Unsloth when CUDA and Unsloth are both present, else TRL.
 
 Paper settings (§6.1): learning rate 1e-5 for the language model and 1e-6 for the vision tower,
-global batch 32 trajectories; :class:`SFTConfig` defaults follow them. The optimizer gets one
+global batch 32 trajectories; :class:`SFTTrainConfig` defaults follow them. The optimizer gets one
 parameter group per (tower, weight-decay) pair so the two rates hold under FSDP/DeepSpeed too.
 Logged metrics: ``loss``, ``tokens_per_s`` (non-padding tokens per second of training),
 ``masked_token_share`` (trained / non-padding tokens).
@@ -21,9 +21,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from kit.train.sft_data import SFTCollator, SFTExample
 
@@ -35,13 +37,19 @@ class BackendUnavailable(RuntimeError):
     """The requested training back end cannot run here (no CUDA, package missing)."""
 
 
-@dataclass
-class SFTConfig:
-    """Training settings (paper values by default, WeAgent §6.1).
+class SFTTrainConfig(BaseModel):
+    """Training settings (paper values by default, WeAgent §6.1). Named apart from ``trl.SFTConfig``,
+    the TRL arguments :func:`make_trainer` builds from it.
 
     ``per_device_batch_size * grad_accum * world_size`` is the global batch in trajectories (32 in
     the paper). ``lora_rank == 0`` is full fine-tuning. ``max_steps > 0`` overrides ``epochs``.
+    A variant: ``cfg.model_copy(update={"epochs": 2.0})``.
+
+    Raises:
+        ValueError: an unknown field.
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     lr_language: float = 1e-5
     lr_vision: float = 1e-6
@@ -61,10 +69,11 @@ class SFTConfig:
     save_steps: int = 500
     save_total_limit: int = 2
     seed: int = 0
-    report_to: list[str] = field(default_factory=list)
+    report_to: list[str] = Field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings as a JSON-ready dict (``sft_config.json``)."""
+        return self.model_dump()
 
 
 def is_vision_param(name: str) -> bool:
@@ -139,7 +148,7 @@ class IndexedCollator:
         return self.collate([self.examples[int(r["example_index"])] for r in rows])
 
 
-def load_model(model_path: str | Path, backend: str, cfg: SFTConfig, dtype=None):
+def load_model(model_path: str | Path, backend: str, cfg: SFTTrainConfig, dtype=None):
     """Load the model for ``backend`` (``"trl"``: transformers + optional peft LoRA; ``"unsloth"``:
     ``FastVisionModel`` with LoRA or full fine-tuning). Returns the model ready for training."""
     import torch
@@ -215,7 +224,7 @@ def _trainer_class():
     return AgenticSFTTrainer
 
 
-def make_trainer(model, examples: list[SFTExample], pad_token_id: int, out_dir: str | Path, cfg: SFTConfig,
+def make_trainer(model, examples: list[SFTExample], pad_token_id: int, out_dir: str | Path, cfg: SFTTrainConfig,
                  eval_examples: list[SFTExample] | None = None, processing_class=None):
     """Build the TRL trainer (also used on top of an Unsloth model) with the kit collator.
 
@@ -263,7 +272,7 @@ class TrainResult:
         return [h["loss"] for h in self.log_history if "loss" in h]
 
 
-def train_sft(model_path: str | Path, examples: list[SFTExample], out_dir: str | Path, cfg: SFTConfig | None = None, *,
+def train_sft(model_path: str | Path, examples: list[SFTExample], out_dir: str | Path, cfg: SFTTrainConfig | None = None, *,
               backend: Backend = "auto", pad_token_id: int | None = None, resume: bool | str = False,
               eval_examples: list[SFTExample] | None = None, save_final: bool = True) -> TrainResult:
     """Train on encoded examples and save the result (merged weights for LoRA) in ``out_dir/final``.
@@ -278,7 +287,7 @@ def train_sft(model_path: str | Path, examples: list[SFTExample], out_dir: str |
     """
     from kit.models.processor import load_image_only_processor
 
-    cfg = cfg or SFTConfig()
+    cfg = cfg or SFTTrainConfig()
     name = resolve_backend(backend)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -24,9 +24,10 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from kit.harness.episode import EpisodeRecord
 from kit.harness.neutralize import neutralize_control_tokens

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import functools
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from kit.harness.context import TokenLedger
 from kit.harness.episode import EpisodeRecord
@@ -202,7 +202,7 @@ def trajectory_accounting(record: EpisodeRecord, make_builder: Callable[[TokenCo
             def tokens(m):
                 sizes = [(registry.resolve(r).width, registry.resolve(r).height) for r in m.image_refs()]
                 if exact:
-                    return counter.count_message(m, sizes, prev)
+                    return counter.count_message(m, sizes, prev)  # noqa: B023 (tokens() is called within this iteration)
                 return ledger.message_tokens(m)
 
             acct.folded.append(FoldedTokens(orig.turn, orig.name, len(orig.text()), tokens(orig), tokens(new),

@@ -44,12 +44,17 @@ import math
 import re
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from kit.harness.config import HarnessConfig
-from kit.harness.context import MESSAGE_OVERHEAD_TOKENS, ContextBuilder, register_context_strategy
-from kit.harness.context import make_context_builder  # noqa: F401  (its old home: re-exported)
+from kit.harness.context import (
+    MESSAGE_OVERHEAD_TOKENS,
+    ContextBuilder,
+    make_context_builder,  # noqa: F401  (its old home: re-exported)
+    register_context_strategy,
+)
 from kit.harness.registry import EvidenceRegistry
 from kit.types import ContentPart, Message, SamplingParams, TokenCounter
 
@@ -164,7 +169,7 @@ class FoldingContext(ContextBuilder):
         self.tau = tau
         self.keep = keep
         self.meter = HistoryMeter(counter)
-        self._states: "weakref.WeakKeyDictionary[EvidenceRegistry, _EpisodeState]" = weakref.WeakKeyDictionary()
+        self._states: weakref.WeakKeyDictionary[EvidenceRegistry, _EpisodeState] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     def state(self, registry: EvidenceRegistry) -> _EpisodeState:

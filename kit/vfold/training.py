@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
-from kit.harness.events import EventType
 from kit.harness.episode import EpisodeRecord, Event
+from kit.harness.events import EventType
 from kit.harness.registry import EvidenceRegistry
 from kit.vfold.fold import VFoldContext
 

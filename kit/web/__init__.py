@@ -1,1 +1,75 @@
-"""Search backends: local ZIM web, live Serper-compatible API with HTTP fetch, cache (docs/contracts.md "Search backend")."""
+"""Search backends: local ZIM web, live Serper-compatible API with HTTP fetch, cache (docs/contracts.md "Search backend").
+
+Importing this package stays light: the ZIM reader (libzim, BM25) and SQLite cache load inside the
+functions below, which build what every notebook needs (the local web over the shared data, a tool cache).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kit.web.cache import ToolCache
+    from kit.web.zim import LocalZimWeb
+
+__all__ = ["local_zim_paths", "open_local_web", "open_tool_cache"]
+
+
+def local_zim_paths(paths: Sequence[str | os.PathLike] | None = None, *, data_dir: str | os.PathLike | None = None,
+                    names: Sequence[str] | None = None) -> list[Path]:
+    """The ZIM archives of a run: ``paths`` as given, else every ``*.zim`` under ``<data>/zim`` (sorted;
+    ``names``: only those archive stems), where ``<data>`` is ``data_dir`` or the shared data folder
+    (:func:`kit.paths.shared_data_dir`: ``MMSEARCH_KIT_DATA`` or ``../shared/data``); without any, the
+    archives downloaded with ``python -m kit.cli fetch-zim`` (:func:`kit.paths.zim_paths`).
+
+    Raises:
+        ValueError: both ``paths`` and ``names``.
+        FileNotFoundError: no shared data folder and no downloaded archive; no archive under
+            ``<data>/zim``; a name in ``names`` with no archive (the message lists those present);
+            a ``data_dir`` that does not exist.
+    """
+    from kit.paths import shared_data_dir, zim_paths
+
+    if paths:
+        if names:
+            raise ValueError("pass ZIM paths or archive names, not both")
+        return [Path(p) for p in paths]
+    data = shared_data_dir(data_dir)
+    found = zim_paths(data)
+    if not found:
+        if data is None:
+            raise FileNotFoundError("no shared data folder: set MMSEARCH_KIT_DATA to a folder with zim/*.zim, pass "
+                                    "ZIM paths, or download an archive (python -m kit.cli fetch-zim NAME)")
+        raise FileNotFoundError(f"no ZIM archive under {data / 'zim'}")
+    if names:
+        by_stem = {p.stem: p for p in found}
+        missing = [n for n in names if n not in by_stem]
+        if missing:
+            raise FileNotFoundError(f"no ZIM archive named {', '.join(map(repr, missing))} in "
+                                    f"{found[0].parent}; available: {sorted(by_stem)}")
+        found = [p for p in found if p.stem in set(names)]
+    return found
+
+
+def open_local_web(paths: Sequence[str | os.PathLike] | None = None, *, data_dir: str | os.PathLike | None = None,
+                   names: Sequence[str] | None = None, **web_kwargs: Any) -> "LocalZimWeb":
+    """:class:`kit.web.zim.LocalZimWeb` over :func:`local_zim_paths` (same arguments and errors);
+    ``web_kwargs`` (``index_dir``, ``keep_links``) go to the backend. Indexes load on first use."""
+    from kit.web.zim import LocalZimWeb  # lazy: libzim + BM25
+
+    return LocalZimWeb(local_zim_paths(paths, data_dir=data_dir, names=names), **web_kwargs)
+
+
+def open_tool_cache(path: str | os.PathLike | None, mode: str = "readwrite") -> "ToolCache":
+    """A :class:`kit.web.cache.ToolCache` for a notebook's ``cache_mode``: ``"readwrite"`` / ``"readonly"``
+    on the SQLite file ``path``; ``"off"`` ignores ``path`` (nothing is read or written).
+
+    Raises:
+        ValueError: an unknown mode. FileNotFoundError: ``"readonly"`` on a missing file.
+    """
+    from kit.web.cache import ToolCache
+
+    return ToolCache(path, mode=mode) if mode != "off" else ToolCache(None, mode="off")

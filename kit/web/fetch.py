@@ -9,7 +9,8 @@ body (checked on ``Content-Length`` and while streaming); a wall-clock cap per a
 :func:`time_budget` is active (e.g. the episode's), on all attempts and retry waits together; a
 content-type allow-list; HTML and PDF conversion off the event loop with a time limit, pypdf's
 resource limits tightened and external decoders disabled, and a cap on the extracted text; images
-whose header declares more than ``max_image_pixels`` pixels refused before anything decodes them.
+decoded off the event loop by :func:`kit.images.decode_image` (the registry's decoder: a header
+declaring more than ``max_image_pixels`` pixels is refused before anything decodes it).
 Addresses: the SSRF policy of :mod:`kit.web.fetch_guard` (an injected ``transport``, as in tests,
 cannot be pinned: then the URL's host is resolved and checked before each request instead).
 
@@ -21,12 +22,10 @@ Markdown); their public names are re-exported here.
 from __future__ import annotations
 
 import asyncio
-import io
 import ipaddress
 import logging
 import re
 import threading
-import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,14 +33,33 @@ from urllib.parse import urlsplit
 
 import httpcore
 import httpx
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
+from kit.images import ImageRejected
+from kit.images import decode_image as _decode_image
 from kit.types import BackendError, ImageHit, Page
 from kit.web.budget import time_budget
-from kit.web.convert import (HTML_TYPES, PDF_TYPES, TEXT_TYPES, _accept_document, _accept_image, _decode,
-                             _document_kind, extract_markdown_images, html_to_markdown, pdf_to_markdown)
-from kit.web.fetch_guard import (AddressCheck, AddressRefused, GuardedNetworkBackend, GuardedTransport, Resolver,
-                                 is_public_ip, system_resolver)
+from kit.web.convert import (
+    HTML_TYPES,
+    PDF_TYPES,
+    TEXT_TYPES,
+    _accept_document,
+    _accept_image,
+    _decode,
+    _document_kind,
+    extract_markdown_images,
+    html_to_markdown,
+    pdf_to_markdown,
+)
+from kit.web.fetch_guard import (
+    AddressCheck,
+    AddressRefused,
+    GuardedNetworkBackend,
+    GuardedTransport,
+    Resolver,
+    is_public_ip,
+    system_resolver,
+)
 from kit.web.retry import RetryableHTTPStatus, RetryConfig, is_retryable_status, parse_retry_after
 
 __all__ = [
@@ -172,7 +190,7 @@ class HttpFetcher:
             await self._client.aclose()
             self._client = None
 
-    async def __aenter__(self) -> "HttpFetcher":
+    async def __aenter__(self) -> HttpFetcher:
         return self
 
     async def __aexit__(self, *exc_info) -> None:
@@ -222,7 +240,7 @@ class HttpFetcher:
             except OSError as err:
                 raise BackendError(f"cannot resolve host {host!r}: {err}", retryable=True) from err
             if not addresses:
-                raise BackendError(f"host {host!r} resolved to no address")
+                raise BackendError(f"host {host!r} resolved to no address") from None
         if host in self.allow_private_hosts:
             return addresses
         bad = []
@@ -262,7 +280,7 @@ class HttpFetcher:
                 if resp.status_code >= 400:
                     await resp.aread()
                     body = resp.text[:_BODY_EXCERPT]
-                    if is_retryable_status(resp.status_code):
+                    if self.retry.retries_status(resp.status_code):
                         raise RetryableHTTPStatus(
                             url, resp.status_code, body, parse_retry_after(resp.headers.get("retry-after"))
                         )
@@ -342,29 +360,25 @@ class HttpFetcher:
 
     # ------------------------------------------------------------------ images
     async def fetch_image(self, url: str) -> tuple[bytes, str, tuple[int, int]]:
-        """Download one raster image: ``(bytes, mime, (width, height))``.
+        """Download one raster image: ``(bytes, mime, (width, height))``, decoded (in a worker
+        thread) by :func:`kit.images.decode_image` with ``max_image_pixels`` and the registry's
+        aspect limit, so an image handed on is one the evidence registry accepts.
 
         Raises:
-            BackendError: refused URL, HTTP error, non-image content type, over ``max_image_bytes``,
-                or bytes Pillow cannot identify (SVG and other vector formats included).
+            BackendError: refused URL, HTTP error, non-image content type, over ``max_image_bytes``;
+                :class:`kit.images.ImageRejected` (a ``BackendError``) for bytes the decoder refuses
+                (not an image, SVG and other vector formats, truncated, decompression bomb, aspect).
         """
         body = await self._get(url, _accept_image, self.max_image_bytes, "image")
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", Image.DecompressionBombWarning)
-                with Image.open(io.BytesIO(body.data)) as img:  # reads the header only: nothing decoded
-                    fmt, size = img.format, img.size
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
-            raise BackendError(f"{url}: refused as a decompression bomb ({err})") from err
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
-            raise BackendError(f"{url} is not a raster image Pillow can read ({body.content_type or 'no type'})") from err
-        if size[0] <= 0 or size[1] <= 0 or size[0] * size[1] > self.max_image_pixels:
-            raise BackendError(f"{url}: image of {size[0]}x{size[1]} pixels refused (limit {self.max_image_pixels:,} "
-                               "pixels: a decompression bomb or not a usable image)")
-        mime = Image.MIME.get(fmt or "")
+            img = await asyncio.to_thread(_decode_image, body.data, max_pixels=self.max_image_pixels,
+                                        error=ImageRejected)
+        except ImageRejected as err:
+            raise ImageRejected(err.code, f"{url} ({body.content_type or 'no type'}): {err.message}") from err
+        mime = Image.MIME.get(img.format or "")
         if not mime:
-            raise BackendError(f"{url}: image format {fmt!r} has no MIME type")
-        return body.data, mime, size
+            raise ImageRejected("bad_image", f"{url}: image format {img.format!r} has no MIME type")
+        return body.data, mime, img.size
 
     async def localize_images(self, images: list[tuple[str, str]], page_url: str) -> list[ImageHit]:
         """Turn ``(url, alt)`` pairs into :class:`ImageHit` s and download the first

@@ -109,13 +109,16 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+_DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)  # shared, never mutated
+
+
 class GuardedTransport(httpx.AsyncHTTPTransport):
     """An ``httpx`` transport whose connections go through a :class:`GuardedNetworkBackend`; TLS
     still verifies the certificate against the URL's host name. Environment proxies and ``.netrc``
     are ignored (a proxy would resolve names itself, defeating the check)."""
 
     def __init__(self, check: AddressCheck, *, network_backend: httpcore.AsyncNetworkBackend | None = None,
-                 limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)):
+                 limits: httpx.Limits = _DEFAULT_LIMITS):
         super().__init__(trust_env=False, limits=limits)
         # httpx builds its httpcore pool without a way to pass a network backend, so the pool is
         # rebuilt here with the same settings plus the guarded backend.

@@ -21,14 +21,9 @@ import re
 from pathlib import Path
 
 import httpx
-from tenacity import (
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential,
-)
 
 from kit.paths import cache_dir, file_sha256
+from kit.web.retry import RetryableHTTPStatus, RetryConfig, RetryError, exhausted_detail, parse_retry_after, retrying
 
 KIWIX_MIRROR = "https://download.kiwix.org"
 CHUNK = 1 << 20  # bytes per write
@@ -40,6 +35,12 @@ class ZimDownloadError(RuntimeError):
 
 class _Incomplete(Exception):
     """The body ended before Content-Length bytes arrived (retried, resuming where it stopped)."""
+
+
+# Downloads' defaults (kit.web.retry's table): 4 attempts, 1 s doubling to 30 s, connection errors,
+# timeouts, cut-off bodies and 408/429/5xx retried, Retry-After up to 30 s; no per-attempt limit.
+DEFAULT_RETRY = RetryConfig(max_retries=3, backoff_initial_s=1.0, backoff_max_s=30.0, retry_after_cap_s=30.0,
+                            retry_on=(httpx.TransportError, RetryableHTTPStatus, _Incomplete), attempt_timeout_s=None)
 
 
 def kiwix_urls(name: str, mirror: str = KIWIX_MIRROR) -> list[str]:
@@ -68,8 +69,12 @@ def _check(path: Path, sha256: str | None) -> None:
         raise ZimDownloadError(f"{path.name} is not a readable ZIM archive: {e}") from e
 
 
-def _fetch(client: httpx.Client, url: str, part: Path, progress: bool) -> int:
-    """One attempt: append the rest of ``url`` to ``part``; returns the HTTP status (404: try the next URL)."""
+def _fetch(client: httpx.Client, url: str, part: Path, progress: bool, retry: RetryConfig = DEFAULT_RETRY) -> int:
+    """One attempt: append the rest of ``url`` to ``part``; returns the HTTP status (404: try the next URL).
+
+    Raises:
+        RetryableHTTPStatus: a status ``retry`` retries (408, 429, 5xx); ``httpx.HTTPStatusError``: another
+            error status; ``_Incomplete``: the body ended early; ``httpx.TransportError``."""
     offset = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={offset}-"} if offset else {}
     with client.stream("GET", url, headers=headers) as r:
@@ -77,6 +82,9 @@ def _fetch(client: httpx.Client, url: str, part: Path, progress: bool) -> int:
             return 404
         if r.status_code == 416 and offset:  # nothing left to send: the part file is complete
             return 206
+        if r.status_code >= 400 and retry.retries_status(r.status_code):
+            raise RetryableHTTPStatus(url, r.status_code, r.read()[:300].decode("utf-8", "replace"),
+                                      parse_retry_after(r.headers.get("retry-after")))
         r.raise_for_status()
         if r.status_code == 200 and offset:  # the server ignored the range: start over
             offset = 0
@@ -95,7 +103,8 @@ def _fetch(client: httpx.Client, url: str, part: Path, progress: bool) -> int:
 
 
 def download_zim(source: str, dest_dir: str | Path | None = None, *, sha256: str | None = None,
-                 client: httpx.Client | None = None, attempts: int = 4, progress: bool = True) -> Path:
+                 client: httpx.Client | None = None, attempts: int | None = None, progress: bool = True,
+                 retry: RetryConfig | None = None) -> Path:
     """Download a ZIM archive by Kiwix name or URL into ``dest_dir`` (default ``cache_dir()/zim``).
 
     Args:
@@ -104,14 +113,20 @@ def download_zim(source: str, dest_dir: str | Path | None = None, *, sha256: str
         sha256: expected digest (full, or a prefix of at least 8 hex characters).
         client: an ``httpx.Client`` (tests pass one with a mock transport); default: a client that
             follows redirects with a 60 s timeout per read.
-        attempts: transfer attempts; each retry resumes from the bytes already written.
+        attempts: transfer attempts per URL (default 4); each retry resumes from the bytes already
+            written. Shorthand for ``retry.max_retries + 1``.
+        retry: the :class:`~kit.web.retry.RetryConfig` (default :data:`DEFAULT_RETRY`: connection
+            errors, timeouts, cut-off bodies and HTTP 408/429/5xx are retried; other statuses are not).
     Returns:
         The archive's path. An existing archive is checked (sha256, readable) and returned as is.
     Raises:
         ValueError: bad ``source`` or ``sha256``.
-        ZimDownloadError: not found at any URL, transfer failed after ``attempts``, digest mismatch (the
-            partial file is removed), or the file is not a readable ZIM.
+        ZimDownloadError: not found at any URL, an HTTP error that is not retried, transfer failed after
+            ``attempts``, digest mismatch (the partial file is removed), or the file is not a readable ZIM.
     """
+    if attempts is not None and attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts}")
+    policy = (retry or DEFAULT_RETRY).with_(max_retries=None if attempts is None else attempts - 1)
     if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{8,64}", sha256):
         raise ValueError(f"sha256 must be 8 to 64 hex characters, got {sha256!r}")
     if "://" in source:
@@ -136,12 +151,14 @@ def download_zim(source: str, dest_dir: str | Path | None = None, *, sha256: str
     try:
         for url in urls:
             try:
-                for attempt in Retrying(stop=stop_after_attempt(attempts), wait=wait_exponential(min=1, max=30),
-                                        retry=retry_if_exception_type((httpx.TransportError, _Incomplete)), reraise=True):
+                for attempt in retrying(policy):
                     with attempt:
-                        status = _fetch(client, url, part, progress)
-            except (httpx.HTTPError, _Incomplete) as e:
-                raise ZimDownloadError(f"downloading {url} failed after {attempts} attempts: {e}") from e
+                        status = _fetch(client, url, part, progress, policy)
+            except RetryError as e:
+                n, last = e.last_attempt.attempt_number, e.last_attempt.exception()
+                raise ZimDownloadError(f"downloading {url} failed after {n} attempts: {exhausted_detail(last)}") from last
+            except httpx.HTTPError as e:  # an error status that is not retried (403, 410, ...)
+                raise ZimDownloadError(f"downloading {url} failed (not retried): {e}") from e
             if status != 404:
                 break
         else:

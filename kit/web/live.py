@@ -46,7 +46,6 @@ from kit.web.fetch import (
     RetryableHTTPStatus,
     RetryConfig,
     extract_markdown_images,
-    is_retryable_status,
     parse_retry_after,
 )
 
@@ -98,12 +97,12 @@ def _domain(url: str) -> str:
     return host[4:] if host.startswith("www.") else host
 
 
-def _checked(resp: httpx.Response, url: str, what: str) -> httpx.Response:
-    """``resp`` when it is a success; retryable statuses (429, 5xx) raise for a retry, others raise
-    :class:`BackendError` naming ``what``."""
+def _checked(resp: httpx.Response, url: str, what: str, retry: RetryConfig) -> httpx.Response:
+    """``resp`` when it is a success; statuses ``retry`` retries (408, 429, 5xx) raise for a retry,
+    others raise :class:`BackendError` naming ``what``."""
     if resp.status_code >= 400:
         body = resp.text[:_BODY_EXCERPT]
-        if is_retryable_status(resp.status_code):
+        if retry.retries_status(resp.status_code):
             raise RetryableHTTPStatus(url, resp.status_code, body, parse_retry_after(resp.headers.get("retry-after")))
         raise BackendError(f"{what} failed with HTTP {resp.status_code}: {body!r}")
     return resp
@@ -183,7 +182,7 @@ class SerperBackend:
             self._client = None
         await self.fetcher.aclose()
 
-    async def __aenter__(self) -> "SerperBackend":
+    async def __aenter__(self) -> SerperBackend:
         return self
 
     async def __aexit__(self, *exc_info) -> None:
@@ -195,7 +194,7 @@ class SerperBackend:
 
         async def once() -> httpx.Response:
             resp = await self._http().post(url, json=payload, headers={"X-API-KEY": self.api_key})
-            return _checked(resp, url, f"Serper {endpoint}")
+            return _checked(resp, url, f"Serper {endpoint}", self.retry)
 
         resp = await self.retry.run(f"Serper {endpoint}", once)
         try:
@@ -332,7 +331,8 @@ class SerperBackend:
             headers["Authorization"] = f"Bearer {self.reader_api_key}"
 
         async def once() -> httpx.Response:
-            return _checked(await self._http().get(reader_url, headers=headers), reader_url, f"reader for {url}")
+            return _checked(await self._http().get(reader_url, headers=headers), reader_url, f"reader for {url}",
+                            self.retry)
 
         resp = await self.retry.run(f"reader {url}", once)
         title, source, markdown, _published = parse_reader_text(resp.text, url)

@@ -14,8 +14,15 @@ the real MMSearch-R1 traces under ``../shared/data/trajectories/mmsearch_r1/`` a
   ``Zchu/REDSearcher_RL_1K``; linked from github.com/RedSearchAgent/REDSearcher).
 """
 
-from kit.data.normalize.base import (NormalizeError, NormalizeReport, canonical_call, canonical_response, garbled,
-                                     normalize_rows, token_filter)
+from kit.data.normalize.base import (
+                                     NormalizeError,
+                                     NormalizeReport,
+                                     canonical_call,
+                                     canonical_response,
+                                     garbled,
+                                     normalize_rows,
+                                     token_filter,
+)
 from kit.data.normalize.chat import METIS, OPENSEARCH_VL, REDSEARCHER, ChatAdapter, ChatSource
 from kit.data.normalize.mmsearch_r1 import MMSearchR1Adapter, read_mmsearch_r1
 from kit.data.normalize.sources import source_rows

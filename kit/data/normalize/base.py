@@ -17,9 +17,10 @@ import json
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 from kit.harness.episode import EpisodeRecord, RegisteredImage
 from kit.types import ContentPart, Message
@@ -116,8 +117,8 @@ _FILE_MEMO: dict[tuple[str, int, int], tuple[str, int, int, str]] = {}
 
 
 def store_file(src: Path, workspace: Path, name: str) -> RegisteredImage:
-    """Like :func:`store_image` for an image file, copied into the workspace; its sha256 and header are memoised by (path, size, mtime) so re-normalizing
-    a source does not re-hash its images.
+    """Like :func:`store_image` for an image file, copied into the workspace; its sha256 and header are
+    memoised by (path, size, mtime) so re-normalizing a source does not re-hash its images.
 
     Raises:
         NormalizeError: (``image_unreadable``) not a decodable image; (``image_missing``) unreadable file.

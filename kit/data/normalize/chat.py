@@ -41,10 +41,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.harness.events import EventType
-from kit.data.normalize.base import (NormalizeError, canonical_call, canonical_response, dedupe_answers, judge_label,
-                                     persist_observation, safe_workspace, store_image, text_msg)
+from kit.data.normalize.base import (
+    NormalizeError,
+    canonical_call,
+    canonical_response,
+    dedupe_answers,
+    judge_label,
+    persist_observation,
+    safe_workspace,
+    store_image,
+    text_msg,
+)
 from kit.harness.episode import EpisodeRecord, Event, Task
+from kit.harness.events import EventType
 from kit.types import ContentPart, Message
 
 _THINK = re.compile(r"<think>(.*?)</think>", re.S)

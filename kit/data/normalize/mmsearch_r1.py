@@ -51,15 +51,26 @@ import base64
 import binascii
 import hashlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from kit.harness.events import EventType
-from kit.data.normalize.base import (NormalizeError, canonical_call, canonical_response, dedupe_answers, judge_label,
-                                     persist_observation, safe_workspace, store_file, store_image, text_msg,
-                                     tool_schema)
+from kit.data.normalize.base import (
+    NormalizeError,
+    canonical_call,
+    canonical_response,
+    dedupe_answers,
+    judge_label,
+    persist_observation,
+    safe_workspace,
+    store_file,
+    store_image,
+    text_msg,
+    tool_schema,
+)
 from kit.data.normalize.files import read_json_rows
 from kit.harness.episode import EpisodeRecord, Event, RegisteredImage, Task
+from kit.harness.events import EventType
 from kit.types import ContentPart, Message
 
 _REASON = re.compile(r"<reason>(.*?)</reason>", re.S)
@@ -320,7 +331,8 @@ class MMSearchR1Adapter:
             text, persisted = persist_observation(text, ws, k, name)
             if persisted:
                 events.append(Event(type=EventType.RESULT_PERSISTED, turn=k, detail=persisted))
-            shown = self._thumbnails(rnd, k, ws, sum(r.kind == "search_image" for r in images), events, name) if action == "image_search" else []
+            shown = (self._thumbnails(rnd, k, ws, sum(r.kind == "search_image" for r in images), events, name)
+                     if action == "image_search" else [])
             images += shown
             msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{k}", turn=k,
                                 content=[ContentPart(type="text", text=text)]

@@ -8,8 +8,9 @@ arrives as PIL images, which :class:`~kit.data.normalize.chat.ChatAdapter` re-en
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from kit.data.normalize.base import NormalizeError
 

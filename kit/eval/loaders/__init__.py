@@ -9,15 +9,29 @@ One module per benchmark family: :mod:`~kit.eval.loaders.fvqa` (MMSearch-R1 eval
 the row-id rule, image bytes) is in :mod:`~kit.eval.loaders.common`. Everything is re-exported here.
 """
 
-from kit.eval.loaders.common import (MAX_IMAGE_PIXELS, MISSING_IMAGES, TEXT_ONLY_LABEL, BenchmarkError, LoadResult,
-                                     _answers, _aslist, _file_info, check_limit, check_missing_images,
-                                     default_image_dir, image_to_bytes, json_line, resolve_by_name, row_id,
-                                     save_image_bytes, sha256_text)
+from kit.eval.loaders.common import (
+                                     MAX_IMAGE_PIXELS,
+                                     MISSING_IMAGES,
+                                     TEXT_ONLY_LABEL,
+                                     BenchmarkError,
+                                     LoadResult,
+                                     _answers,
+                                     _aslist,
+                                     _file_info,
+                                     check_limit,
+                                     check_missing_images,
+                                     default_image_dir,
+                                     image_to_bytes,
+                                     json_line,
+                                     resolve_by_name,
+                                     row_id,
+                                     save_image_bytes,
+                                     sha256_text,
+)
 from kit.eval.loaders.fvqa import _answer_list, load_fvqa
 from kit.eval.loaders.livevqa import livevqa_tasks, load_livevqa, parse_options
 from kit.eval.loaders.mmbrowsecomp import MMBC_QUESTION_MARKER, load_mm_browsecomp, mmbrowsecomp_task
-from kit.eval.loaders.mmsearch_r1 import (load_infoseek, load_mmsearch_r1_parquet, mmsearch_r1_task,
-                                          read_parquet_rows)
+from kit.eval.loaders.mmsearch_r1 import load_infoseek, load_mmsearch_r1_parquet, mmsearch_r1_task, read_parquet_rows
 from kit.eval.loaders.vistarget_jsonl import load_vistarget_jsonl
 
 __all__ = [

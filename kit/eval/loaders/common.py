@@ -14,9 +14,10 @@ import base64 as _base64
 import hashlib as _hashlib
 import io as _io
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from kit.harness.episode import Task
 

@@ -5,11 +5,21 @@ choice) and ``level2_qa`` (multi-hop) each, loaded as separate tasks.
 from __future__ import annotations
 
 import re as _re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from kit.eval.loaders.common import (BenchmarkError, LoadResult, _answers, _aslist, _file_info, check_limit,
-                                     json_line, resolve_by_name, row_id)
+from kit.eval.loaders.common import (
+    BenchmarkError,
+    LoadResult,
+    _answers,
+    _aslist,
+    _file_info,
+    check_limit,
+    json_line,
+    resolve_by_name,
+    row_id,
+)
 from kit.harness.episode import Task
 
 __all__ = ["livevqa_tasks", "load_livevqa", "parse_options"]

@@ -4,12 +4,24 @@ stays in the returned tasks only).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kit.eval.crypto import DecryptionError, decrypt_text
-from kit.eval.loaders.common import (TEXT_ONLY_LABEL, BenchmarkError, LoadResult, _aslist, _file_info, check_limit,
-                                     check_missing_images, json_line, resolve_by_name, row_id, sha256_text)
+from kit.eval.loaders.common import (
+    TEXT_ONLY_LABEL,
+    BenchmarkError,
+    LoadResult,
+    _aslist,
+    _file_info,
+    check_limit,
+    check_missing_images,
+    json_line,
+    resolve_by_name,
+    row_id,
+    sha256_text,
+)
 from kit.harness.episode import Task
 
 __all__ = ["MMBC_QUESTION_MARKER", "load_mm_browsecomp", "mmbrowsecomp_task"]

@@ -8,8 +8,18 @@ import re as _re
 from pathlib import Path
 from typing import Any
 
-from kit.eval.loaders.common import (BenchmarkError, LoadResult, _answers, _aslist, _file_info, check_limit,
-                                     default_image_dir, image_to_bytes, row_id, save_image_bytes)
+from kit.eval.loaders.common import (
+    BenchmarkError,
+    LoadResult,
+    _answers,
+    _aslist,
+    _file_info,
+    check_limit,
+    default_image_dir,
+    image_to_bytes,
+    row_id,
+    save_image_bytes,
+)
 from kit.harness.episode import Task
 
 __all__ = ["load_infoseek", "load_mmsearch_r1_parquet", "mmsearch_r1_task", "read_parquet_rows"]

@@ -6,8 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kit.eval.loaders.common import (BenchmarkError, LoadResult, _answers, _aslist, _file_info, check_limit, json_line,
-                                     row_id)
+from kit.eval.loaders.common import (
+    BenchmarkError,
+    LoadResult,
+    _answers,
+    _aslist,
+    _file_info,
+    check_limit,
+    json_line,
+    row_id,
+)
 from kit.harness.episode import Task
 
 __all__ = ["load_vistarget_jsonl"]

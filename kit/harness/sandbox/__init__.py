@@ -11,8 +11,15 @@ folders, environment, produced files), ``driver`` (the child-side script, standa
 The isolation model, and how to check which mode ran: ``docs/isolation.md``.
 """
 
-from kit.harness.sandbox.base import (ISOLATION_ENV, ISOLATION_MODES, CodeResult, CodeSandboxClosed, CodeSandboxError,
-                                      Sandbox, resolve_isolation)
+from kit.harness.sandbox.base import (
+                                      ISOLATION_ENV,
+                                      ISOLATION_MODES,
+                                      CodeResult,
+                                      CodeSandboxClosed,
+                                      CodeSandboxError,
+                                      Sandbox,
+                                      resolve_isolation,
+)
 from kit.harness.sandbox.bwrap import BwrapProbe, bwrap_probe
 from kit.harness.sandbox.interpreter import CodeSandbox
 

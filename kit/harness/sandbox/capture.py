@@ -13,6 +13,7 @@ import asyncio
 import codecs
 import json
 import struct
+from collections.abc import Mapping
 
 _FRAME = struct.Struct(">I")
 MAX_RESPONSE_BYTES = 1 << 20  # responses are a few hundred bytes; more means a corrupt channel
@@ -111,7 +112,7 @@ async def _pump(stream: asyncio.StreamReader, cap: _Capture, sentinel: bytes, ca
         raise
 
 
-async def finish_pumps(pumps: dict[int, asyncio.Future]) -> None:
+async def finish_pumps(pumps: Mapping[int, asyncio.Future]) -> None:
     """Cancel the pumps still reading and wait for all of them."""
     for t in pumps.values():
         if not t.done():

@@ -21,17 +21,31 @@ import signal
 import sys
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import psutil
 
 from kit.harness.sandbox import bwrap, driver, rlimits
 from kit.harness.sandbox.base import CodeResult, CodeSandboxClosed, CodeSandboxError, requested_mode, resolve_isolation
-from kit.harness.sandbox.capture import MAX_RESPONSE_BYTES, _Capture, _OutputOverflow, _pump, encode_frame, \
-    finish_pumps, read_frame
-from kit.harness.sandbox.workspace import KIT_DIR, child_env, give_tree, new_files, prepare_workspace, \
-    remove_scratch, snapshot
+from kit.harness.sandbox.capture import (
+    MAX_RESPONSE_BYTES,
+    _Capture,
+    _OutputOverflow,
+    _pump,
+    encode_frame,
+    finish_pumps,
+    read_frame,
+)
+from kit.harness.sandbox.workspace import (
+    KIT_DIR,
+    child_env,
+    give_tree,
+    new_files,
+    prepare_workspace,
+    remove_scratch,
+    snapshot,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +64,7 @@ async def _wait_exit(proc: asyncio.subprocess.Process, timeout: float) -> bool:
     return True
 
 
-_LIVE: "weakref.WeakSet[CodeSandbox]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[CodeSandbox] = weakref.WeakSet()
 
 
 @atexit.register
@@ -229,7 +243,7 @@ class CodeSandbox:
             remove_scratch(self.workspace)
         _LIVE.discard(self)
 
-    async def __aenter__(self) -> "CodeSandbox":
+    async def __aenter__(self) -> CodeSandbox:
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -14,8 +14,8 @@ import logging
 import os
 import shutil
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 log = logging.getLogger(__name__)
 

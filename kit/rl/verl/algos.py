@@ -13,10 +13,13 @@ ones included), and the clipped term is
 positively homogeneous in ``A``, so the product is exactly Eq. 7. This holds when the optimizer step
 sees the whole rollout batch (``ppo_mini_batch_size = train_batch_size``, as in ``configs/verl``).
 
-Policy loss ``fa_gspo``: ``ρ_i = exp(mean over response tokens of (log π − log π_old))``,
-``S_i = min(ρ_i A_i, clip(ρ_i, 1 − clip_ratio_low, 1 + clip_ratio_high) A_i)``, loss
-``−Σ_i S_i / N`` (× data-parallel size, as verl's own aggregation, so gradients average to the global
-mean).
+Policy loss ``fa_gspo``: the kit's own Eq. 7 loss, :func:`kit.rl.objective.gspo_loss` (``ρ_i = exp(mean
+over response tokens of (log π − log π_old))``, ``S_i = min(ρ_i A_i, clip(ρ_i, 1 − clip_ratio_low,
+1 + clip_ratio_high) A_i)``), with weight 1 on every live row (× its mean rollout importance weight when
+verl passes one), divided by ``N`` and multiplied by the data-parallel size, as verl's own aggregation,
+so gradients average to the global mean. ``log ρ`` is clamped at :data:`MAX_LOG_RATIO` before ``exp``
+(verl's GSPO overflow guard). Nothing of Eq. 4/6/7 is re-implemented here: this module only moves
+verl's tensors into the kit's functions.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est, register_policy_loss
 
-from kit.rl.objective import group_advantages
+from kit.rl.objective import group_advantages, gspo_loss
 
 NAME = "fa_gspo"
+MAX_LOG_RATIO = 10.0  # verl's clamp on the sequence log-ratio (exp overflow guard)
 
 
 @register_adv_est(NAME)
@@ -79,20 +83,20 @@ def compute_fa_gspo_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tens
         return (log_prob * 0.0).sum(), {"actor/pg_clipfrac": 0.0, "actor/ppo_kl": 0.0, "actor/fa_gspo_rows": 0}
     clip_lo = getattr(config, "clip_ratio_low", None) or getattr(config, "clip_ratio", 0.2)
     clip_hi = getattr(config, "clip_ratio_high", None) or getattr(config, "clip_ratio", 0.2)
-    lp, old, m, n = log_prob[live], old_log_prob[live], mask[live], lengths[live]
-    a = (advantages[live] * m).sum(-1) / n
-    log_ratio = ((lp - old) * m).sum(-1) / n
-    ratio = torch.exp(torch.clamp(log_ratio, max=10.0))
-    clipped = torch.clamp(ratio, 1.0 - clip_lo, 1.0 + clip_hi)
-    s = torch.minimum(ratio * a, clipped * a)
+    n = lengths.clamp_min(1.0)
+    a = (advantages * mask).sum(-1) / n  # the row's advantage (the Eq. 7 weight already folded in)
+    weights = live.to(torch.float64)  # an excluded row (all-zero mask) gets weight 0: not in the loss
     if rollout_is_weights is not None:
-        s = s * ((rollout_is_weights[live] * m).sum(-1) / n)
+        weights = weights * ((rollout_is_weights * mask).sum(-1) / n).to(torch.float64)
+    neg_sum, stats = gspo_loss(log_prob, old_log_prob, mask, a, weights, eps_lo=clip_lo, eps_hi=clip_hi,
+                               max_log_ratio=MAX_LOG_RATIO)
     info = getattr(config, "global_batch_info", None) or {}
     dp = int(info.get("dp_size", 1) or 1)
     total = info.get("global_batch_size") or int(mask.shape[0])
-    loss = -s.sum() / total * dp
+    loss = neg_sum / total * dp
     with torch.no_grad():
-        metrics = {"actor/pg_clipfrac": float(((ratio * a) > (clipped * a)).float().mean()),
-                   "actor/ppo_kl": float((-(lp - old) * m).sum() / m.sum()),
-                   "actor/fa_gspo_ratio_mean": float(ratio.mean()), "actor/fa_gspo_rows": int(live.sum())}
+        m = mask[live]
+        metrics = {"actor/pg_clipfrac": stats["clip_frac"],
+                   "actor/ppo_kl": float((-(log_prob[live] - old_log_prob[live]) * m).sum() / m.sum()),
+                   "actor/fa_gspo_ratio_mean": stats["ratio_mean"], "actor/fa_gspo_rows": stats["rows"]}
     return loss, metrics

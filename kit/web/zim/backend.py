@@ -354,7 +354,7 @@ class LocalZimWeb:
             kg = KnowledgeGraph(title=art["title"], description=art["first"],
                                 url=arch.url(art["path"]))
         thumbs = []
-        for dist, ai, idx in matches[:num]:
+        for _dist, ai, idx in matches[:num]:
             arch = self.archives[ai]
             occ = min(arch.images[idx].occurrences, key=lambda o: (o.get("position", 0), o["doc"]))
             thumbs.append(self._image_hit(arch, idx, occ))

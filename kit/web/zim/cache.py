@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 #: Bump when the on-disk index layout or the text/image extraction changes: old caches are rebuilt.
 #: 2: plain NFC titles/text, licence footers and decorative images dropped, accent folding before
 #: stemming. 3: titles parsed once (only known inline tags are markup), headings not decoded twice.
-INDEX_FORMAT = 3
+#: 4: images decoded by kit.images with the registry's limits (e.g. a 1:300 banner is not indexed).
+INDEX_FORMAT = 4
 
 
 def _write_json_atomic(path: Path, obj: object) -> None:

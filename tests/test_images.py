@@ -1,0 +1,155 @@
+"""kit.images (issue 15 part 3): one image decoder for the registry, the ZIM web and the fetcher,
+and one "same picture" decision for Target Match and the data pipeline. No shared data needed."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import pytest
+from PIL import Image
+
+import kit.images as images
+from kit.harness.errors import ImageError, ToolError
+from kit.types import BackendError
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A tiny, well-formed PNG that declares ``width`` x ``height`` pixels (its pixels are missing)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+def encode(img: Image.Image, fmt: str = "PNG", **kw) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format=fmt, **kw)
+    return buf.getvalue()
+
+
+BANNER = encode(Image.new("RGB", (30_000, 100), (200, 30, 30)))  # 1:300, 3 MP: a real, decodable banner
+OVER_LIMIT = png_header(8_100, 8_100)  # 65.6 MP: under PIL's own bomb limit, over the kit's 64 MP
+
+
+# ----------------------------------------------------------------------------------------- decoder
+def test_one_error_type_for_every_caller():
+    assert issubclass(images.ImageError, ToolError) and images.ImageError is ImageError
+    assert issubclass(images.ImageRejected, ImageError) and issubclass(images.ImageRejected, BackendError)
+    e = images.ImageRejected("bad_image", "x")
+    assert e.code == "bad_image" and str(e) == "x" and e.retryable is False
+
+
+@pytest.mark.parametrize("data, code, words", [
+    (b"", "bad_image", "empty"), ("text", "bad_image", "must be bytes"),
+    (b"definitely not an image", "bad_image", "not a recognised"),
+    (png_header(60_000, 60_000), "image_too_large", "decompression bomb"),
+    (OVER_LIMIT, "image_too_large", "64000000-pixel limit"),
+    (BANNER, "bad_image", "aspect ratio over 200"),
+])
+def test_decoder_refusals_carry_a_code(data, code, words):
+    with pytest.raises(ImageError) as e:
+        images.decode_image(data)
+    assert e.value.code == code and words in e.value.message
+
+
+def test_decoder_refuses_truncated_and_keeps_format():
+    good = encode(Image.new("RGB", (300, 200), "navy"), "JPEG", quality=90)
+    im = images.decode_image(good)
+    assert im.format == "JPEG" and im.size == (300, 200)
+    with pytest.raises(ImageError, match="truncated"):
+        images.decode_image(good[: len(good) // 2])
+    assert images.decode_image(BANNER, max_aspect=400).size == (30_000, 100)  # limits are parameters
+    with pytest.raises(images.ImageRejected):
+        images.decode_image(b"", error=images.ImageRejected)
+
+
+def test_registry_uses_the_one_decoder():
+    import kit.harness.registry as registry
+    import kit.web.zim.images as zim_images
+
+    assert registry.decode_image is images.decode_image and registry.read_regular_file is images.read_regular_file
+    assert registry.MAX_ASPECT_RATIO == images.MAX_ASPECT_RATIO == 200
+    assert zim_images.MATCH_DISTANCE == images.SAME_PICTURE_DISTANCE
+
+
+# ------------------------------------------------------------- ZIM web: what the registry refuses
+@pytest.mark.parametrize("data, code", [(BANNER, "bad_image"), (OVER_LIMIT, "image_too_large")])
+def test_zim_decoder_refuses_what_the_registry_refuses(data, code, tmp_path):
+    """Before: the ZIM web decoded a 1:300 banner (and indexed it) although the registry refuses
+    it, and checked PIL's 89 MP limit instead of the registry's 64 MP."""
+    from kit.harness.registry import EvidenceRegistry
+    from kit.web.zim.images import decode_image as zim_decode
+
+    with pytest.raises(ImageError) as reg_err:
+        EvidenceRegistry(tmp_path).register_bytes(data, "search_image")
+    with pytest.raises(BackendError) as zim_err:  # still a BackendError for the web's callers
+        zim_decode(data)
+    assert isinstance(zim_err.value, ImageError) and zim_err.value.code == reg_err.value.code == code
+
+
+def test_zim_index_skips_a_banner_the_registry_refuses():
+    from kit.web.zim.archive import _ZimArchive
+
+    arch = object.__new__(_ZimArchive)  # _hash_image needs no archive state
+    reason, rec, _ = arch._hash_image("I/banner.png", "image/png", BANNER, [])
+    assert (reason, rec) == ("undecodable", None)
+    reason, rec, hashes = arch._hash_image("I/photo.png", "image/png", encode(Image.new("RGB", (300, 200), "red")), [])
+    assert reason == "" and rec.width == 300 and len(hashes) == 3
+
+
+# ----------------------------------------------------------------------------------- same picture
+def _gradient(w=240, h=180, seed=0) -> Image.Image:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 255, (6, 8, 3), dtype=np.uint8)  # smooth blobs: a photo-like picture
+    return Image.fromarray(base).resize((w, h), Image.Resampling.BICUBIC)
+
+
+def _transparent_picture() -> Image.Image:
+    """A picture on a fully transparent border whose hidden RGB is black (as many PNG exporters
+    leave it): on a page, and in its JPEG copy, the border is white."""
+    im = Image.new("RGBA", (240, 180), (0, 0, 0, 0))
+    im.paste(_gradient(160, 110).convert("RGBA"), (40, 35))
+    return im
+
+
+def test_target_match_and_target_selection_decide_alike(tmp_path):
+    """Before: the Target Match judge flattened transparency (pHash <= 10) and the data pipeline's
+    selection did not (pHash + dHash <= 26), so a transparent PNG and its JPEG copy were the same
+    picture for evaluation and a different one for selection."""
+    import asyncio
+
+    from kit.data.sample import same_picture as selection
+    from kit.eval.judges import PerceptualImageJudge
+
+    png, jpg, other = tmp_path / "t.png", tmp_path / "t.jpg", tmp_path / "o.jpg"
+    pic = _transparent_picture()
+    png.write_bytes(encode(pic))
+    jpg.write_bytes(encode(images.flatten_rgb(pic), "JPEG", quality=70))
+    other.write_bytes(encode(_gradient(seed=1), "JPEG", quality=70))
+    judge = PerceptualImageJudge()
+    for a, b, expected in ((png, jpg, True), (jpg, png, True), (png, other, False), (png, png, True)):
+        verdict = asyncio.run(judge.judge(a, b))
+        decision = images.same_picture(a, b)
+        assert verdict.match is decision.match is selection(a, b) is expected, (a.name, b.name)
+        assert verdict.distance == decision.distance
+    assert images.same_picture(png, png).distance == 0
+
+
+def test_same_picture_reports_unreadable_files(tmp_path):
+    (tmp_path / "bad.png").write_bytes(b"not an image")
+    good = tmp_path / "g.png"
+    good.write_bytes(encode(_gradient()))
+    for a in (tmp_path / "missing.png", tmp_path / "bad.png"):
+        m = images.same_picture(a, good)
+        assert m.match is None and m.distance is None and m.error.startswith("bad_image")
+    from kit.data.sample import same_picture as selection
+
+    assert selection(tmp_path / "bad.png", good) is False
+    memo: dict = {}
+    assert images.same_picture(good, good, memo=memo).match is True and len(memo) == 1
