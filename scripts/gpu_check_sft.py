@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def run_backend(backend: str, model_path, examples, pad, steps: int, lora: int, out: Path) -> dict:
     import torch
 
-    from kit.train.sft import SFTConfig, train_sft
+    from kit.train.sft import SFTTrainConfig, train_sft
 
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
-    cfg = SFTConfig(max_steps=steps, grad_accum=1, per_device_batch_size=1, lr_language=1e-5, lr_vision=1e-6,
+    cfg = SFTTrainConfig(max_steps=steps, grad_accum=1, per_device_batch_size=1, lr_language=1e-5, lr_vision=1e-6,
                     warmup_ratio=0.0, lora_rank=lora, gradient_checkpointing=True, save_steps=10**6, logging_steps=1)
     t = time.perf_counter()
     res = train_sft(model_path, examples, out / backend, cfg, backend=backend, pad_token_id=pad, save_final=False)
@@ -59,10 +59,10 @@ def main() -> int:
         print("unsloth is not installed: nothing to check (bring it as a wheel)")
         return 2
     import unsloth  # noqa: F401  (must be imported before transformers/trl to patch them)
-    from kit.train.sample_records import sample_record as make_record
 
     from kit.models.processor import load_image_only_processor
     from kit.models.tiny import build_tiny_checkpoint
+    from kit.train.sample_records import sample_record as make_record
     from kit.train.sft_data import SFTEncoder
 
     path = build_tiny_checkpoint(a.model[5:], vocab="qwen") if a.model.startswith("tiny-") else Path(a.model)

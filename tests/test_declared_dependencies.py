@@ -11,9 +11,9 @@ import ast
 import importlib.metadata
 import re
 import sys
+import tomllib
 from pathlib import Path
 
-import tomllib
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]

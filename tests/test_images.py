@@ -45,7 +45,7 @@ def test_one_error_type_for_every_caller():
 
 @pytest.mark.parametrize("data, code, words", [
     (b"", "bad_image", "empty"), ("text", "bad_image", "must be bytes"),
-    (b"definitely not an image", "bad_image", "not a recognised"),
+    (b"definitely not an image", "bad_image", "not a raster image"),
     (png_header(60_000, 60_000), "image_too_large", "decompression bomb"),
     (OVER_LIMIT, "image_too_large", "64000000-pixel limit"),
     (BANNER, "bad_image", "aspect ratio over 200"),

@@ -66,7 +66,7 @@ def test_open_tool_cache_modes(tmp_path):
 # ---------------------------------------------------------------- Figure 7 (notebook 05's recovery.csv)
 
 def _step(n, **rows):
-    from kit.rl.rollout import MECHANISMS, EXCLUDED_MECHANISMS
+    from kit.rl.rollout import EXCLUDED_MECHANISMS, MECHANISMS
 
     out = []
     for k in MECHANISMS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from kit.harness.config import SMOKE_PROMPT_TIME, HarnessConfig
 from kit.profiles import PROFILES, Profile, get_profile
@@ -14,7 +15,7 @@ def test_smoke_and_paper_profiles():
     assert (smoke.name, smoke.smoke, smoke.labels, smoke.default_model) == ("smoke", True, ("smoke",), "tiny-qwen2_vl")
     assert (paper.name, paper.smoke, paper.labels, paper.default_model) == ("paper", False, (), "")
     assert get_profile(smoke) is smoke
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         smoke.smoke = False  # frozen: a notebook cannot flip its profile half-way
 
 

@@ -17,11 +17,11 @@ import pytest
 from conftest import MemoryBackend, png_bytes
 
 import kit.models as km
-from kit.models.qwen_tokenizer import is_qwen_vocab_available
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness
 from kit.harness.neutralize import CONTROL_STRINGS, neutralize_control_tokens
+from kit.models.qwen_tokenizer import is_qwen_vocab_available
 from kit.policy.transformers_policy import TransformersPolicy
 from kit.types import AssistantTurn, ContentPart, Message, Usage
 

@@ -55,7 +55,7 @@ def local_zim_paths(paths: Sequence[str | os.PathLike] | None = None, *, data_di
 
 
 def open_local_web(paths: Sequence[str | os.PathLike] | None = None, *, data_dir: str | os.PathLike | None = None,
-                   names: Sequence[str] | None = None, **web_kwargs: Any) -> "LocalZimWeb":
+                   names: Sequence[str] | None = None, **web_kwargs: Any) -> LocalZimWeb:
     """:class:`kit.web.zim.LocalZimWeb` over :func:`local_zim_paths` (same arguments and errors);
     ``web_kwargs`` (``index_dir``, ``keep_links``) go to the backend. Indexes load on first use."""
     from kit.web.zim import LocalZimWeb  # lazy: libzim + BM25
@@ -63,7 +63,7 @@ def open_local_web(paths: Sequence[str | os.PathLike] | None = None, *, data_dir
     return LocalZimWeb(local_zim_paths(paths, data_dir=data_dir, names=names), **web_kwargs)
 
 
-def open_tool_cache(path: str | os.PathLike | None, mode: str = "readwrite") -> "ToolCache":
+def open_tool_cache(path: str | os.PathLike | None, mode: str = "readwrite") -> ToolCache:
     """A :class:`kit.web.cache.ToolCache` for a notebook's ``cache_mode``: ``"readwrite"`` / ``"readonly"``
     on the SQLite file ``path``; ``"off"`` ignores ``path`` (nothing is read or written).
 

@@ -101,17 +101,17 @@ class RetryConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
-    max_retries: int = Field(2, ge=0)
-    backoff_initial_s: float = Field(0.5, ge=0)
-    backoff_max_s: float = Field(20.0, ge=0)
-    jitter_s: float = Field(0.0, ge=0)
-    retry_after_cap_s: float = Field(30.0, ge=0)
+    max_retries: int = Field(default=2, ge=0)
+    backoff_initial_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=20.0, ge=0)
+    jitter_s: float = Field(default=0.0, ge=0)
+    retry_after_cap_s: float = Field(default=30.0, ge=0)
     honour_retry_after: bool = True
     retry_on: tuple[type[BaseException], ...] = HTTP_TRANSIENT
     retry_statuses: frozenset[int] | None = None
     honour_time_budget: bool = True
-    max_total_s: float | None = Field(None, gt=0)
-    attempt_timeout_s: float | None = Field(60.0, gt=0)
+    max_total_s: float | None = Field(default=None, gt=0)
+    attempt_timeout_s: float | None = Field(default=60.0, gt=0)
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     sync_sleep: Callable[[float], None] = time.sleep
 
@@ -142,16 +142,16 @@ class RetryConfig(BaseModel):
 
     def deadline(self) -> float | None:
         """Monotonic time by which a call starting now must end (None: unbounded)."""
-        ends = [None if self.max_total_s is None else time.monotonic() + self.max_total_s]
-        if self.honour_time_budget:
-            ends.append(_DEADLINE.get())
-        ends = [d for d in ends if d is not None]
+        ends: list[float] = [] if self.max_total_s is None else [time.monotonic() + self.max_total_s]
+        budget = _DEADLINE.get() if self.honour_time_budget else None
+        if budget is not None:
+            ends.append(budget)
         return min(ends) if ends else None
 
     async def run(self, what: str, fn: Callable[[], Awaitable]):
         """Run ``fn`` with retries; raise :class:`BackendError` (``retryable=True``) once they are
         exhausted or the time budget would be passed. Non-retryable exceptions propagate unchanged."""
-        r = async_retrying(self)
+        r = _build(_KitAsyncRetrying, self, self.sleep, False)
         deadline = r.budget_stop.deadline
         if deadline is not None and deadline <= time.monotonic():
             raise BackendError(f"{what} not attempted: the time budget is used up", retryable=True)
@@ -202,11 +202,19 @@ class _StopAtDeadline(stop_base):
         return self.fired
 
 
+class _KitRetrying(Retrying):
+    budget_stop: _StopAtDeadline  # read by budget_stopped()
+
+
+class _KitAsyncRetrying(AsyncRetrying):
+    budget_stop: _StopAtDeadline
+
+
 def _build(cls, policy: RetryConfig, sleep, reraise: bool):
     at_deadline = _StopAtDeadline(policy.deadline())
     r = cls(retry=retry_if_exception(policy.is_retryable), stop=stop_after_attempt(policy.attempts) | at_deadline,
             wait=_Wait(policy), sleep=sleep, reraise=reraise)
-    r.budget_stop = at_deadline  # read by budget_stopped()
+    r.budget_stop = at_deadline
     return r
 
 
@@ -215,12 +223,12 @@ def retrying(policy: RetryConfig, *, reraise: bool = False) -> Retrying:
 
     ``reraise=False``: exhaustion raises ``tenacity.RetryError`` (``last_attempt`` holds the last
     error); ``True``: the last error itself. A non-retryable error always propagates unchanged."""
-    return _build(Retrying, policy, policy.sync_sleep, reraise)
+    return _build(_KitRetrying, policy, policy.sync_sleep, reraise)
 
 
 def async_retrying(policy: RetryConfig, *, reraise: bool = False) -> AsyncRetrying:
     """The ``AsyncRetrying`` counterpart of :func:`retrying` (waits with ``policy.sleep``)."""
-    return _build(AsyncRetrying, policy, policy.sleep, reraise)
+    return _build(_KitAsyncRetrying, policy, policy.sleep, reraise)
 
 
 def budget_stopped(r: Retrying | AsyncRetrying) -> bool:
