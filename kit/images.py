@@ -108,10 +108,10 @@ def decode_image(data: bytes | bytearray | memoryview, *, max_pixels: int = MAX_
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise error("image_too_large", f"decompression bomb refused: {e}") from e
     except Image.UnidentifiedImageError as e:
-        raise error("bad_image", "not a raster image the kit can decode (PNG, JPEG, GIF, WebP, BMP or TIFF; "
-                    "SVG is not rasterised)") from e
+        raise error("bad_image", "cannot decode image: not a raster image format the kit reads (PNG, JPEG, GIF, "
+                    "WebP, BMP or TIFF; SVG is not rasterised)") from e
     except Exception as e:  # PIL raises many types for bad data (OSError, SyntaxError, ValueError, EOFError...)
-        raise error("bad_image", f"corrupt or truncated image: {type(e).__name__}: {e}") from e
+        raise error("bad_image", f"cannot decode image: corrupt or truncated ({type(e).__name__}: {e})") from e
     return im
 
 

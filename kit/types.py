@@ -217,7 +217,10 @@ class Policy(Protocol):
     """
 
     name: str
-    token_counter: TokenCounter
+
+    @property
+    def token_counter(self) -> TokenCounter:  # read-only in the protocol: a policy may hold a richer counter
+        ...
 
     async def generate(
         self,

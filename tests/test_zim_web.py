@@ -260,9 +260,9 @@ def test_reverse_search_rejects_bad_bytes(web, monkeypatch):
     arch, rec = _unique_image(web, LEGACY)
     good = _jpeg(_decode(arch.read(arch.entry(rec.path))[1]), 1.0, 90)
     png_header_only = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
-    for bad, message in ((b"", "empty"), (b"definitely not an image", "not a recognised image"),
+    for bad, message in ((b"", "empty"), (b"definitely not an image", "not a raster image"),
                          (good[: len(good) // 2], "truncated"),
-                         (png_header_only, "not a recognised image"), ("text", "must be bytes")):
+                         (png_header_only, "not a raster image"), ("text", "must be bytes")):
         with pytest.raises(BackendError, match=message):
             web.reverse_image_search_sync(bad, 5)
     with pytest.raises(BackendError, match="too small"):

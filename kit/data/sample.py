@@ -15,8 +15,9 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from kit.data.linkgraph import norm_title
 from kit.data.records import SynthTask, write_json

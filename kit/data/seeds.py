@@ -179,7 +179,7 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
     per_fact = Counter(s.fact.answer for s in kept)
     quota = math.ceil(max_fact_share * limit) if max_fact_share is not None and limit is not None else None
     image_dir = out / "images"
-    as_of = as_of or dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    as_of = as_of or dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     accepted = 0
     for art in sorted(graph.articles.values(), key=lambda a: a.url):
         if limit is not None and accepted >= limit:
@@ -297,7 +297,7 @@ async def collect_event_seeds(harness, topics: Sequence[str], windows: Iterable[
     out = Path(out_dir)
     files = StageFiles(out, "event_seeds", Seed)
     done = files.done_ids()
-    as_of = as_of or dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    as_of = as_of or dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     tasks = []
     for topic in topics:
         for s, e in windows:

@@ -24,10 +24,11 @@ import threading
 import time
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans({c: " " for c in string.punctuation + "“”‘’«»、，。！？：；（）"})
@@ -317,7 +318,7 @@ class LLMJudge:
 
     @classmethod
     def from_endpoint(cls, base_url: str, model: str, *, api_key: str | None = None,
-                      cache_path: str | Path | None = None, **kwargs) -> "LLMJudge":
+                      cache_path: str | Path | None = None, **kwargs) -> LLMJudge:
         """Judge served at ``base_url`` (e.g. ``https://api.moonshot.ai/v1`` or a local vLLM)."""
         from kit.policy.openai_client import OpenAIChatPolicy
         from kit.policy.scripted import CharTokenCounter

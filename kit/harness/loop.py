@@ -16,14 +16,15 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from kit.harness.events import EventType
 from kit.harness.config import HarnessConfig
 from kit.harness.context import ContextBuilder, TokenLedger, make_context_builder
-from kit.harness.episode import EpisodeRecord, Event, Task
+from kit.harness.episode import EpisodeRecord, Event, Status, Task
 from kit.harness.errors import ToolError
+from kit.harness.events import EventType
 from kit.harness.neutralize import neutralize_control_tokens  # also re-exported: the old import path
 from kit.harness.parsing import RawCall, cited_images, clean_text, parse_turn
 from kit.harness.prompts import NO_ACTION_MESSAGE, SYNTHESIS_PROMPT, system_prompt, user_prompt
@@ -31,8 +32,8 @@ from kit.harness.recovery import DuplicateSuppressor, LoopGuard, repair_call
 from kit.harness.registry import EvidenceRegistry
 from kit.harness.summarize import ExtractiveSummarizer
 from kit.harness.tools import ToolContext, ToolSpec, execute, tool_specs
-from kit.web.budget import time_budget  # stdlib only: kit.web.fetch would pull httpx into this import
 from kit.types import AssistantTurn, ContentPart, Message, Policy, PolicyError, SamplingParams, SearchBackend
+from kit.web.budget import time_budget  # stdlib only: kit.web.fetch would pull httpx into this import
 
 TERMINAL_OK = {"answered", "max_turns_synthesis"}
 
@@ -66,7 +67,7 @@ def clean_turn(turn: AssistantTurn) -> AssistantTurn:
 
 
 class _EpisodeEnd(Exception):
-    def __init__(self, status: str, reason: str = ""):
+    def __init__(self, status: Status, reason: str = ""):
         super().__init__(reason)
         self.status = status
         self.reason = reason
@@ -139,7 +140,7 @@ class Harness:
             rec.events.append(Event(type=EventType.CONTROL_TOKENS_NEUTRALIZED, turn=0,
                                     detail={"field": "question", "count": n_control}))
         registry = ctx = None
-        st = _State(rec, None, None, t0)
+        st = _State(rec, None, None, t0)  # type: ignore[arg-type]  # registry and ctx are set before the episode runs
         st.guard = LoopGuard(self.config.loop_guard_repeats)
         try:
             ws.mkdir(parents=True, exist_ok=True)
@@ -149,7 +150,7 @@ class Harness:
             st.registry, st.ctx = registry, ctx
             with time_budget(self.config.wall_clock_s):  # backend retries never sleep past the episode's end
                 await asyncio.wait_for(self._episode(st), timeout=self.config.wall_clock_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._end(st, "wall_clock", f"wall-clock budget of {self.config.wall_clock_s:.0f} s exhausted")
         except _EpisodeEnd as e:
             self._end(st, e.status, e.reason)
@@ -177,13 +178,13 @@ class Harness:
         return rec
 
     # ------------------------------------------------------------------------------------------ internals
-    def _end(self, st: "_State", status: str, reason: str) -> None:
+    def _end(self, st: _State, status: Status, reason: str) -> None:
         st.rec.status = status
         st.rec.error = reason or None
         st.rec.events.append(Event(type=EventType.EPISODE_ERROR if status == "error" else EventType(status), turn=st.turn,
                                    detail={"reason": reason}))
 
-    async def _episode(self, st: "_State") -> None:
+    async def _episode(self, st: _State) -> None:
         cfg, rec = self.config, st.rec
         user_files = []
         for p in rec.task.input_images:
@@ -219,9 +220,10 @@ class Harness:
                 return
         await self._synthesis(st, *synthesis_reason)
 
-    def _context(self, st: "_State", schemas: list[dict]) -> tuple[list[Message], int]:
+    def _context(self, st: _State, schemas: list[dict]) -> tuple[list[Message], int]:
         t = time.perf_counter()
         ctx_msgs = self._drop_tampered(st, self.context_builder.build(st.rec.messages, st.registry))
+        assert st.ledger is not None  # set at the start of _episode
         n = st.ledger.prompt_tokens(ctx_msgs, schemas)
         st.usage["max_prompt_tokens"] = max(st.usage.get("max_prompt_tokens", 0), n)
         st.harness_overheads.append(time.perf_counter() - t)
@@ -229,7 +231,7 @@ class Harness:
             raise _EpisodeEnd("context_limit", f"prompt of {n} tokens exceeds the {st.max_ctx}-token context")
         return ctx_msgs, n
 
-    def _drop_tampered(self, st: "_State", msgs: list[Message]) -> list[Message]:
+    def _drop_tampered(self, st: _State, msgs: list[Message]) -> list[Message]:
         """Keep images that were replaced, removed or symlinked after registration (e.g. by code run
         in the episode) out of the model's context, and record it once per file."""
         bad = {r for m in msgs for r in m.image_refs() if r in st.tampered or not st.registry.intact(r)}
@@ -248,7 +250,7 @@ class Harness:
             out.append(m)
         return out
 
-    async def _generate(self, st: "_State", ctx_msgs: list[Message], schemas: list[dict],
+    async def _generate(self, st: _State, ctx_msgs: list[Message], schemas: list[dict],
                         prompt_tokens: int) -> AssistantTurn:
         """One policy call; an overlong response is discarded and regenerated once (Table 5)."""
         cfg = self.config
@@ -283,12 +285,12 @@ class Harness:
             st.rec.events.append(Event(type=EventType.OVERLONG_KEPT, turn=st.turn, detail=detail))
         return turn
 
-    def _assistant_message(self, st: "_State", turn: AssistantTurn) -> Message:
+    def _assistant_message(self, st: _State, turn: AssistantTurn) -> Message:
         m = Message(role="assistant", content=_text(turn.text), tool_calls=list(turn.tool_calls), turn=st.turn)
         st.rec.messages.append(m)
         return m
 
-    def _finish(self, st: "_State", response: str, complete: bool, status: str) -> None:
+    def _finish(self, st: _State, response: str, complete: bool, status: Status) -> None:
         rec = st.rec
         rec.final_response, rec.status = response, status
         st.response_complete = complete
@@ -299,7 +301,7 @@ class Harness:
                 rec.uncited_refs.append(name)
                 rec.events.append(Event(type=EventType.UNKNOWN_CITATION, turn=st.turn, detail={"ref": name}))
 
-    async def _act(self, st: "_State", turn: AssistantTurn) -> bool:
+    async def _act(self, st: _State, turn: AssistantTurn) -> bool:
         """Apply the turn's single action (Table 6). Returns True when the episode is answered.
 
         Each grammar departure of the parsed turn is an event of the same name (docs/contracts.md "Turn
@@ -315,24 +317,25 @@ class Harness:
             guard = st.guard.invalid("<no action>", "", no_action=True)
             text = NO_ACTION_MESSAGE + ("" if guard.allowed else "\n\n" + guard.message)
             if not guard.allowed:
-                rec.events.append(Event(type=guard.code, turn=st.turn, detail={"call": "<no action>"}))
+                rec.events.append(Event(type=guard.event, turn=st.turn, detail={"call": "<no action>"}))
             rec.messages.append(Message(role="user", content=_text(text), intervention=True, turn=st.turn))
             return False
         self._grammar_events(st, parsed)
         if first_call is None:
+            assert parsed.response is not None  # an action that is not a call is a response
             self._finish(st, parsed.response, parsed.response_complete, "answered")
             return True
         await self._call(st, first_call)
         return False
 
-    def _grammar_events(self, st: "_State", parsed) -> None:
+    def _grammar_events(self, st: _State, parsed) -> None:
         """One event per departure and note of a parsed turn, on the current turn."""
         for d in parsed.departures:
             st.rec.events.append(Event(type=EventType(d.code), turn=st.turn, detail=d.detail))
         for n in parsed.notes:
             st.rec.events.append(Event(type=EventType(n), turn=st.turn))
 
-    def _observation_message(self, st: "_State", call: RawCall, tool: str, text: str, images: list[str] = (),
+    def _observation_message(self, st: _State, call: RawCall, tool: str, text: str, images: Sequence[str] = (),
                              intervention: bool = False) -> None:
         text, n = neutralize_control_tokens(clean_text(text))
         if n:
@@ -342,7 +345,7 @@ class Harness:
         st.rec.messages.append(Message(role="tool", content=parts, tool_call_id=call.id, name=tool,
                                        intervention=intervention, turn=st.turn))
 
-    async def _call(self, st: "_State", call: RawCall) -> None:
+    async def _call(self, st: _State, call: RawCall) -> None:
         rec, cfg = st.rec, self.config
         try:
             if call.error == "truncated":  # a cut call is never completed or run (docs/contracts.md)
@@ -353,13 +356,13 @@ class Harness:
             fixed = repair_call(call.name, call.arguments or {}, self.specs)
         except ToolError as e:
             guard = st.guard.invalid(call.name, call.raw if call.arguments is None else json.dumps(call.arguments, sort_keys=True))
-            detail = {"code": e.code, "message": e.message, "tool": call.name}
+            detail: dict[str, Any] = {"code": e.code, "message": e.message, "tool": call.name}
             if e.code == "truncated":
                 detail.update(truncated=True, raw=call.raw[:200])
             rec.events.append(Event(type=EventType.INVALID_CALL, turn=st.turn, detail=detail))
             body = json.dumps(e.observation(), ensure_ascii=False)
             if not guard.allowed:
-                rec.events.append(Event(type=guard.code, turn=st.turn, detail={"tool": call.name}))
+                rec.events.append(Event(type=guard.event, turn=st.turn, detail={"tool": call.name}))
                 body = guard.message + "\n" + body
             self._observation_message(st, call, call.name or "invalid", body, intervention=True)
             return
@@ -369,7 +372,7 @@ class Harness:
             rec.events.append(Event(type=EventType.ARGUMENT_REPAIR, turn=st.turn, detail={"tool": fixed.name, "repairs": repairs}))
         dup = st.dups.check(fixed.name, fixed.arguments)
         if not dup.allowed:
-            rec.events.append(Event(type=dup.code, turn=st.turn, detail={"tool": fixed.name}))
+            rec.events.append(Event(type=dup.event, turn=st.turn, detail={"tool": fixed.name}))
             self._observation_message(st, call, fixed.name, dup.message, intervention=True)
             return
         st.ctx.turn = st.turn
@@ -391,7 +394,7 @@ class Harness:
             return
         self._observation_message(st, call, fixed.name, text, images)
 
-    def _observation_text(self, st: "_State", spec: ToolSpec, obs) -> tuple[str | None, list[str]]:
+    def _observation_text(self, st: _State, spec: ToolSpec, obs) -> tuple[str | None, list[str]]:
         """Apply the tool's result policy: its hard cap (``max_result_chars``), its re-feed limit and Table 5's
         persistence (unless ``persist_exempt``). Returns ``(text, images)``, or ``(None, [error body])``
         when a long result could not be saved."""
@@ -425,7 +428,7 @@ class Harness:
                   "read it with execute_code if you need more.]")
         return text + note, images
 
-    async def _synthesis(self, st: "_State", reason_code: str, reason: str) -> None:
+    async def _synthesis(self, st: _State, reason_code: str, reason: str) -> None:
         """The final no-tool evidence-synthesis turn (Table 5 "Max-turn finalization" / "Early final
         synthesis"); kept as an answer only with a complete ``<response>`` (the last complete one when
         there are several, as in :meth:`_act`)."""

@@ -22,7 +22,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import fastjsonschema
 
@@ -45,6 +45,16 @@ class Decision:
     @property
     def allowed(self) -> bool:
         return self.action == "allow"
+
+    @property
+    def event(self) -> EventType:
+        """The event a ``block`` / ``warn`` decision records.
+
+        Raises:
+            ValueError: an ``allow`` decision (it records nothing)."""
+        if self.code is None:
+            raise ValueError("an allow decision records no event")
+        return self.code
 
 
 ALLOW = Decision("allow")
@@ -144,10 +154,11 @@ def repair_call(name: str, arguments: dict[str, Any], specs: dict[str, Any]) -> 
         if key in props:
             target = key
         else:
-            target = alias_to_param.get(_norm_name(str(key)))
-            if target is None:
+            alias = alias_to_param.get(_norm_name(str(key)))
+            if alias is None:
                 repairs.append(f"ignored_field:{key}")
                 continue
+            target = alias
             repairs.append(f"param_alias:{key}->{target}")
         if target in args:
             raise ToolError("ambiguous_arguments", f"{target!r} was given more than once (as {key!r} too); give it once",
@@ -155,7 +166,8 @@ def repair_call(name: str, arguments: dict[str, Any], specs: dict[str, Any]) -> 
         args[target] = value
     # scalar -> list where the schema only takes lists
     for param, schema in props.items():
-        if param in args and schema.get("type") == "array" and isinstance(args[param], (str, int, float)) and not isinstance(args[param], bool):
+        if param in args and schema.get("type") == "array" and isinstance(args[param], (str, int, float)) \
+                and not isinstance(args[param], bool):
             args[param] = [args[param]]
             repairs.append(f"scalar_to_list:{param}")
     for param, schema in props.items():
@@ -173,7 +185,8 @@ def repair_call(name: str, arguments: dict[str, Any], specs: dict[str, Any]) -> 
     except fastjsonschema.JsonSchemaException:
         errors = sorted(_validator(spec).iter_errors(args), key=lambda e: list(e.absolute_path))
         if not errors:  # the two validators disagree only on exotic input: trust the stricter answer
-            raise ToolError("bad_arguments", "arguments do not match the tool schema", tool=tool, schema=spec.parameters)
+            raise ToolError("bad_arguments", "arguments do not match the tool schema", tool=tool,
+                            schema=spec.parameters) from None
     if errors:
         raise ToolError("bad_arguments", "; ".join(_type_error_message(e) for e in errors[:3]), tool=tool,
                         schema=spec.parameters)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from kit.harness.episode import Event
 from kit.harness.errors import ToolError
@@ -43,9 +44,9 @@ class ToolContext:
     backend, summarizer, code sandbox, config (budgets) and the current turn; :meth:`event` records an
     event on the episode."""
 
-    registry: "EvidenceRegistry"
-    backend: "SearchBackend"
-    config: "HarnessConfig"
+    registry: EvidenceRegistry
+    backend: SearchBackend
+    config: HarnessConfig
     turn: int = 0
     summarizer: Any = None  # kit.harness.summarize.Summarizer
     sandbox_factory: Callable[[], Any] | None = None  # -> kit.harness.code_exec.CodeSandbox
@@ -101,7 +102,7 @@ class ToolSpec:
         return {"type": "function", "function": {"name": self.name, "description": self.description,
                                                  "parameters": self.parameters}}
 
-    def refeed_cap(self, config: "HarnessConfig") -> int:
+    def refeed_cap(self, config: HarnessConfig) -> int:
         """The number of images this tool may show the model per call under ``config``."""
         return int(getattr(config, self.refeed_limit)) if isinstance(self.refeed_limit, str) else self.refeed_limit
 
@@ -113,7 +114,7 @@ async def execute(spec: ToolSpec, args: dict[str, Any], ctx: ToolContext, timeou
         return await asyncio.wait_for(spec.executor(args, ctx), timeout=timeout_s)
     except ToolError:
         raise
-    except asyncio.TimeoutError as e:
+    except TimeoutError as e:
         raise ToolError("timeout", f"{spec.name} did not finish within {timeout_s:.0f} s") from e
     except Exception as e:  # the loop must survive any executor bug; the message keeps the cause
         raise ToolError("tool_failure", f"{spec.name} failed: {type(e).__name__}: {e}") from e

@@ -7,15 +7,16 @@ registered image file names to re-feed) or raise :class:`ToolError`; the loop ne
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Awaitable
+from typing import Any
 from urllib.parse import urlparse
 
-from kit.harness.events import EventType
 from kit.harness.errors import ImageError, ToolError
+from kit.harness.events import EventType
 from kit.harness.registry import RASTER_SUFFIXES
 from kit.harness.tool_spec import Executor, Observation, ToolContext, ToolSpec, execute, tool  # noqa: F401 (re-exported)
-from kit.types import BackendError, ImageHit, SearchBackend
+from kit.types import BackendError, ImageHit
 
 
 def _strings(value: Any) -> list[str]:
@@ -36,20 +37,21 @@ async def _backend(call: Awaitable, what: str):
         raise ToolError("backend_error", f"{what} failed: {e}", retryable=e.retryable) from e
 
 
-def _register_hits(ctx: ToolContext, hits: list[ImageHit], kind: str, tool: str, limit: int,
+def _register_hits(ctx: ToolContext, hits: list[ImageHit], kind: str, tool_name: str, limit: int,
                    max_vision_tokens: int | None = None) -> tuple[list[tuple[ImageHit, str | None, str | None]], list[str]]:
     """Register image hits; returns [(hit, filename or None, error or None)] and the re-feed list."""
-    out, refeed = [], []
+    out: list[tuple[ImageHit, str | None, str | None]] = []
+    refeed: list[str] = []
     for hit in hits:
         if hit.content is None:
             out.append((hit, None, "image could not be downloaded"))
             continue
         try:
-            entry = ctx.registry.register_bytes(hit.content, kind, tool=tool, turn=ctx.turn, source_url=hit.image_url,
+            entry = ctx.registry.register_bytes(hit.content, kind, tool=tool_name, turn=ctx.turn, source_url=hit.image_url,
                                                 page_url=hit.page_url or None, title=hit.title or None,
                                                 max_vision_tokens=max_vision_tokens)
         except ImageError as e:
-            ctx.event(EventType.IMAGE_REJECTED, tool=tool, url=hit.image_url, reason=e.message)
+            ctx.event(EventType.IMAGE_REJECTED, tool=tool_name, url=hit.image_url, reason=e.message)
             out.append((hit, None, e.message))
             continue
         out.append((hit, entry.filename, None))
@@ -87,7 +89,9 @@ async def web_search(args: dict[str, Any], ctx: ToolContext) -> Observation:
 async def web_search_for_image(args: dict[str, Any], ctx: ToolContext) -> Observation:
     """Table 4 web_search_for_image: thumbnails localized and registered; up to four re-fed."""
     queries, num = _strings(args["query"]), args["num"]
-    blocks, refeed, n_img, failures = [], [], 0, 0
+    blocks: list[str] = []
+    refeed: list[str] = []
+    n_img = failures = 0
     for q in queries:
         try:
             hits = await _backend(ctx.backend.image_search(q, num), f"image search {q!r}")
@@ -119,7 +123,9 @@ async def web_search_based_on_image(args: dict[str, Any], ctx: ToolContext) -> O
     re-fed at <= 512 vision tokens each). Only registered relative filenames are accepted."""
     names, num = _strings(args["image"]), args["num"]
     entries = [ctx.registry.resolve(n) for n in names]  # raises ImageError (a ToolError) on bad refs
-    blocks, refeed, failures = [], [], 0
+    blocks: list[str] = []
+    refeed: list[str] = []
+    failures = 0
     for entry in entries:
         data = ctx.registry.read(entry.filename)  # sha256-checked, never through a symlink
         try:
@@ -141,7 +147,7 @@ async def web_search_based_on_image(args: dict[str, Any], ctx: ToolContext) -> O
                                          ctx.config.reverse_search_refeed - len(refeed),
                                          ctx.config.reverse_search_max_vision_tokens)
         refeed += fed
-        for hit, fname, err in registered:
+        for hit, fname, _err in registered:
             if fname:
                 lines.append(f"Thumbnail {fname} — {hit.title or ''} {hit.page_url or ''}".rstrip())
         blocks.append("\n".join(lines))
@@ -157,7 +163,10 @@ async def web_extract(args: dict[str, Any], ctx: ToolContext) -> Observation:
     """Table 4 web_extract: goal-conditioned Markdown summary (<= 5,000 characters) per URL, and up
     to five page images re-fed."""
     urls, goal = args["urls"], args.get("goal")
-    blocks, refeed, failures, data = [], [], 0, []
+    blocks: list[str] = []
+    refeed: list[str] = []
+    data: list[dict[str, Any]] = []
+    failures = 0
     for url in urls:
         try:
             page = await _backend(ctx.backend.fetch(url), f"fetching {url}")
@@ -202,7 +211,9 @@ async def execute_code(args: dict[str, Any], ctx: ToolContext) -> Observation:
     if not res.ok:
         parts.append(f"status: failed ({res.error})" + (" — the interpreter was restarted; earlier variables are lost"
                                                          if res.restarted else ""))
-    refeed, saved, skipped = [], [], 0
+    refeed: list[str] = []
+    saved: list[str] = []
+    skipped = 0
     for rel in res.new_files:
         p = Path(rel)
         if p.suffix.lower() not in RASTER_SUFFIXES or rel in ctx.registry:

@@ -31,8 +31,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from kit.harness.events import EventType
 from kit.harness.episode import EpisodeRecord
+from kit.harness.events import EventType
 
 EXCLUSION_REASONS = ("context_limit", "wall_clock", "error", "synthesis_incomplete", "overlong", "judge_error",
                      "reward_nan")
@@ -79,4 +79,4 @@ def check(record: EpisodeRecord, reward: float, *, judge_error: str | None = Non
 
 def exclusion_counts(items: list[Eligibility]) -> dict[str, int]:
     """Excluded trajectories per reason."""
-    return dict(Counter(e.reason for e in items if not e.eligible))
+    return dict(Counter(str(e.reason) for e in items if not e.eligible))

@@ -151,10 +151,10 @@ class EndpointTeacher:
             if entry is None:
                 out.append(None)
                 continue
-            e = (entry.get(str(int(tok))) or entry.get(int(tok))) if isinstance(entry, dict) else None
-            if e is None:
+            lp = (entry.get(str(int(tok))) or entry.get(int(tok))) if isinstance(entry, dict) else None
+            if lp is None:
                 raise TeacherError(f"teacher log-probs lack the prompt token {tok}")
-            out.append(float(e["logprob"] if isinstance(e, dict) else e))
+            out.append(float(lp["logprob"] if isinstance(lp, dict) else lp))
         return out
 
     async def sampled_logprobs(self, example) -> Any:

@@ -26,8 +26,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from kit.harness.events import EventType
 from kit.harness.episode import EpisodeRecord
+from kit.harness.events import EventType
 from kit.harness.parsing import ParsedTurn, parse_turn
 
 WEAGENT_WEIGHTS = {"correct": 0.9, "format": 0.1}  # Eq. 5
@@ -106,7 +106,7 @@ async def judge_correct(judge: Judge, record: EpisodeRecord, timeout_s: float | 
         v = judge.judge_task(record.task, record.final_response)
         if inspect.isawaitable(v):
             v = await asyncio.wait_for(v, timeout=timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return None, name, f"judge timed out after {timeout_s} s"
     except Exception as e:  # noqa: BLE001  (any judge failure is counted as judge_error, never raised)
         return None, name, f"judge failed: {type(e).__name__}: {e}"

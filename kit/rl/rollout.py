@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.harness.events import EventType
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import EpisodeRecord, Task
+from kit.harness.events import EventType
 from kit.harness.loop import Harness
 from kit.harness.runner import episode_id, run_batch
 from kit.rl.eligibility import Eligibility, check, exclusion_counts

@@ -31,8 +31,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from kit.harness.events import RunEventType as R
 from kit.harness.config import HarnessConfig
+from kit.harness.events import RunEventType as R
 
 RescueAction = Literal["raise_temperature", "entropy_bonus", "widen_clip", "rollback"]
 
@@ -76,7 +76,7 @@ class Stage(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "Stage":
+    def _check(self) -> Stage:
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"stage {self.name!r}: steps must be >= 1 or None")
         if self.plateau_window is not None and self.plateau_window < 1:
@@ -169,7 +169,7 @@ class RescueConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "RescueConfig":
+    def _check(self) -> RescueConfig:
         if self.patience < 1 or self.cooldown < 0:
             raise ValueError("patience must be >= 1 and cooldown >= 0")
         return self
@@ -303,6 +303,8 @@ class StageSchedule:
 
     def _check_rescue(self, step, reward_mean, entropy_mean) -> dict[str, Any] | None:
         rc, st = self.rescue, self.state
+        if rc is None:  # no rescue configured
+            return None
         if entropy_mean is None or not math.isfinite(entropy_mean) or reward_mean is None or not math.isfinite(reward_mean):
             return None
         if entropy_mean < rc.entropy_threshold and reward_mean < rc.reward_saturation:

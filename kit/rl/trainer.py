@@ -30,9 +30,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from kit.harness.events import RunEventType as R
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import Task
+from kit.harness.events import RunEventType as R
 from kit.rl.eligibility import Eligibility, exclusion_counts
 from kit.rl.logprobs import masked_log_softmax, masked_mean, token_logprobs
 from kit.rl.objective import AlgorithmSpec, algorithm, group_advantages, policy_loss
@@ -84,7 +84,7 @@ class RLConfig(BaseModel):
     dtype: str | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> "RLConfig":
+    def _check(self) -> RLConfig:
         algorithm(self.algorithm)
         if self.finetune not in ("full", "lora"):
             raise ValueError(f"finetune must be 'full' or 'lora', got {self.finetune!r}")

@@ -15,7 +15,14 @@ if TYPE_CHECKING:
     from kit.web.cache import ToolCache
     from kit.web.zim import LocalZimWeb
 
-__all__ = ["local_zim_paths", "open_local_web", "open_tool_cache"]
+from kit._lazy import lazy_exports
+
+# the backends, imported on first use; the three helpers below are defined here
+_lazy_all, __getattr__, __dir__ = lazy_exports(__name__, {
+    "LocalZimWeb": "kit.web.zim", "CachedBackend": "kit.web.cache", "ToolCache": "kit.web.cache",
+    "SerperBackend": "kit.web.live", "HttpFetcher": "kit.web.fetch", "RetryConfig": "kit.web.retry",
+})
+__all__ = [*_lazy_all, "local_zim_paths", "open_local_web", "open_tool_cache"]
 
 
 def local_zim_paths(paths: Sequence[str | os.PathLike] | None = None, *, data_dir: str | os.PathLike | None = None,

@@ -347,7 +347,7 @@ class HttpFetcher:
         loop = asyncio.get_running_loop()
         try:
             return await asyncio.wait_for(loop.run_in_executor(_parse_pool(), lambda: fn(*args)), self.parse_timeout_s)
-        except asyncio.TimeoutError as err:
+        except TimeoutError as err:
             raise BackendError(f"converting {what} took longer than {self.parse_timeout_s:g} s") from err
         except RecursionError as err:
             raise BackendError(f"{what} is nested too deeply to convert") from err

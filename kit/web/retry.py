@@ -165,7 +165,7 @@ class RetryConfig(BaseModel):
                         return await fn()
                     try:  # an attempt may not outlive its own limit or the budget
                         return await asyncio.wait_for(fn(), limit)
-                    except asyncio.TimeoutError as e:
+                    except TimeoutError as e:
                         if deadline is not None and time.monotonic() >= deadline - 0.001:
                             r.budget_stop.fired = True
                             raise BackendError(f"{what} stopped: the time budget ran out during the attempt",

@@ -320,7 +320,7 @@ class CodeSandbox:
         self._res_reader = reader
         try:
             ready = await asyncio.wait_for(self._recv(), self.start_timeout_s)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError) as e:
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError) as e:
             detail = await self._startup_stderr()
             self._kill_tree()
             await self._discard()
@@ -341,7 +341,7 @@ class CodeSandbox:
             return ""
         try:
             data = await asyncio.wait_for(proc.stderr.read(4000), 1.0)
-        except (asyncio.TimeoutError, OSError):
+        except (TimeoutError, OSError):
             return ""
         return data.decode("utf-8", "replace").strip()
 

@@ -18,9 +18,9 @@ Settings come from the ``kit`` section of the verl config (``configs/verl/fa_gsp
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 import tempfile
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
