@@ -28,7 +28,8 @@ Decisions compared (old ones re-implemented here exactly as they were):
 * ``sample_pd26``: old ``kit.data.sample.same_picture``: pHash + dHash of the image as opened
   (no flattening) within 26;
 * ``kit``: :func:`kit.images.same_picture` (identical bytes, or pHash + dHash of the flattened
-  image within :data:`kit.images.SAME_PICTURE_DISTANCE`).
+  image within :data:`kit.images.SAME_PICTURE_DISTANCE` and 4 x 4 chroma thumbnails within
+  :data:`kit.images.SAME_PICTURE_COLOUR_DISTANCE`).
 
 Reported: per decision, matched positives by copy kind, false matches on negatives; agreement of
 the two old decisions on all pairs. Targets (the new decision): 0 false matches on negatives,
@@ -50,7 +51,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchlib import Summary  # noqa: E402
 
-from kit.images import SAME_PICTURE_DISTANCE, ImageError, decode_image, flatten_rgb, hash_distance, image_hashes  # noqa: E402
+from kit.images import (  # noqa: E402
+    SAME_PICTURE_COLOUR_DISTANCE,
+    SAME_PICTURE_DISTANCE,
+    ImageError,
+    colour_distance,
+    colour_signature,
+    decode_image,
+    flatten_rgb,
+    hash_distance,
+    image_hashes,
+)
 from kit.paths import shared_data_dir, zim_paths  # noqa: E402
 
 RASTER = {"image/jpeg", "image/png", "image/gif", "image/webp", "image/bmp"}
@@ -139,6 +150,7 @@ class Features:
         self.sha = hashlib.sha256(data).digest()
         flat = flatten_rgb(decode_image(data))
         self.kit = image_hashes(flat)  # = kit.images.picture_hashes(data)
+        self.colour = colour_signature(flat)
         self.judge_phash = imagehash.phash(flat)
         with Image.open(io.BytesIO(data)) as raw:  # old sample.same_picture: hashes of the image as opened
             self.sample = image_hashes(raw)
@@ -148,7 +160,8 @@ def decisions(a: Features, b: Features) -> dict[str, bool]:
     same = a.sha == b.sha
     return {"judge_phash10": same or int(a.judge_phash - b.judge_phash) <= 10,
             "sample_pd26": hash_distance(a.sample, b.sample) <= 26,
-            "kit": same or hash_distance(a.kit, b.kit) <= SAME_PICTURE_DISTANCE}
+            "kit": same or (hash_distance(a.kit, b.kit) <= SAME_PICTURE_DISTANCE
+                            and colour_distance(a.colour, b.colour) <= SAME_PICTURE_COLOUR_DISTANCE)}
 
 
 def main() -> int:
@@ -222,4 +235,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -6,14 +6,14 @@ profile as a string (Papermill injects it) and turn it into a :class:`Profile` w
 
     P = get_profile(profile)
     n_episodes = P.pick(2, 6, given=n_episodes)   # smoke 2, paper 6, unless the caller set it
-    config = P.harness(max_turns=1)               # HarnessConfig.for_profile(P.name, ...)
+    config = P.harness(max_turns=1)               # HarnessConfig.smoke(...) if P.smoke else HarnessConfig(...)
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 T = TypeVar("T")
 
@@ -27,6 +27,9 @@ class Profile(BaseModel):
         labels: labels stored on every output of a run under this profile (``("smoke",)`` or ``()``).
         default_model: the model used when none is named (``"tiny-qwen2_vl"`` under smoke; ``""``: none,
             the paper profile needs a named checkpoint or endpoint).
+
+    Raises:
+        ValueError: a profile called ``"smoke"`` with ``smoke=False`` or ``"paper"`` with ``smoke=True``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -36,12 +39,23 @@ class Profile(BaseModel):
     labels: tuple[str, ...] = ()
     default_model: str = ""
 
+    @model_validator(mode="after")
+    def _consistent(self) -> Profile:
+        # the two reserved names must mean what they say: harness() follows the flag, not the name
+        if (self.name == "smoke" and not self.smoke) or (self.name == "paper" and self.smoke):
+            raise ValueError(f"profile {self.name!r} with smoke={self.smoke} is inconsistent")
+        return self
+
     def harness(self, *, real_model: bool = False, **overrides: Any):
-        """The profile's :class:`~kit.harness.config.HarnessConfig` (smoke budgets or Table 5) with
-        ``overrides``; ``real_model``: a named real model keeps Table 5's response length under smoke."""
+        """The profile's :class:`~kit.harness.config.HarnessConfig` with ``overrides``: smoke budgets
+        (:meth:`HarnessConfig.smoke`) when ``smoke`` is set, else Table 5's; built from the flag, so a
+        custom profile works without being named anywhere else. ``real_model``: a named real model keeps
+        Table 5's response length under smoke (the paper budgets have it already)."""
         from kit.harness.config import HarnessConfig
 
-        return HarnessConfig.for_profile(self.name, real_model=real_model, **overrides)
+        if self.smoke:
+            return HarnessConfig.smoke(real_model=real_model, **overrides)
+        return HarnessConfig(**overrides)
 
     def pick(self, smoke_value: T, paper_value: T, *, given: T | None = None) -> T:
         """``given`` when it is not None (a caller's explicit value, 0 included), else ``smoke_value``

@@ -130,4 +130,4 @@ def test_the_site_builds_strictly(tmp_path):
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith(("WARNING", "ERROR"))]
     assert proc.returncode == 0 and not warnings, proc.stderr[-3000:]
-    assert (tmp_path / "site" / "harness" / "index.html").is_file()
+    assert (tmp_path / "site" / "harness.html").is_file()  # use_directory_urls: false (readable from file://)

@@ -69,6 +69,7 @@ def test_every_event_type_is_in_the_rule_map_and_emitted_by_a_tested_path():
 def test_the_map_names_real_config_fields_and_functions():
     fields = set(HarnessConfig.model_fields)
     assert [c for r in RULES for c in r.config if c not in fields] == []
+    assert fields - {c for r in RULES for c in r.config} == set()  # every budget and switch is on the map
     for r in RULES:
         parts = r.implementation.split(".")
         for i in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
@@ -155,3 +156,35 @@ def test_context_strategies_are_a_registry_and_the_harness_does_not_import_vfold
         HarnessConfig(context_strategy="nope")
     with pytest.raises(ValueError):
         make_context_builder(HarnessConfig(context_strategy="discard"))  # needs a token counter
+
+
+def test_bad_context_strategy_registrations_are_refused():
+    from kit.harness.context import ContextBuilder, make_context_builder, register_context_strategy
+
+    for name, factory in [(None, lambda *a, **k: ContextBuilder()), ("", lambda *a, **k: ContextBuilder()),
+                          ("no_factory", None)]:
+        with pytest.raises(ValueError):
+            register_context_strategy(name, factory)
+    with pytest.raises(ValueError, match="built in"):
+        register_context_strategy("vfold", lambda *a, **k: ContextBuilder())  # a built-in needs replace=True
+    register_context_strategy("returns_none", lambda *a, **k: None, needs_counter=False, replace=True)
+    with pytest.raises(ValueError, match="not a ContextBuilder"):
+        make_context_builder(HarnessConfig(context_strategy="returns_none"))
+    HarnessConfig()  # the registry is still usable
+
+
+def test_a_tool_records_its_own_findings_as_a_tool_note(tmp_path, memory_backend):
+    import asyncio
+
+    @tool
+    def counts(ctx: ToolContext, x: int) -> str:
+        """Counts."""
+        ctx.event(EventType.TOOL_NOTE, name="rows_seen", rows=x)
+        with pytest.raises(ValueError, match="TOOL_NOTE"):
+            ctx.event("my_metric", rows=x)
+        return "ok"
+
+    call = '<think>x</think><tool_call>{"name": "counts", "arguments": {"x": 3}}</tool_call>'
+    rec = asyncio.run(Harness(ScriptedPolicy([call, "<response>done</response>"]), memory_backend,
+                              HarnessConfig.smoke(tools_enabled=[]), tools=[counts]).run(Task(id="n", question="?"), tmp_path))
+    assert [e.detail for e in rec.events if e.type == "tool_note"] == [{"name": "rows_seen", "rows": 3}]

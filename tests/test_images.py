@@ -153,3 +153,57 @@ def test_same_picture_reports_unreadable_files(tmp_path):
     assert selection(tmp_path / "bad.png", good) is False
     memo: dict = {}
     assert images.same_picture(good, good, memo=memo).match is True and len(memo) == 1
+
+
+def _flag(colours, vertical: bool) -> Image.Image:
+    im = Image.new("RGB", (300, 200))
+    n = len(colours)
+    for i, c in enumerate(colours):
+        im.paste(c, (i * 300 // n, 0, (i + 1) * 300 // n, 200) if vertical else (0, i * 200 // n, 300, (i + 1) * 200 // n))
+    return im
+
+
+FLAGS = {
+    "france": _flag([(0, 35, 149), (255, 255, 255), (237, 41, 57)], True),
+    "italy": _flag([(0, 146, 70), (255, 255, 255), (206, 43, 55)], True),
+    "ireland": _flag([(22, 155, 98), (255, 255, 255), (255, 136, 62)], True),
+    "russia": _flag([(255, 255, 255), (0, 57, 166), (213, 43, 30)], False),
+    "netherlands": _flag([(174, 28, 40), (255, 255, 255), (33, 70, 139)], False),
+}
+
+
+@pytest.mark.parametrize("a, b", [("france", "ireland"), ("france", "italy"), ("italy", "ireland"),
+                                  ("russia", "netherlands")])
+def test_same_picture_separates_flags_of_one_layout_and_other_colours(a, b, tmp_path):
+    """Before: only luminance was hashed, so France and Ireland matched at distance 0 (and the
+    others at 4). The colour guard separates them; the hashes are unchanged."""
+    pa, pb = tmp_path / f"{a}.png", tmp_path / f"{b}.png"
+    pa.write_bytes(encode(FLAGS[a]))
+    pb.write_bytes(encode(FLAGS[b]))
+    m = images.same_picture(pa, pb)
+    assert m.match is False and m.distance <= images.SAME_PICTURE_DISTANCE  # the hashes alone would match
+
+
+def test_colour_guard_keeps_copies_of_one_flag_matching(tmp_path):
+    src = tmp_path / "f.png"
+    src.write_bytes(encode(FLAGS["italy"]))
+    flat = FLAGS["italy"]
+    w, h = flat.size
+    copies = {"jpeg50": encode(flat, "JPEG", quality=50),
+              "thumb": encode(flat.resize((w // 2, h // 2)), "JPEG", quality=75),
+              "crop05": encode(flat.crop((w // 20, h // 20, w - w // 20, h - h // 20)), "JPEG", quality=90)}
+    for kind, data in copies.items():
+        (tmp_path / f"{kind}.jpg").write_bytes(data)
+        assert images.same_picture(src, tmp_path / f"{kind}.jpg").match is True, kind
+
+
+def test_decoder_parses_raster_formats_only():
+    """Before: EPS went to Ghostscript and ICO/PCX/TGA were parsed; now only RASTER_FORMATS are opened."""
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n"
+    for data in (eps, encode(Image.new("RGB", (32, 32), (1, 2, 3)), "ICO"),
+                 encode(Image.new("RGB", (20, 20), (1, 2, 3)), "PCX")):
+        with pytest.raises(ImageError) as e:
+            images.decode_image(data)
+        assert e.value.code == "bad_image" and "not a raster image format" in e.value.message and "EPS" in e.value.message
+    for fmt in ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF"):  # every listed format still decodes
+        assert images.decode_image(encode(Image.new("RGB", (20, 20), (9, 9, 9)), fmt)).format == fmt

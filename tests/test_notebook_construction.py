@@ -91,7 +91,7 @@ def test_recovery_table_sums_steps_into_figure_7_rates():
     assert rows["context_limit"]["trigger_rate"] == 1 / 16
     assert recovery_table(hist, excluded="n/a")[3]["retention_rate"] == "n/a"
     empty = recovery_table([])
-    assert all(r["triggered"] == 0 and r["trigger_rate"] == 0.0 for r in empty)
+    assert all(r["triggered"] == 0 and r["trigger_rate"] is None for r in empty)  # 0/0 is no rate
     assert {r["mechanism"]: r["retention_rate"] for r in empty}["overlong_retry"] is None  # never fired
 
 

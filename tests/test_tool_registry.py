@@ -190,3 +190,105 @@ async def test_the_docs_sixth_tool_example_runs_as_written(tmp_path, memory_back
     rec = ns["record"]
     assert rec.status == "answered" and [m.text() for m in rec.messages if m.role == "tool"] == ["42.195 km = 26.22 mi"]
     assert [s["function"]["name"] for s in ns["harness"].schemas][-1] == "unit_convert"
+
+
+def test_bad_tool_definitions_are_refused_where_the_tool_is_defined():
+    """Attack findings: every policy field, name and signature problem is an error at definition, not an
+    episode ending in ``error`` after the tool ran."""
+    import functools
+    import math
+
+    def ok(ctx: ToolContext, x: int) -> str:
+        """A tool."""
+        return str(x)
+
+    for kw in [dict(refeed_limit="no_such_field"), dict(refeed_limit="timezone"), dict(refeed_limit=-1),
+               dict(refeed_limit=1.5), dict(timeout_s=0), dict(timeout_s=-5), dict(timeout_s=math.nan),
+               dict(max_result_chars=1.5), dict(max_result_chars=True), dict(aliases="conv"),
+               dict(name="größe"), dict(name="1tool"), dict(name="x" * 65), dict(name="my tool")]:
+        with pytest.raises((ValueError, TypeError)):
+            tool(ok, **kw)
+    with pytest.raises(ValueError):
+        from kit.harness.tool_spec import ToolSpec
+        ToolSpec("t", "d", {"type": "object", "properties": {}}, ok, persist_exempt="no")
+
+    def bad_default(ctx: ToolContext, n: int = "three") -> str:
+        """d"""
+        return ""
+
+    def private(ctx: ToolContext, _x: int) -> str:
+        """d"""
+        return ""
+
+    def positional(ctx: ToolContext, x: int, /) -> str:
+        """d"""
+        return ""
+
+    for f in (bad_default, private, positional):
+        with pytest.raises(TypeError):
+            tool(f)
+    with pytest.raises(TypeError):
+        tool(functools.partial(ok))  # no __name__: name=... is needed
+    assert tool(functools.partial(ok), name="ok_partial").name == "ok_partial"
+    assert tool(ok, name="My-Tool_2").name == "My-Tool_2"
+
+
+def test_names_may_not_clash_with_another_tools_spellings():
+    @tool
+    def search(ctx: ToolContext, query: str) -> str:  # "search" is an alias of web_search
+        """Another search."""
+        return query
+
+    with pytest.raises(ValueError, match="clashes with 'web_search'"):
+        register_tool(search)
+    with pytest.raises(ValueError, match="clashes"):
+        Harness(ScriptedPolicy([]), None, HarnessConfig.smoke(), tools=[search])
+    import dataclasses
+
+    with pytest.raises(ValueError, match="clashes with 'web_search'"):
+        register_tool(dataclasses.replace(unit_convert, name="Web_Search", aliases=()))  # case and separators
+
+
+async def test_bad_observations_become_structured_tool_errors(tmp_path, memory_backend):
+    """A tool returning None/bytes text, a non-Observation, unregistered image names, raising CancelledError, or a
+    ToolError with non-JSON detail gets a tool_error observation; the episode goes on."""
+    import numpy as np
+
+    from kit.harness.errors import ToolError
+    from kit.harness.tool_spec import ToolSpec
+
+    @tool
+    def none_text(ctx: ToolContext, x: int) -> Observation:
+        """d"""
+        return Observation(text=None)
+
+    @tool
+    def ghost_images(ctx: ToolContext, x: int) -> Observation:
+        """d"""
+        return Observation(text="see", images=["nope.png", "/etc/hostname"])
+
+    @tool
+    async def cancels(ctx: ToolContext, x: int) -> str:
+        """d"""
+        raise asyncio.CancelledError()
+
+    @tool
+    def numpy_detail(ctx: ToolContext, x: int) -> str:
+        """d"""
+        raise ToolError("not_found", "no row", rows=np.int64(0))
+
+    async def raw(args, ctx):
+        return "a str, not an Observation"
+
+    raw_spec = ToolSpec("raw_tool", "d", {"type": "object", "properties": {"x": {"type": "integer"}}}, raw)
+    tools = [none_text, ghost_images, cancels, numpy_detail, raw_spec]
+    script = [call(t.name, {"x": 1}) for t in tools] + ["<response>done</response>"]
+    rec = await Harness(ScriptedPolicy(script), memory_backend, HarnessConfig.smoke(max_turns=8, tools_enabled=[]),
+                        tools=tools).run(Task(id="b", question="?"), tmp_path)
+    assert rec.status == "answered", rec.error
+    errors = [(e.detail["tool"], e.detail["code"]) for e in rec.events if e.type == "tool_error"]
+    assert errors == [("none_text", "bad_observation"), ("ghost_images", "bad_observation"),
+                      ("cancels", "tool_failure"), ("numpy_detail", "not_found"), ("raw_tool", "bad_observation")]
+    tool_msgs = [m for m in rec.messages if m.role == "tool"]
+    assert all(m.image_refs() == [] for m in tool_msgs) and '"rows": 0' in tool_msgs[3].text()
+    assert rec.trainable

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # Smoke episodes never end on the clock: 5 turns of a tiny CPU model take seconds, so a day-long
 # budget only catches a hung run and cannot make results depend on machine speed.
@@ -27,7 +28,13 @@ class HarnessConfig(BaseModel):
 
     Units: tokens for ``max_context_tokens``/``synthesis_reserve_tokens``/``max_response_tokens``,
     seconds for ``wall_clock_s``/``tool_timeout_s``, characters for the persistence thresholds.
+
+    Raises:
+        ValueError: an unknown field (a typo such as ``max_turn``), a budget below 1, a non-finite or
+            non-positive time, a negative reserve or re-feed limit, an unknown context strategy.
     """
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt budget must fail, not silently keep the default
 
     # Episode budgets (Table 5)
     max_turns: int = 20  # regular turns; one no-tool synthesis turn may follow
@@ -87,7 +94,9 @@ class HarnessConfig(BaseModel):
         ints = ("max_turns", "max_calls", "max_context_tokens", "max_response_tokens", "persist_threshold_chars",
                 "persist_preview_chars", "extract_max_chars", "max_image_pixels", "loop_guard_repeats")
         bad = [f for f in ints if getattr(self, f) < 1]
-        bad += [f for f in ("wall_clock_s", "tool_timeout_s", "code_timeout_s") if getattr(self, f) <= 0]
+        # NaN passes "<= 0" (every comparison with NaN is False): require finite times as well
+        bad += [f for f in ("wall_clock_s", "tool_timeout_s", "code_timeout_s")
+                if not math.isfinite(getattr(self, f)) or getattr(self, f) <= 0]
         bad += [f for f in ("synthesis_reserve_tokens", "overlong_regenerations", "image_search_refeed",
                             "reverse_search_refeed", "extract_refeed", "code_refeed", "code_max_images")
                 if getattr(self, f) < 0]

@@ -146,12 +146,30 @@ def register_context_strategy(name: str, factory, *, needs_counter: bool = True,
     (``options``: ``summarizer``, ``renderer`` as given to :func:`make_context_builder`).
 
     Raises:
-        ValueError: ``name`` is registered already and ``replace`` is False.
+        ValueError: ``name`` is not a non-empty string, is registered (or built in) already and ``replace``
+            is False, or ``factory`` is not callable.
     """
-    if name in _STRATEGIES and not replace:
-        raise ValueError(f"context strategy {name!r} is registered already (pass replace=True)")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a context strategy name is a non-empty string, got {name!r}")
+    if not callable(factory):
+        raise ValueError(f"context strategy {name!r}: the factory must be callable, got {type(factory).__name__}")
+    if (name in _STRATEGIES or (name in _BUILTIN_MODULES and not _builtin_loading(name))) and not replace:
+        raise ValueError(f"context strategy {name!r} is registered or built in already (pass replace=True)")
     _STRATEGIES[name] = factory
     (_NEEDS_COUNTER.add if needs_counter else _NEEDS_COUNTER.discard)(name)
+
+
+def _builtin_loading(name: str) -> bool:
+    # the module that provides a built-in strategy registers it while it is being imported
+    import sys
+
+    mod = sys.modules.get(_BUILTIN_MODULES[name])
+    return mod is not None and getattr(getattr(mod, "__spec__", None), "_initializing", False)
+
+
+def context_strategy_registry() -> dict[str, Any]:
+    """The registered strategies (name → factory), built-ins not yet loaded excluded; a copy."""
+    return dict(_STRATEGIES)
 
 
 def context_strategies() -> list[str]:
@@ -180,7 +198,11 @@ def make_context_builder(config, token_counter: TokenCounter | None = None, *, p
     counter = token_counter if token_counter is not None else getattr(policy, "token_counter", None)
     if name in _NEEDS_COUNTER and counter is None:
         raise ValueError(f"context strategy {name!r} needs the policy's token counter")
-    return _STRATEGIES[name](config, counter, summarizer=summarizer, renderer=renderer)
+    builder = _STRATEGIES[name](config, counter, summarizer=summarizer, renderer=renderer)
+    if not isinstance(builder, ContextBuilder):
+        raise ValueError(f"context strategy {name!r}: its factory returned {type(builder).__name__}, not a "
+                         "ContextBuilder")
+    return builder
 
 
 register_context_strategy("full", lambda config, counter, **_: ContextBuilder(refeed_images=config.refeed_images),

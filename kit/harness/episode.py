@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import to_jsonable_python
 
 from kit.harness.events import EventType
 from kit.types import Message
@@ -34,6 +35,26 @@ class Task(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+def _json_fallback(value: Any) -> Any:
+    """A value pydantic cannot serialize: numpy scalars/arrays → Python numbers/lists, anything else → ``str``."""
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as plain JSON types (dict with str keys, list, str, int, float, bool, None).
+
+    Known types serialize as pydantic writes them (``Path`` → str, ``datetime`` → ISO 8601, sets →
+    lists); numpy scalars become Python numbers, any other object its ``str``; bytes that are not
+    UTF-8 become base64. Never raises, so a record holding it can always be written.
+    """
+    try:
+        return to_jsonable_python(value, fallback=_json_fallback)
+    except ValueError:  # e.g. bytes that are not UTF-8
+        return to_jsonable_python(value, fallback=_json_fallback, bytes_mode="base64")
+
+
 class Event(BaseModel):
     """One harness intervention or budget decision, recorded on the episode.
 
@@ -45,6 +66,13 @@ class Event(BaseModel):
     type: EventType
     turn: int
     detail: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("detail", mode="before")
+    @classmethod
+    def _json_detail(cls, v: Any) -> Any:
+        # a tool's detail may hold numpy counts or arbitrary objects: coerce now so the episode record
+        # that carries this event always serializes (a non-dict still fails the dict check)
+        return json_safe(v) if isinstance(v, dict) else v
 
 
 class RegisteredImage(BaseModel):

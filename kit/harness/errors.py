@@ -3,7 +3,18 @@ can crash the loop)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+
+def _json_default(o: Any) -> Any:
+    item = getattr(o, "item", None)  # numpy scalars and 0-d arrays
+    if callable(item):
+        try:
+            return item()
+        except Exception:  # fall back to the text form
+            pass
+    return str(o)
 
 
 class ToolError(Exception):
@@ -15,6 +26,7 @@ class ToolError(Exception):
     """
 
     MAX_MESSAGE = 2000  # error text echoes model input: keep observations bounded
+    MAX_OBSERVATION = 20_000  # characters of the whole JSON observation (a tool's detail may be large)
 
     def __init__(self, code: str, message: str, **detail: Any):
         if len(message) > self.MAX_MESSAGE:
@@ -27,6 +39,14 @@ class ToolError(Exception):
     def observation(self) -> dict[str, Any]:
         """The JSON object returned to the model as the tool's observation."""
         return {"error": self.code, "message": self.message, **self.detail}
+
+    def observation_json(self) -> str:
+        """:meth:`observation` as JSON text: values JSON cannot hold (numpy scalars, objects) become numbers or
+        text, and the whole is cut at :attr:`MAX_OBSERVATION` characters."""
+        text = json.dumps(self.observation(), ensure_ascii=False, default=_json_default)
+        if len(text) > self.MAX_OBSERVATION:
+            text = text[: self.MAX_OBSERVATION] + f"… [{len(text) - self.MAX_OBSERVATION} more characters]"
+        return text
 
 
 class ImageError(ToolError):

@@ -53,6 +53,7 @@ class EventType(StrEnum):
     IMAGE_REJECTED = "image_rejected"  # an image failed the decoder's checks: not registered
     IMAGES_NOT_REGISTERED = "images_not_registered"  # execute_code saved more images than its per-call limit
     SANDBOX_CLOSE_ERROR = "sandbox_close_error"
+    TOOL_NOTE = "tool_note"  # a tool's own finding (an added tool: ctx.event(EventType.TOOL_NOTE, name=..., ...))
     # V-Fold (POINTS-Seeker §3.3)
     VFOLD_KEPT_AS_TEXT = "vfold_kept_as_text"  # an observation V-Fold could not render stayed text
     # Normalization of open-source trajectories (WeAgent §4.5; kit.data.normalize)

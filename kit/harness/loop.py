@@ -360,7 +360,7 @@ class Harness:
             if e.code == "truncated":
                 detail.update(truncated=True, raw=call.raw[:200])
             rec.events.append(Event(type=EventType.INVALID_CALL, turn=st.turn, detail=detail))
-            body = json.dumps(e.observation(), ensure_ascii=False)
+            body = e.observation_json()
             if not guard.allowed:
                 rec.events.append(Event(type=guard.event, turn=st.turn, detail={"tool": call.name}))
                 body = guard.message + "\n" + body
@@ -384,7 +384,7 @@ class Harness:
         except ToolError as e:
             rec.events.append(Event(type=EventType.TOOL_ERROR, turn=st.turn,
                                     detail={"tool": fixed.name, "code": e.code, "message": e.message}))
-            self._observation_message(st, call, fixed.name, json.dumps(e.observation(), ensure_ascii=False))
+            self._observation_message(st, call, fixed.name, e.observation_json())
             return
         finally:
             st.tool_s += time.monotonic() - t
@@ -420,7 +420,7 @@ class Harness:
             rec.events.append(Event(type=EventType.PERSIST_FAILED, turn=st.turn, detail={"file": rel, "error": str(e)}))
             err = ToolError("persist_failed", f"the {len(text)}-character result could not be saved as {rel}: "
                                               f"{e.strerror or e}", preview=text[: cfg.persist_preview_chars])
-            return None, [json.dumps(err.observation(), ensure_ascii=False)]
+            return None, [err.observation_json()]
         rec.events.append(Event(type=EventType.RESULT_PERSISTED, turn=st.turn,
                                 detail={"tool": spec.name, "chars": len(text), "file": rel}))
         text = (text[: cfg.persist_preview_chars]

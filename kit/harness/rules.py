@@ -32,7 +32,7 @@ RULES: tuple[Rule, ...] = (
          "after the last regular turn (or call) tools are disabled and one synthesis turn is requested"),
     Rule("Max-turn finalization", "WeAgent Table 5", ("max_turns",), "kit.harness.loop.Harness._synthesis",
          (E.SYNTHESIS_REQUESTED, E.SYNTHESIS_INCOMPLETE, E.TOOL_CALL_IN_SYNTHESIS),
-         "the no-tool turn is kept only with a complete <response>; calls written in it are not run"),
+         "the no-tool turn is kept only with a complete `<response>`; calls written in it are not run"),
     Rule("Early final synthesis", "WeAgent Table 5", ("synthesis_reserve_tokens",),
          "kit.harness.loop.Harness._episode", (E.SYNTHESIS_REQUESTED,),
          "once at most the reserve remains in the context, tools are disabled and an answer is requested"),
@@ -61,21 +61,34 @@ RULES: tuple[Rule, ...] = (
          "a long result is saved to tool_results/ with an in-context preview (tools with persist_exempt skip it)"),
     Rule("Web extraction length", "WeAgent Table 5", ("extract_max_chars", "extract_refeed"),
          "kit.harness.tools.web_extract", (), "at most five 5,000-character summaries, one per URL"),
-    Rule("Per-tool result cap and re-feed limit", "kit", ("image_search_refeed", "reverse_search_refeed",
-                                                        "code_refeed", "code_max_images"),
+    Rule("Per-tool result cap and re-feed limit", "WeAgent Table 4", ("image_search_refeed", "reverse_search_refeed",
+                                                                    "reverse_search_max_vision_tokens",
+                                                                    "code_refeed", "code_max_images"),
          "kit.harness.loop.Harness._observation_text", (E.RESULT_CAPPED, E.IMAGES_NOT_SHOWN, E.IMAGES_NOT_REGISTERED),
          "ToolSpec.max_result_chars / refeed_limit bound what any tool (native or added) shows the model"),
+    Rule("Image re-feed", "WeAgent §3.1, Table 2", ("refeed_images",), "kit.harness.context.ContextBuilder.build", (),
+         "registered images are shown again in every later turn; off: the no-re-feed ablation (a text note instead)"),
+    Rule("Tool set", "WeAgent Table 4", ("tools_enabled",), "kit.harness.tools.tool_specs", (E.INVALID_CALL,),
+         "only enabled (native or registered) tools are offered; a call to another is an `unknown_tool` error"),
+    Rule("Code sandbox limits", "WeAgent Table 4", ("code_isolation", "code_memory_mb", "code_cpu_s"),
+         "kit.harness.sandbox.CodeSandbox", (E.TOOL_ERROR, E.SANDBOX_CLOSE_ERROR),
+         "execute_code runs isolated (bubblewrap, or rlimits) within memory and CPU limits; a breach is a tool error"),
     Rule("Turn grammar", "WeAgent Table 6", (), "kit.harness.parsing.parse_turn",
          (E.EXTRA_ACTIONS_IGNORED, E.MULTIPLE_RESPONSES, E.RESPONSE_UNCLOSED, E.TOOL_CALL_AFTER_RESPONSE,
           E.TEXT_OUTSIDE_GRAMMAR, E.THINK_MISSING, E.THINK_UNCLOSED, E.MULTIPLE_THINK, E.THINK_OPENED_BY_TEMPLATE),
          "one action per turn; each departure is recorded and costs the format term (Eq. 5)"),
     Rule("Image citations", "WeAgent Table 6 rule 5", (), "kit.harness.loop.Harness._finish",
-         (E.UNKNOWN_CITATION,), "<IMG: name> must name a registered image; others are recorded, not resolved"),
+         (E.UNKNOWN_CITATION,), "`<IMG: name>` must name a registered image; others are recorded, not resolved"),
+    Rule("System prompt", "WeAgent Table 6", ("timezone", "timezone_label", "prompt_time", "untrusted_notice"),
+         "kit.harness.prompts.system_prompt", (),
+         "CURRENT_TIME at hour granularity in the zone (smoke: pinned); an optional rule that tool results are data"),
     Rule("Task text and observations are data", "kit", (), "kit.harness.neutralize.neutralize_control_tokens",
          (E.CONTROL_TOKENS_NEUTRALIZED,), "chat-control strings cannot open a turn or add image placeholders"),
     Rule("Evidence integrity", "kit", ("max_image_pixels",), "kit.harness.registry.EvidenceRegistry",
          (E.EVIDENCE_MODIFIED, E.IMAGE_REJECTED),
          "an image failing the decoder's checks is not registered; one changed on disk is not shown again"),
+    Rule("Added tools' own findings", "kit", (), "kit.harness.tool_spec.ToolContext.event", (E.TOOL_NOTE,),
+         "a tool records what it found with `ctx.event(EventType.TOOL_NOTE, name=..., ...)`"),
     Rule("Failures are recorded", "kit", (), "kit.harness.loop.Harness.run", (E.EPISODE_ERROR, E.SANDBOX_CLOSE_ERROR),
          "a failing component ends the episode with status error and its reason; the record is always written"),
     Rule("V-Fold rendering", "POINTS-Seeker §3.3", ("context_strategy", "context_tau", "context_keep"),
@@ -95,15 +108,29 @@ def rules_for(event: E | str) -> list[Rule]:
 
 
 def rules_markdown() -> str:
-    """``docs/rules.md``: the rule map as a Markdown table (regenerate with
+    """``docs/rules.md``: a summary table (rule → config fields → events), then one section per rule with its
+    source, implementing function and effect (regenerate with
     ``python -c "from kit.harness.rules import rules_markdown; print(rules_markdown(), end='')" > docs/rules.md``)."""
+    def codes(xs) -> str:
+        return ", ".join(f"`{x}`" for x in xs) or "—"
+
     head = ("# Harness rules: paper row → config field → function → events\n\n"
-            "Generated from `kit/harness/rules.py` (`RULES`); a test keeps this page equal to it. Event types are\n"
-            "`kit.harness.events.EventType`; an episode record's `events` list holds them with the turn and details.\n\n"
-            "| rule | source | config fields | implemented by | events | effect |\n|---|---|---|---|---|---|\n")
-    rows = [f"| {r.name} | {r.source} | {', '.join(f'`{c}`' for c in r.config) or '—'} | `{r.implementation}` | "
-            f"{', '.join(f'`{e.value}`' for e in r.events) or '—'} | {r.effect} |" for r in RULES]
-    return head + "\n".join(rows) + "\n"
+            "Generated from `kit/harness/rules.py` (`RULES`); a test keeps this page equal to it and checks that every\n"
+            "event type (`kit.harness.events.EventType`) and every `HarnessConfig` field appears in it. An episode\n"
+            "record's `events` list holds the events with the turn and details.\n\n"
+            "| rule | config fields | events |\n|---|---|---|\n")
+    rows = [f"| [{r.name}](#{_anchor(r.name)}) | {codes(r.config)} | {codes(e.value for e in r.events)} |" for r in RULES]
+    sections = [f"\n## {r.name}\n\n{r.effect[0].upper() + r.effect[1:]}.\n\n- source: {r.source}\n"
+                f"- config fields: {codes(r.config)}\n- implemented by: `{r.implementation}`\n"
+                f"- events: {codes(e.value for e in r.events)}\n" for r in RULES]
+    return head + "\n".join(rows) + "\n" + "".join(sections)
+
+
+def _anchor(title: str) -> str:
+    # the toc extension's slug: lower case, punctuation dropped, spaces to hyphens
+    import re
+
+    return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", title.lower()).strip())
 
 
 __all__ = ["RULES", "Rule", "rules_for", "rules_markdown"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from kit.harness.episode import EpisodeRecord, Task
+from kit.harness.episode import EpisodeRecord, Task, json_safe
 from kit.harness.loop import Harness
 from kit.harness.parsing import scrub
 
@@ -81,8 +81,9 @@ class EpisodeWriter:
     async def write(self, rec: EpisodeRecord) -> None:
         try:
             line = rec.model_dump_json() + "\n"
-        except ValueError:  # unserializable text slipped through: scrub it rather than lose the episode
-            line = EpisodeRecord.model_validate(scrub(rec.model_dump())).model_dump_json() + "\n"
+        except ValueError:  # unserializable text or values slipped through: convert rather than lose the episode
+            # (PydanticSerializationError is a ValueError; json_safe turns numpy/objects into numbers/str)
+            line = EpisodeRecord.model_validate(scrub(json_safe(rec.model_dump()))).model_dump_json() + "\n"
         async with self._lock:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(line)

@@ -13,7 +13,11 @@ the loop applies it to every tool alike. Adding a tool: docs/tools.md.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import inspect
+import math
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,8 +34,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class Observation:
-    """A tool's result: ``text`` for the model, ``images`` (registered filenames) re-fed with it, and
-    ``data`` (structured details kept in the episode record, not shown to the model)."""
+    """A tool's result: ``text`` for the model and ``images`` (filenames registered in this episode's
+    registry) re-fed with it. ``data``: structured details for the caller of :func:`execute` (benchmarks,
+    tests); the episode record does not store it (record what matters with ``ctx.event``)."""
 
     text: str
     images: list[str] = field(default_factory=list)
@@ -54,6 +59,14 @@ class ToolContext:
     events: list[Event] = field(default_factory=list)
 
     def event(self, type_: EventType, **detail) -> None:
+        """Record an event on the episode. An added tool records its own findings as
+        ``EventType.TOOL_NOTE`` with a ``name`` in ``detail`` (the set of event types is closed).
+
+        Raises:
+            ValueError: ``type_`` is not an :class:`EventType`."""
+        if type_ not in EventType.__members__.values():
+            raise ValueError(f"unknown event type {type_!r}: use an EventType, e.g. "
+                             f"ctx.event(EventType.TOOL_NOTE, name={str(type_)[:40]!r}, ...)")
         self.events.append(Event(type=type_, turn=self.turn, detail=detail))
 
 
@@ -90,12 +103,9 @@ class ToolSpec:
     timeout_s: float | None = None
 
     def __post_init__(self) -> None:
-        if not self.name or not self.name.replace("_", "").isalnum():
-            raise ValueError(f"tool name {self.name!r}: use letters, digits and underscores")
-        if self.parameters.get("type") != "object" or not isinstance(self.parameters.get("properties"), dict):
-            raise ValueError(f"tool {self.name!r}: parameters must be a JSON schema object with 'properties'")
-        if self.max_result_chars is not None and self.max_result_chars < 1:
-            raise ValueError(f"tool {self.name!r}: max_result_chars must be >= 1 or None")
+        bad = _spec_problems(self)
+        if bad:
+            raise ValueError(f"tool {self.name!r}: " + "; ".join(bad))
 
     def schema(self) -> dict[str, Any]:
         """OpenAI-style function schema, as rendered into TOOL_LIST and sent for function calling."""
@@ -107,17 +117,100 @@ class ToolSpec:
         return int(getattr(config, self.refeed_limit)) if isinstance(self.refeed_limit, str) else self.refeed_limit
 
 
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")  # OpenAI function names: ^[a-zA-Z0-9_-]{1,64}$
+
+
+def _int_config_fields() -> set[str]:
+    from kit.harness.config import HarnessConfig
+
+    return {n for n, f in HarnessConfig.model_fields.items() if f.annotation is int}
+
+
+def _spec_problems(spec: ToolSpec) -> list[str]:
+    """What is wrong with a spec's definition (empty: nothing); checked where the tool is defined."""
+    bad = []
+    if not isinstance(spec.name, str) or not _NAME.match(spec.name):
+        bad.append("the name must match ^[A-Za-z_][A-Za-z0-9_-]{0,63}$ (OpenAI function names)")
+    if not isinstance(spec.description, str) or not spec.description.strip():
+        bad.append("a non-empty description is needed")
+    if not isinstance(spec.parameters, dict) or spec.parameters.get("type") != "object" \
+            or not isinstance(spec.parameters.get("properties"), dict):
+        bad.append("parameters must be a JSON schema object with 'properties'")
+    if not callable(spec.executor):
+        bad.append("the executor must be callable")
+    if isinstance(spec.aliases, str) or not all(isinstance(a, str) and a for a in spec.aliases):
+        bad.append("aliases must be a tuple of names (not one string)")
+    if not isinstance(spec.param_aliases, dict) or any(isinstance(v, str) or not all(isinstance(a, str) for a in v)
+                                                        for v in spec.param_aliases.values()):
+        bad.append("param_aliases must map a parameter to a tuple of names")
+    if not isinstance(spec.persist_exempt, bool):
+        bad.append("persist_exempt must be True or False")
+    m = spec.max_result_chars
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+        bad.append("max_result_chars must be an int >= 1 or None")
+    r = spec.refeed_limit
+    if isinstance(r, str):
+        if r not in _int_config_fields():
+            bad.append(f"refeed_limit {r!r} names no integer HarnessConfig field")
+    elif isinstance(r, bool) or not isinstance(r, int) or r < 0:
+        bad.append("refeed_limit must be an int >= 0 or the name of an integer HarnessConfig field")
+    t = spec.timeout_s
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0):
+        bad.append("timeout_s must be a finite number of seconds > 0, or None (HarnessConfig.tool_timeout_s)")
+    return bad
+
+
+def _check_observation(spec: ToolSpec, obs: Any, ctx: ToolContext) -> Observation:
+    """The executor's result, checked: an :class:`Observation` with ``str`` text and images registered in this
+    episode (a tool cannot make the model see a file by naming it).
+
+    Raises:
+        ToolError: ``bad_observation``."""
+    if not isinstance(obs, Observation):
+        raise ToolError("bad_observation", f"{spec.name} returned {type(obs).__name__}, not an Observation")
+    if not isinstance(obs.text, str):
+        raise ToolError("bad_observation", f"{spec.name} returned text of type {type(obs.text).__name__}, not str")
+    if isinstance(obs.images, str) or not all(isinstance(i, str) for i in obs.images):
+        raise ToolError("bad_observation", f"{spec.name} returned images that are not a list of file names")
+    known = {e.filename for e in ctx.registry.images}
+    unknown = [i for i in obs.images if i not in known]
+    if unknown:
+        raise ToolError("bad_observation", f"{spec.name} returned images not registered in this episode: "
+                        f"{[u[:80] for u in unknown[:5]]} (register them with ctx.registry.register_bytes)")
+    return obs
+
+
 async def execute(spec: ToolSpec, args: dict[str, Any], ctx: ToolContext, timeout_s: float) -> Observation:
-    """Run ``spec``'s executor with a timeout (``spec.timeout_s`` wins); every failure becomes :class:`ToolError`."""
+    """Run ``spec``'s executor with a timeout (``spec.timeout_s`` wins) and check its result; every failure
+    becomes :class:`ToolError` (``timeout``, ``tool_failure``, ``bad_observation``, or the tool's own code)."""
     timeout_s = spec.timeout_s or timeout_s
     try:
-        return await asyncio.wait_for(spec.executor(args, ctx), timeout=timeout_s)
+        obs = await asyncio.wait_for(spec.executor(args, ctx), timeout=timeout_s)
     except ToolError:
         raise
     except TimeoutError as e:
-        raise ToolError("timeout", f"{spec.name} did not finish within {timeout_s:.0f} s") from e
+        raise ToolError("timeout", f"{spec.name} did not finish within {timeout_s:g} s") from e
+    except asyncio.CancelledError as e:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the episode itself is being cancelled
+        raise ToolError("tool_failure", f"{spec.name} was cancelled from inside (CancelledError)") from e
     except Exception as e:  # the loop must survive any executor bug; the message keeps the cause
         raise ToolError("tool_failure", f"{spec.name} failed: {type(e).__name__}: {e}") from e
+    return _check_observation(spec, obs, ctx)
+
+
+_TOOL_THREADS: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _tool_threads() -> concurrent.futures.ThreadPoolExecutor:
+    # Plain (sync) tool functions run here, not in asyncio's default pool: a thread cannot be stopped, so a
+    # hung tool keeps its worker after its timeout; its own pool keeps that from starving the ZIM backend and
+    # the sandbox, which use the default pool.
+    global _TOOL_THREADS
+    if _TOOL_THREADS is None:
+        _TOOL_THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="kit-tool")
+    return _TOOL_THREADS
 
 
 def _strip_titles(schema: Any) -> Any:
@@ -145,25 +238,41 @@ def tool(fn: Callable | None = None, *, name: str | None = None, description: st
     Raises:
         TypeError: ``fn`` has no ``ctx`` first parameter, or a parameter without a type annotation.
     """
-    from pydantic import ConfigDict, create_model
+    from pydantic import ConfigDict, TypeAdapter, create_model
 
     def build(f: Callable) -> ToolSpec:
+        label = name or getattr(f, "__name__", None)
+        if not isinstance(label, str) or label == "<lambda>":
+            raise TypeError(f"{f!r}: give the tool a name (name=...): it has no usable __name__")
         sig = inspect.signature(f, eval_str=True)
         params = list(sig.parameters.values())
         if not params or params[0].name != "ctx":
-            raise TypeError(f"{f.__name__}: a tool function takes ctx (ToolContext) as its first parameter")
+            raise TypeError(f"{label}: a tool function takes ctx (ToolContext) as its first parameter")
         fields: dict[str, Any] = {}
         for p in params[1:]:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.annotation is inspect.Parameter.empty:
-                raise TypeError(f"{f.__name__}: parameter {p.name!r} needs a type annotation (no *args/**kwargs)")
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) or p.annotation is inspect.Parameter.empty:
+                raise TypeError(f"{label}: parameter {p.name!r} needs a type annotation and must be passable by name "
+                                "(no *args, **kwargs or positional-only parameters)")
+            if p.name.startswith("_") or p.name.startswith("model_"):
+                raise TypeError(f"{label}: parameter {p.name!r}: names starting with '_' or 'model_' cannot be arguments")
+            if p.default is not inspect.Parameter.empty:
+                try:
+                    TypeAdapter(p.annotation).validate_python(p.default)
+                except Exception as e:
+                    raise TypeError(f"{label}: the default {p.default!r} of {p.name!r} does not fit its type: "
+                                    f"{str(e).splitlines()[-1][:200]}") from None
             fields[p.name] = (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
-        model = create_model(f"{f.__name__}_arguments", __config__=ConfigDict(extra="ignore"), **fields)
+        model = create_model(f"{label}_arguments", __config__=ConfigDict(extra="ignore"), **fields)
         parameters = _strip_titles(model.model_json_schema())
         parameters.setdefault("properties", {})
+        if set(parameters["properties"]) != set(fields):
+            raise TypeError(f"{label}: parameters {sorted(set(fields) - set(parameters['properties']))} did not make "
+                            "it into the JSON schema")
         doc = description or (inspect.getdoc(f) or "").split("\n\n")[0].replace("\n", " ").strip()
         if not doc:
-            raise TypeError(f"{f.__name__}: give the tool a description (docstring or description=...)")
-        is_async = inspect.iscoroutinefunction(f)
+            raise TypeError(f"{label}: give the tool a description (docstring or description=...)")
+        call_method = type(f).__call__ if not inspect.isroutine(f) else None  # a callable object
+        is_async = inspect.iscoroutinefunction(inspect.unwrap(f)) or inspect.iscoroutinefunction(call_method)
 
         async def executor(args: dict[str, Any], ctx: ToolContext) -> Observation:
             from pydantic import ValidationError
@@ -173,14 +282,21 @@ def tool(fn: Callable | None = None, *, name: str | None = None, description: st
             except ValidationError as e:  # the JSON schema check passed: a constraint only pydantic knows
                 raise ToolError("bad_arguments", "; ".join(f"{'.'.join(map(str, x['loc'])) or 'arguments'}: {x['msg']}"
                                                            for x in e.errors()[:3]), tool=spec.name) from e
-            out = await f(ctx, **kw) if is_async else await asyncio.to_thread(f, ctx, **kw)
+            if is_async:
+                out = await f(ctx, **kw)
+            else:
+                out = await asyncio.get_running_loop().run_in_executor(_tool_threads(), functools.partial(f, ctx, **kw))
+            if inspect.isawaitable(out):  # a plain wrapper around an async function
+                out = await out
             if isinstance(out, Observation):
                 return out
             if isinstance(out, str):
                 return Observation(text=out)
-            raise ToolError("tool_failure", f"{spec.name} returned {type(out).__name__}, not str or Observation")
+            raise ToolError("bad_observation", f"{spec.name} returned {type(out).__name__}, not str or Observation")
 
-        spec = ToolSpec(name or f.__name__, doc, parameters, executor, aliases=tuple(aliases),
+        if isinstance(aliases, str) or (param_aliases and any(isinstance(v, str) for v in param_aliases.values())):
+            raise TypeError(f"{label}: aliases are tuples of names, e.g. aliases=('convert',)")
+        spec = ToolSpec(label, doc, parameters, executor, aliases=tuple(aliases),
                         param_aliases=dict(param_aliases or {}), persist_exempt=persist_exempt,
                         max_result_chars=max_result_chars, refeed_limit=refeed_limit, timeout_s=timeout_s)
         return spec

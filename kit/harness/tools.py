@@ -343,11 +343,29 @@ def register_tool(spec: ToolSpec, *, replace: bool = False) -> ToolSpec:
         raise ValueError(f"{spec.name!r} is a native tool (Table 4); give yours another name")
     if spec.name in _REGISTRY and not replace:
         raise ValueError(f"a tool named {spec.name!r} is already registered (pass replace=True)")
-    clash = [a for a in spec.aliases if a in _REGISTRY and a != spec.name]
-    if clash:
-        raise ValueError(f"aliases {clash} of {spec.name!r} are names of registered tools")
+    _check_clashes(spec, [t for n, t in _REGISTRY.items() if n != spec.name])
     _REGISTRY[spec.name] = spec
     return spec
+
+
+def _spellings(spec: ToolSpec) -> set[str]:
+    from kit.harness.recovery import _norm_name  # the normalization argument repair matches names with
+
+    return {_norm_name(spec.name), *(_norm_name(a) for a in spec.aliases)}
+
+
+def _check_clashes(spec: ToolSpec, others) -> None:
+    """A tool's name and aliases must not match another tool's name or aliases after argument repair's
+    normalization (case, separators): the model's ``Search`` would become ambiguous.
+
+    Raises:
+        ValueError: the clashing spellings and tools."""
+    mine = _spellings(spec)
+    for t in others:
+        both = mine & _spellings(t)
+        if both:
+            raise ValueError(f"tool {spec.name!r} clashes with {t.name!r}: both answer to {sorted(both)} "
+                             "(rename it or drop the alias)")
 
 
 def unregister_tool(name: str) -> None:
@@ -383,5 +401,6 @@ def tool_specs(enabled: list[str] | None = None, extra: list[ToolSpec] | tuple[T
             continue
         if t.name in out or (t.name in pool and pool[t.name] is not t):
             raise ValueError(f"tool {t.name!r} given to the harness clashes with a registered or enabled tool")
+        _check_clashes(t, out.values())
         out[t.name] = t
     return out

@@ -10,6 +10,7 @@ eligible); context-limit and wall-clock trajectories are excluded by definition 
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -153,6 +154,14 @@ def recovery_stats(trajectories: list[Trajectory]) -> list[dict[str, Any]]:
     return rows
 
 
+def _count(v: Any, what: str) -> int:
+    """``v`` as a non-negative integer count; ``ValueError`` naming ``what`` otherwise (bools, floats and
+    strings read from a CSV are refused rather than summed)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+        raise ValueError(f"{what} must be a non-negative integer count, got {v!r}")
+    return int(v)
+
+
 def recovery_table(steps: list[dict[str, Any]], *, excluded: Any = "N/A (excluded)") -> list[dict[str, Any]]:
     """Figure 7 over a whole run: the per-step :func:`recovery_stats` rows summed (notebook 05's
     ``recovery.csv``).
@@ -165,24 +174,43 @@ def recovery_table(steps: list[dict[str, Any]], *, excluded: Any = "N/A (exclude
 
     Returns:
         One row per mechanism of :data:`MECHANISMS`, in its order: ``mechanism``, ``triggered`` (count),
-        ``trigger_rate`` (triggered / all trajectories of the run; 0.0 without trajectories) and
-        ``retention_rate`` (retained / triggered; None when it never fired; ``excluded`` as above).
+        ``trigger_rate`` (triggered / all trajectories of the run; None without trajectories: 0/0 is
+        not a rate) and ``retention_rate`` (retained / triggered; None when it never fired; ``excluded``
+        as above).
 
     Raises:
-        ValueError: a step without ``recovery`` or ``rollout_trajectories``, or an unknown mechanism.
+        ValueError: a step without ``recovery`` (a list of rows) or ``rollout_trajectories``, an unknown
+            mechanism, a count that is not a non-negative integer, ``triggered`` above the step's
+            trajectories or ``retained`` above ``triggered``.
     """
     agg = {k: {"triggered": 0, "retained": 0} for k in MECHANISMS}
     n_traj = 0
     for i, m in enumerate(steps):
-        if "recovery" not in m or "rollout_trajectories" not in m:
-            raise ValueError(f"step {m.get('step', i)}: no 'recovery' / 'rollout_trajectories' metrics (not a trainer step row)")
-        n_traj += m["rollout_trajectories"]
+        if not isinstance(m, dict) or "recovery" not in m or "rollout_trajectories" not in m:
+            where = m.get("step", i) if isinstance(m, dict) else i
+            raise ValueError(f"step {where}: no 'recovery' / 'rollout_trajectories' metrics (not a trainer step row)")
+        at = f"step {m.get('step', i)}"
+        n = _count(m["rollout_trajectories"], f"{at}: rollout_trajectories")
+        n_traj += n
+        if not isinstance(m["recovery"], list):
+            raise ValueError(f"{at}: 'recovery' must be a list of recovery_stats rows, got {type(m['recovery']).__name__}")
         for r in m["recovery"]:
-            if r["mechanism"] not in agg:
-                raise ValueError(f"step {m.get('step', i)}: unknown mechanism {r['mechanism']!r}; known: {list(MECHANISMS)}")
-            agg[r["mechanism"]]["triggered"] += r["triggered"]
-            agg[r["mechanism"]]["retained"] += r["retained"] or 0  # None for the excluded mechanisms
-    return [{"mechanism": k, "triggered": v["triggered"], "trigger_rate": v["triggered"] / n_traj if n_traj else 0.0,
+            if not isinstance(r, dict) or r.get("mechanism") not in agg:
+                name = r.get("mechanism") if isinstance(r, dict) else r
+                raise ValueError(f"{at}: unknown mechanism {name!r}; known: {list(MECHANISMS)}")
+            k = r["mechanism"]
+            trig = _count(r.get("triggered"), f"{at}, {k}: triggered")
+            if trig > n:
+                raise ValueError(f"{at}, {k}: triggered ({trig}) exceeds the step's trajectories ({n})")
+            ret = r.get("retained")
+            if ret is None and k in EXCLUDED_MECHANISMS:  # None by definition for the excluded mechanisms
+                ret = 0
+            ret = _count(ret, f"{at}, {k}: retained")
+            if ret > trig:
+                raise ValueError(f"{at}, {k}: retained ({ret}) exceeds triggered ({trig})")
+            agg[k]["triggered"] += trig
+            agg[k]["retained"] += ret
+    return [{"mechanism": k, "triggered": v["triggered"], "trigger_rate": v["triggered"] / n_traj if n_traj else None,
              "retention_rate": (excluded if k in EXCLUDED_MECHANISMS else
                                 v["retained"] / v["triggered"] if v["triggered"] else None)}
             for k, v in agg.items()]

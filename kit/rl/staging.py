@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,7 +45,9 @@ class Stage(BaseModel):
     ``Stage("opd", "opd", steps=1)`` (name and kind may be positional).
 
     Raises:
-        ValueError: an unknown kind or field, ``steps`` or ``plateau_window`` below 1.
+        ValueError: an unknown kind or field, ``steps``, ``plateau_window``, ``min_steps`` or a set turn /
+            call / context budget below 1, ``min_steps > steps``, a set ``wall_clock_s`` not finite and > 0,
+            ``plateau_delta`` not finite and >= 0.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -81,6 +84,18 @@ class Stage(BaseModel):
             raise ValueError(f"stage {self.name!r}: steps must be >= 1 or None")
         if self.plateau_window is not None and self.plateau_window < 1:
             raise ValueError(f"stage {self.name!r}: plateau_window must be >= 1 or None")
+        bad = [k for k in ("max_turns", "max_calls", "max_context_tokens") if getattr(self, k) is not None
+               and getattr(self, k) < 1]
+        if bad:
+            raise ValueError(f"stage {self.name!r}: budgets must be >= 1 or None: {bad}")
+        if self.wall_clock_s is not None and not (math.isfinite(self.wall_clock_s) and self.wall_clock_s > 0):
+            raise ValueError(f"stage {self.name!r}: wall_clock_s must be finite and > 0 or None, got {self.wall_clock_s!r}")
+        if self.min_steps < 1:
+            raise ValueError(f"stage {self.name!r}: min_steps must be >= 1")
+        if self.steps is not None and self.min_steps > self.steps:
+            raise ValueError(f"stage {self.name!r}: min_steps ({self.min_steps}) must be <= steps ({self.steps})")
+        if not (math.isfinite(self.plateau_delta) and self.plateau_delta >= 0):
+            raise ValueError(f"stage {self.name!r}: plateau_delta must be finite and >= 0, got {self.plateau_delta!r}")
         return self
 
     def harness_config(self, base: HarnessConfig) -> HarnessConfig:
@@ -108,37 +123,52 @@ def long_mdr_stages(opd_steps: int = 50, steps_per_stage: int = 200) -> list[Sta
     ]
 
 
+MAX_STAGE_TURNS = 10_000  # parse_stages refuses larger horizons (the paper's longest stage has 75 turns)
+
+
 def parse_stages(spec: str, base: HarnessConfig, *, max_context_tokens: int = 131_072) -> list[Stage]:
     """A schedule from a comma list ``"opd:1,h1:2,h2"``: ``opd[:steps]`` is an OPD warmup stage (default 1
     step); ``h<N>[:steps]`` an RL stage with ``N`` regular turns whose call, context and wall-clock budgets
     grow from ``base`` in proportion (``N // base.max_turns``, at least 1; context capped at
     ``max_context_tokens``). A stage without ``:steps`` runs until a plateau (the last one: forever).
+    ``N`` and ``steps`` are ASCII digits; ``N`` is at most :data:`MAX_STAGE_TURNS`.
 
     Raises:
-        ValueError: an empty spec, an unknown item, a non-positive turn or step count.
+        ValueError: an empty spec, an unknown item, a non-positive or too large turn count, a non-positive
+            step count, two stages with the same name, ``max_context_tokens < 1``.
     """
+    if max_context_tokens < 1:
+        raise ValueError(f"max_context_tokens must be >= 1, got {max_context_tokens!r}")
     out: list[Stage] = []
     items = [s.strip() for s in spec.split(",") if s.strip()]
     if not items:
         raise ValueError("empty stage schedule: use e.g. 'opd:1,h1:2,h2'")
     for item in items:
         nm, _, n = item.partition(":")
-        try:
-            steps = int(n) if n else None
-        except ValueError:
-            raise ValueError(f"stage {item!r}: steps must be an integer") from None
+        n = n.strip()
+        # ASCII digits only: int() also reads "١", "1_000" and " +3"; a cap keeps int() off 5,000-digit strings
+        if n and not re.fullmatch(r"-?[0-9]{1,12}", n):
+            raise ValueError(f"stage {item!r}: steps must be an integer")
+        steps = int(n) if n else None
         if steps is not None and steps < 1:
             raise ValueError(f"stage {item!r}: steps must be >= 1 (leave the stage out instead)")
+        m = re.fullmatch(r"h([0-9]{1,12})", nm)  # not str.isdigit(): "h²" and "h١" are digits to it
+        turns = int(m.group(1)) if m else 0
         if nm == "opd":
             out.append(Stage("opd", "opd", steps=steps or 1))
-        elif nm.startswith("h") and nm[1:].isdigit() and int(nm[1:]) >= 1:
-            turns = int(nm[1:])
+        elif m and 1 <= turns <= MAX_STAGE_TURNS:
             scale = max(1, turns // max(1, base.max_turns))
             out.append(Stage(nm, max_turns=turns, max_calls=max(turns, base.max_calls),
                              max_context_tokens=min(base.max_context_tokens * scale, max_context_tokens),
                              wall_clock_s=base.wall_clock_s * scale, steps=steps))
+        elif m or re.fullmatch(r"h[0-9]+", nm):
+            raise ValueError(f"stage {item!r}: turns must be between 1 and {MAX_STAGE_TURNS}")
         else:
             raise ValueError(f"unknown stage {item!r}: use opd[:steps] or h<turns>[:steps] (turns >= 1)")
+    names = [s.name for s in out]
+    dup = sorted({x for x in names if names.count(x) > 1})
+    if dup:  # the run log and transitions name stages: two with one name cannot be told apart
+        raise ValueError(f"duplicate stage names {dup} in {spec!r}: give each stage once")
     return out
 
 
@@ -146,7 +176,9 @@ class RescueConfig(BaseModel):
     """Entropy-triggered rescue (see module docstring). Entropy in nats per generated token.
 
     Raises:
-        ValueError: an unknown action or field, ``patience < 1`` or ``cooldown < 0``.
+        ValueError: an unknown action or field, ``patience < 1`` or ``cooldown < 0``, a non-finite
+            threshold, step or factor, ``temperature_step`` or ``max_temperature`` not > 0, a negative
+            ``entropy_bonus``, ``clip_widen_factor < 1``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -172,6 +204,17 @@ class RescueConfig(BaseModel):
     def _check(self) -> RescueConfig:
         if self.patience < 1 or self.cooldown < 0:
             raise ValueError("patience must be >= 1 and cooldown >= 0")
+        floats = ("entropy_threshold", "reward_saturation", "temperature_step", "max_temperature", "entropy_bonus",
+                  "clip_widen_factor")
+        bad = [k for k in floats if not math.isfinite(getattr(self, k))]
+        if bad:
+            raise ValueError(f"rescue settings must be finite: {bad}")
+        if self.temperature_step <= 0 or self.max_temperature <= 0:
+            raise ValueError("temperature_step and max_temperature must be > 0")
+        if self.entropy_bonus < 0:
+            raise ValueError("entropy_bonus must be >= 0")
+        if self.clip_widen_factor < 1:  # below 1 narrows the clip: the opposite of a rescue
+            raise ValueError("clip_widen_factor must be >= 1")
         return self
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -46,6 +47,9 @@ from kit.rl.rollout import (
 from kit.rl.staging import RescueConfig, RunLog, Stage, StageSchedule
 from kit.types import SamplingParams, SearchBackend
 
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?|mps")
+DTYPES = ("auto", "float32", "float16", "bfloat16")  # names TransformersPolicy resolves (None/"auto": by device)
+
 
 class RLConfig(BaseModel):
     """Trainer settings. Paper values (WeAgent Appendix A): 64 prompts × 8 samples, temperature 1.0,
@@ -54,7 +58,9 @@ class RLConfig(BaseModel):
     batch for several updates against its stored old log-probs.
 
     Raises:
-        ValueError: an unknown algorithm, ``finetune`` or field, a count below 1, a non-positive temperature.
+        ValueError: an unknown algorithm, ``finetune``, ``device``, ``dtype`` or field, a count below 1, a
+            non-positive or non-finite temperature / learning rate / grad-norm / judge timeout, ``top_p``
+            outside (0, 1], a negative or non-finite ε or weight decay.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -91,8 +97,28 @@ class RLConfig(BaseModel):
         for k in ("group_size", "prompts_per_step", "updates_per_batch", "micro_batch", "save_every"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1")
-        if self.temperature <= 0:
-            raise ValueError("temperature must be positive (the ratio needs the sampling distribution)")
+        # NaN passes every "<= 0" test (comparisons with NaN are False): check finiteness first
+        if not math.isfinite(self.temperature) or self.temperature <= 0:
+            raise ValueError("temperature must be positive (the ratio needs the sampling distribution) and finite")
+        for k in ("lr", "max_grad_norm", "judge_timeout_s"):
+            v = getattr(self, k)
+            if not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{k} must be finite and > 0, got {v!r}")
+        if not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        for k in ("eps_lo", "eps_hi", "weight_decay"):
+            v = getattr(self, k)
+            if v is not None and (not math.isfinite(v) or v < 0):
+                raise ValueError(f"{k} must be finite and >= 0, got {v!r}")
+        for k in ("lora_rank", "lora_alpha", "keep_checkpoints"):  # keep_checkpoints=0 would keep all (done[:-0])
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k} must be >= 1")
+        if self.rollout_concurrency is not None and self.rollout_concurrency < 1:
+            raise ValueError("rollout_concurrency must be >= 1 or None")
+        if not _DEVICE.fullmatch(self.device):
+            raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be None or one of {DTYPES}, got {self.dtype!r}")
         return self
 
 

@@ -86,7 +86,8 @@ def train_sft_curriculum(model_path: str | Path, records: list[EpisodeRecord], e
                                                            observation_chars=observation_chars) for r in records])
         if not short_ex:
             raise ValueError(f"no compacted record could be encoded: {report.as_dict()}")
-        scfg = short_cfg or cfg.model_copy(update={"epochs": short_context_epochs, "max_steps": -1})
+        # model_validate, not model_copy(update=): the epochs come from the caller and must be checked
+        scfg = short_cfg or type(cfg).model_validate({**cfg.model_dump(), "epochs": short_context_epochs, "max_steps": -1})
         short = train_sft(model_path, short_ex, out / "short", scfg, backend=backend, resume=resume)
         start = short.output_dir / "final"
     full = train_sft(start, examples, out / "full", cfg, backend=backend, resume=resume)

@@ -20,16 +20,22 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kit.train.sft_data import SFTCollator, SFTExample
 
 Backend = Literal["auto", "trl", "unsloth"]
+# transformers.SchedulerType values, listed here so building a config does not import transformers
+# (tests/test_config_validation.py checks the list against the installed transformers source)
+LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+                 "inverse_sqrt", "reduce_lr_on_plateau", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
+                 "warmup_stable_decay", "greedy")
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -43,10 +49,14 @@ class SFTTrainConfig(BaseModel):
 
     ``per_device_batch_size * grad_accum * world_size`` is the global batch in trajectories (32 in
     the paper). ``lora_rank == 0`` is full fine-tuning. ``max_steps > 0`` overrides ``epochs``.
-    A variant: ``cfg.model_copy(update={"epochs": 2.0})``.
+    A variant: ``SFTTrainConfig.model_validate({**cfg.model_dump(), "epochs": 2.0})`` (checked;
+    ``model_copy(update=...)`` skips validation).
 
     Raises:
-        ValueError: an unknown field.
+        ValueError: an unknown field or ``lr_scheduler``; a batch size, ``grad_accum``, ``save_steps`` or
+            ``logging_steps`` below 1; a non-finite or negative rate (``lr_language`` must be > 0);
+            ``epochs`` not finite and > 0; ``warmup_ratio`` outside [0, 1]; ``lora_dropout`` outside
+            [0, 1); a negative ``lora_rank``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -70,6 +80,35 @@ class SFTTrainConfig(BaseModel):
     save_total_limit: int = 2
     seed: int = 0
     report_to: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> SFTTrainConfig:
+        # explicit finiteness checks: NaN passes every "< 0" comparison
+        def finite(k: str) -> float:
+            v = getattr(self, k)
+            if not math.isfinite(v):
+                raise ValueError(f"{k} must be finite, got {v!r}")
+            return v
+
+        for k in ("per_device_batch_size", "grad_accum", "save_steps", "logging_steps"):
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k} must be >= 1")
+        if finite("lr_language") <= 0:
+            raise ValueError("lr_language must be > 0")
+        for k in ("lr_vision", "weight_decay"):
+            if finite(k) < 0:
+                raise ValueError(f"{k} must be >= 0")
+        if finite("epochs") <= 0:
+            raise ValueError("epochs must be > 0 (max_steps > 0 overrides it)")
+        if not 0 <= finite("warmup_ratio") <= 1:
+            raise ValueError(f"warmup_ratio must be in [0, 1], got {self.warmup_ratio!r}")
+        if not 0 <= finite("lora_dropout") < 1:
+            raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
+        if self.lora_rank < 0:
+            raise ValueError("lora_rank must be >= 0 (0: full fine-tuning)")
+        if self.lr_scheduler not in LR_SCHEDULERS:
+            raise ValueError(f"unknown lr_scheduler {self.lr_scheduler!r}; expected one of {LR_SCHEDULERS}")
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict (``sft_config.json``)."""

@@ -52,6 +52,7 @@ from kit.harness.config import HarnessConfig
 from kit.harness.context import (
     MESSAGE_OVERHEAD_TOKENS,
     ContextBuilder,
+    context_strategy_registry,
     make_context_builder,  # noqa: F401  (its old home: re-exported)
     register_context_strategy,
 )
@@ -585,7 +586,8 @@ def _render_all_factory(config: HarnessConfig, counter: TokenCounter, **opts: An
 
 for _name, _factory in (("discard", _discard_factory), ("summary", _summary_factory),
                         ("render_all", _render_all_factory), ("vfold", _with_common(VFoldContext))):
-    register_context_strategy(_name, _factory, replace=True)  # replace: a module reload re-registers
+    if _name not in context_strategy_registry():  # a researcher's own replacement (replace=True) wins
+        register_context_strategy(_name, _factory)
 
 
 def points_seeker_config(**overrides: Any) -> HarnessConfig:

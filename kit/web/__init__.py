@@ -25,25 +25,33 @@ _lazy_all, __getattr__, __dir__ = lazy_exports(__name__, {
 __all__ = [*_lazy_all, "local_zim_paths", "open_local_web", "open_tool_cache"]
 
 
-def local_zim_paths(paths: Sequence[str | os.PathLike] | None = None, *, data_dir: str | os.PathLike | None = None,
+def local_zim_paths(paths: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *, data_dir: str | os.PathLike | None = None,
                     names: Sequence[str] | None = None) -> list[Path]:
-    """The ZIM archives of a run: ``paths`` as given, else every ``*.zim`` under ``<data>/zim`` (sorted;
+    """The ZIM archives of a run: ``paths`` as given (one path or a list), else every ``*.zim`` under ``<data>/zim`` (sorted;
     ``names``: only those archive stems), where ``<data>`` is ``data_dir`` or the shared data folder
     (:func:`kit.paths.shared_data_dir`: ``MMSEARCH_KIT_DATA`` or ``../shared/data``); without any, the
     archives downloaded with ``python -m kit.cli fetch-zim`` (:func:`kit.paths.zim_paths`).
 
     Raises:
-        ValueError: both ``paths`` and ``names``.
+        ValueError: both ``paths`` and ``names``; an empty list of ZIM paths or of names (``None`` means all).
         FileNotFoundError: no shared data folder and no downloaded archive; no archive under
             ``<data>/zim``; a name in ``names`` with no archive (the message lists those present);
             a ``data_dir`` that does not exist.
     """
     from kit.paths import shared_data_dir, zim_paths
 
-    if paths:
-        if names:
+    if isinstance(paths, (str, os.PathLike)):  # one archive: iterating a str would give its characters
+        paths = [paths]
+    if paths is not None:
+        if names is not None:
             raise ValueError("pass ZIM paths or archive names, not both")
+        if not len(paths):  # not a silent fallback to every archive
+            raise ValueError("an empty list of ZIM paths: pass None for every archive of the data folder")
         return [Path(p) for p in paths]
+    if names is not None and not len(names):
+        raise ValueError("an empty list of ZIM archive names: pass None for every archive")
+    if isinstance(names, str):
+        names = [names]
     data = shared_data_dir(data_dir)
     found = zim_paths(data)
     if not found:
@@ -61,7 +69,7 @@ def local_zim_paths(paths: Sequence[str | os.PathLike] | None = None, *, data_di
     return found
 
 
-def open_local_web(paths: Sequence[str | os.PathLike] | None = None, *, data_dir: str | os.PathLike | None = None,
+def open_local_web(paths: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *, data_dir: str | os.PathLike | None = None,
                    names: Sequence[str] | None = None, **web_kwargs: Any) -> LocalZimWeb:
     """:class:`kit.web.zim.LocalZimWeb` over :func:`local_zim_paths` (same arguments and errors);
     ``web_kwargs`` (``index_dir``, ``keep_links``) go to the backend. Indexes load on first use."""
@@ -75,8 +83,21 @@ def open_tool_cache(path: str | os.PathLike | None, mode: str = "readwrite") -> 
     on the SQLite file ``path``; ``"off"`` ignores ``path`` (nothing is read or written).
 
     Raises:
-        ValueError: an unknown mode. FileNotFoundError: ``"readonly"`` on a missing file.
+        ValueError: an unknown mode; ``path`` is not a SQLite database (the message names it).
+        FileNotFoundError: ``"readonly"`` on a missing file. IsADirectoryError: ``path`` is a directory.
     """
+    import sqlite3
+
     from kit.web.cache import ToolCache
 
-    return ToolCache(path, mode=mode) if mode != "off" else ToolCache(None, mode="off")
+    if mode == "off":
+        return ToolCache(None, mode="off")
+    if path is not None and Path(path).is_dir():
+        raise IsADirectoryError(f"tool cache path {os.fspath(path)!r} is a directory: give a SQLite file path")
+    try:
+        cache = ToolCache(path, mode=mode)
+        if cache._db is not None:  # a read-only connection opens lazily: read the schema now, not at the first hit
+            cache._db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as e:
+        raise ValueError(f"tool cache {os.fspath(path)!r} is not a usable SQLite database: {e}") from e
+    return cache

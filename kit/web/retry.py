@@ -45,6 +45,8 @@ from kit.web.budget import _DEADLINE
 __all__ = ["RetryConfig", "RetryError", "RetryableHTTPStatus", "async_retrying", "budget_stopped", "exhausted_detail",
            "is_retryable_status", "parse_retry_after", "retrying"]
 
+_MAX_DOUBLINGS = 64  # back-off doublings: 2**64 times any positive initial wait is past every cap
+
 
 class RetryableHTTPStatus(Exception):
     """An HTTP answer worth retrying (408, 429, 5xx); keeps the status, a body excerpt and the
@@ -137,7 +139,8 @@ class RetryConfig(BaseModel):
         after = getattr(exc, "retry_after", None) if self.honour_retry_after else None
         if after is not None:
             return min(float(after), self.retry_after_cap_s)
-        wait = min(self.backoff_max_s, self.backoff_initial_s * 2 ** (retry - 1))
+        # cap the exponent first: 2 ** 1024 as a float overflows (OverflowError) long before the min() applies
+        wait = min(self.backoff_max_s, self.backoff_initial_s * 2.0 ** min(max(retry - 1, 0), _MAX_DOUBLINGS))
         return wait + random.uniform(0.0, self.jitter_s) if self.jitter_s else wait
 
     def deadline(self) -> float | None:
