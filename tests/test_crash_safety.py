@@ -145,7 +145,8 @@ def _is_json(line: bytes) -> bool:
 
 
 def test_sigkilled_runner_resumes_without_loss_or_duplicates(tmp_path):
-    res = kill_resume_run(tmp_path / "run", n=18, kills=3, seed=3, window=(1.0, 2.0))
+    # episodes long enough (0.5 s a turn) that a kill 1-2.5 s after start lands mid-run, not after the batch ended
+    res = kill_resume_run(tmp_path / "run", n=18, kills=3, seed=3, window=(1.0, 2.5), latency_s=0.5)
     assert res["finished"] and res["kills"] >= 2, res
     assert res["lost"] == res["duplicated"] == res["missing"] == res["invalid_lines"] == 0, res
     if resolve_isolation() == "bwrap":  # the fallback cannot catch a detached daemon of a SIGKILLed runner
