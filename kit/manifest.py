@@ -22,7 +22,7 @@ from typing import Any
 
 from kit.paths import PROJECT_ROOT, file_sha256
 
-PACKAGES = ("mmsearch-kit", "torch", "transformers", "tokenizers", "libzim", "tantivy", "bm25s", "imagehash", "pillow",
+PACKAGES = ("mmsearch-kit", "torch", "transformers", "tokenizers", "libzim", "tantivy", "imagehash", "pillow",
             "httpx", "pydantic", "papermill", "trl", "peft", "datasets", "huggingface_hub", "accelerate", "numpy",
             "pandas", "vllm", "unsloth", "verl")
 # environment variables that change what a run reads or does (values recorded; never secrets)

@@ -249,3 +249,25 @@ def test_notebook_02_takes_its_expert_from_the_named_roles():
     assert not re.search(r"if (not )?SMOKE( else|:)\s*\n?\s*(def rl_harness|solver|from kit.data.expert)", code)
     assert "OfflineVQAConverter() if OFFLINE" in code and "offline=SMOKE" not in code
     assert '"smoke": SMOKE' not in code and "roles.manifest_model()" in code and "roles.labels" in code
+
+
+def test_one_bm25_engine_in_the_runtime_path():
+    """The extractive summarizer ranks with tantivy, the engine of the local web's search (issue 15 part 6):
+    no kit module imports another BM25 library; stemming and stop words work as in the search index."""
+    import ast
+    from pathlib import Path
+
+    from kit.harness.summarize import bm25_block_scores
+
+    root = Path(__file__).resolve().parents[1] / "kit"
+    others = {"bm25s", "rank_bm25", "rank-bm25"}
+    found = [f"{p.relative_to(root)}:{n.lineno}" for p in root.rglob("*.py") for n in ast.walk(ast.parse(p.read_text()))
+             if isinstance(n, (ast.Import, ast.ImportFrom))
+             and ({a.name.split(".")[0] for a in n.names} if isinstance(n, ast.Import) else {(n.module or "").split(".")[0]})
+             & others]
+    assert found == []
+    blocks = ["Telescopes observing the sky", "The observatory was founded in 1945.", "The and of the a"]
+    s = bm25_block_scores(blocks, "Which telescope observed the sky?")
+    assert s[0] > 0 and s[1] == 0 and s[2] == 0  # "telescope" ~ "Telescopes", "observed" ~ "observing"; stop words score 0
+    assert bm25_block_scores(blocks, "the and of") == [0.0, 0.0, 0.0]
+    assert bm25_block_scores([], "x") == []

@@ -2,8 +2,9 @@
 most 5,000 characters").
 
 :class:`LLMSummarizer` uses a configured OpenAI-compatible endpoint; :class:`ExtractiveSummarizer` is
-the offline default: it ranks the page's blocks against the goal with BM25 (``bm25s``) and keeps the
-best blocks in page order until the character budget is used.
+the offline default: it ranks the page's blocks against the goal with BM25 (tantivy, the engine of the
+local web's search too: one BM25 engine in the runtime path) and keeps the best blocks in page order
+until the character budget is used.
 """
 
 from __future__ import annotations
@@ -27,6 +28,53 @@ def _clip(text: str, max_chars: int) -> str:
     return text[: max_chars - len(marker)].rstrip() + marker
 
 
+def _english_analyzer():
+    import tantivy  # here, not at module top: only web_extract with a goal needs it
+
+    return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(40))
+            .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.stopword("english"))
+            .filter(tantivy.Filter.ascii_fold()).filter(tantivy.Filter.stemmer("english")).build())
+
+
+def bm25_block_scores(blocks: list[str], goal: str) -> list[float]:
+    """BM25 score (tantivy defaults, k1 = 1.2, b = 0.75) of each block for the goal's terms: English
+    stop words dropped, accents folded, Snowball-stemmed; ``0.0`` for a block sharing no term. One
+    in-memory index per call (pages have tens to a few thousand blocks).
+
+    Returns:
+        ``len(blocks)`` floats, in block order.
+    """
+    import tantivy
+
+    analyzer = _english_analyzer()
+    terms = list(dict.fromkeys(analyzer.analyze(goal)))
+    scores = [0.0] * len(blocks)
+    if not terms or not blocks:
+        return scores
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("body", stored=False, tokenizer_name="kit_en", index_option="freq")
+    sb.add_unsigned_field("i", stored=False, fast=True)
+    schema = sb.build()
+    index = tantivy.Index(schema)  # in RAM
+    index.register_tokenizer("kit_en", analyzer)
+    writer = index.writer(heap_size=15_000_000, num_threads=1)
+    for i, b in enumerate(blocks):
+        doc = tantivy.Document(body=b)
+        doc.add_unsigned("i", i)
+        writer.add_document(doc)
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    searcher = index.searcher()
+    query = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(schema, "body", t))
+                                         for t in terms])
+    hits = searcher.search(query, limit=len(blocks), count=False).hits
+    if hits:
+        for (score, _), i in zip(hits, searcher.fast_field_values("i", [a for _, a in hits]), strict=True):
+            scores[int(i)] = float(score)
+    return scores
+
+
 class ExtractiveSummarizer:
     """Offline goal-conditioned extract: BM25 over page blocks (paragraphs, list runs, table rows).
 
@@ -44,20 +92,10 @@ class ExtractiveSummarizer:
             return "\n\n".join(blocks)
         order = list(range(len(blocks)))
         if goal and goal.strip():
-            import bm25s  # here, not at module top: bm25s pulls scipy (~0.6 s) into every harness import
-
-            corpus = bm25s.tokenize(blocks, stopwords="en", show_progress=False)
-            q = bm25s.tokenize([goal], stopwords="en", show_progress=False)
-            if q.ids and q.ids[0] and corpus.vocab:
-                # map query tokens into the corpus vocabulary (tokenize() gives each call its own ids)
-                inv = {i: t for t, i in q.vocab.items()}
-                terms = [inv[i] for i in q.ids[0] if inv.get(i) in corpus.vocab]
-                if terms:
-                    retriever = bm25s.BM25()
-                    retriever.index(corpus, show_progress=False)
-                    scores = retriever.get_scores(terms)
-                    # best blocks first; ties keep page order; block 0 (the lead) gets a small prior
-                    order = sorted(order, key=lambda i: (-(scores[i] + (0.5 if i == 0 else 0.0)), i))
+            scores = bm25_block_scores(blocks, goal)
+            if any(scores):
+                # best blocks first; ties keep page order; block 0 (the lead) gets a small prior
+                order = sorted(order, key=lambda i: (-(scores[i] + (0.5 if i == 0 else 0.0)), i))
         chosen: list[int] = []
         used = 0
         for i in order:
