@@ -70,8 +70,9 @@ def bm25_block_scores(blocks: list[str], goal: str) -> list[float]:
                                          for t in terms])
     hits = searcher.search(query, limit=len(blocks), count=False).hits
     if hits:
-        for (score, _), i in zip(hits, searcher.fast_field_values("i", [a for _, a in hits]), strict=True):
-            scores[int(i)] = float(score)
+        for (score, _), block in zip(hits, searcher.fast_field_values("i", [a for _, a in hits]), strict=True):
+            if block is not None:  # every document has the fast field "i"
+                scores[int(block)] = float(score)
     return scores
 
 
