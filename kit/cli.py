@@ -8,6 +8,8 @@
     python -m kit.cli replay results/smoke/06_evaluation [--snapshot cache.sqlite] [--out DIR]
     python -m kit.cli fetch-zim wikipedia_en_100_mini_2022-10 [--sha256 HEX]   # the local web on a fresh machine
     python -m kit.cli doctor [--endpoint URL --model NAME] [--zim a.zim ...]     # preflight, one line per check
+    python -m kit.cli recipe points_seeker [--json] [--preflight]   # a paper recipe's values and their sources
+    python -m kit.cli notebook 05 --profile paper --preflight        # a paper profile at its settings, tiny sizes
 
 ``notebook`` writes the executed notebook and the notebook's outputs into its results folder.
 ``sequence`` runs 01 → 07 (or a chosen subset, in order) into ``results/<run>/<notebook>/``, writes
@@ -39,7 +41,7 @@ NOTEBOOKS = {
     "06": "06_evaluation",
     "07": "07_publish",
 }
-PROFILES = ("smoke", "paper")
+PROFILES = ("smoke", "paper", "points_seeker")  # kit.profiles.PROFILES (each selects a recipe: kit/recipes)
 SEQUENCE_FILE = "sequence.json"
 # parameters the command line sets itself: a -p for them would silently contradict the run's record
 RESERVED = {"profile": "--profile", "out_dir": "--out (a sequence: --run and --results-dir)"}
@@ -89,15 +91,17 @@ def notebook_name(key: str) -> str:
 
 def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, out_dir: str | Path | None = None,
                  kernel: str = "python3", *, notebooks_dir: str | Path | None = None, progress: bool = False,
-                 preflight: bool = True) -> Path:
+                 check_endpoints: bool = True, preflight: bool = False) -> Path:
     """Execute notebook ``key`` (``"01"`` or its name) headless and return the executed notebook path.
 
     ``out_dir`` (default ``results/<name>``) receives the executed notebook; the notebook gets
     ``profile`` and ``out_dir`` as parameters, plus ``params``. ``notebooks_dir`` defaults to
     ``notebooks/`` (its cells run with that folder as working directory); ``progress`` shows a
     per-cell progress bar. ``params`` are checked against the parameters cell's declared types
-    (:mod:`kit.cli_params`) and, with ``preflight``, every named endpoint is checked (reachable,
-    serves the named model) before the kernel starts.
+    (:mod:`kit.cli_params`) and, with ``check_endpoints``, every named endpoint is checked (reachable,
+    serves the named model) before the kernel starts. ``preflight``: run a paper profile at its settings
+    with sizes shrunk and tiny stand-in models (:mod:`kit.profiles`; the notebook's ``preflight``
+    parameter), labelled ``preflight``; refused for the smoke profile and for notebooks without it.
 
     Raises:
         FileNotFoundError: no such notebook.
@@ -122,11 +126,18 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
         raise ParameterError(problem)
     declared = notebook_parameters(src)
     params = check_params(declared, params or {}, f"notebook {name}")
-    check_combinations(declared, params, profile, f"notebook {name}")
+    check_combinations(declared, params, profile, f"notebook {name}", preflight=preflight)
     if preflight:
+        if profile == "smoke":
+            raise ParameterError("--preflight applies to a paper profile (paper, points_seeker); smoke is already small")
+        if "preflight" not in declared:
+            raise ParameterError(f"notebook {name} has no preflight mode (no 'preflight' parameter)")
+        if "preflight" in params:
+            raise ParameterError("-p preflight is not accepted: use --preflight")
+    if check_endpoints:
         preflight_endpoints(declared, params)  # the caller names the notebook
     out.mkdir(parents=True, exist_ok=True)
-    parameters = {"profile": profile, "out_dir": str(out), **params}
+    parameters = {"profile": profile, "out_dir": str(out), **params, **({"preflight": True} if preflight else {})}
     dest = out / f"{name}.ipynb"
     _quiet_papermill_name_check()
     pm.execute_notebook(str(src), str(dest), parameters=parameters, kernel_name=kernel, cwd=str(nb_dir),
@@ -364,7 +375,7 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         t0 = time.time()
         try:
             executed = runner(key, plan["profile"], params, out, notebooks_dir=notebooks_dir, progress=progress,
-                              preflight=False)  # checked above, before the first notebook
+                              check_endpoints=False)  # checked above, before the first notebook
         except BaseException as e:  # noqa: BLE001 - recorded, then re-raised with the notebook named
             executed = out / f"{NOTEBOOKS[key]}.ipynb"
             step.update(status="failed", seconds=round(time.time() - t0, 2), error=f"{type(e).__name__}: {_first_line(e)}",
@@ -394,7 +405,7 @@ def _cmd_notebook(args) -> int:
 
     try:
         dest = run_notebook(args.key, args.profile, {k: _value(v) for k, v in args.param}, args.out,
-                            progress=args.progress)
+                            progress=args.progress, preflight=args.preflight)
     except (FileNotFoundError, ValueError, ModelUnavailable) as e:  # no such notebook/parameter, bad type, endpoint
         print(f"notebook {args.key}: {e}", file=sys.stderr)
         return 2
@@ -495,6 +506,26 @@ def _cmd_fetch_zim(args) -> int:
     return 0
 
 
+def _cmd_recipe(args) -> int:
+    from kit.recipes import RecipeError, load_recipe
+
+    try:
+        r = load_recipe(args.name, ("preflight",) if args.preflight else ())
+    except RecipeError as e:
+        print(f"recipe: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(r.as_dict(), indent=2, default=str))
+        return 0
+    print(f"{r.label}: {r.title}" + (f" ({r.paper})" if r.paper else ""))
+    rows = r.rows()
+    width = max(len(x["key"]) for x in rows)
+    for x in rows:
+        src = "; ".join(([x["source"]] if x["source"] else []) + ([f"kit choice: {x['kit']}"] if x["kit"] else []))
+        print(f"  {x['key']:<{width}}  {json.dumps(x['value'], default=str)}  [{x['origin']}] {src}")
+    return 0
+
+
 def _cmd_doctor(args) -> int:
     from kit import doctor
 
@@ -514,6 +545,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="parameter override (Python literal or string)")
     nb.add_argument("--out", default=None, help="results folder (default results/<notebook name>)")
     nb.add_argument("--progress", action="store_true", help="per-cell progress bar")
+    nb.add_argument("--preflight", action="store_true",
+                    help="a paper profile at its settings with sizes shrunk and tiny stand-in models (minutes on CPU)")
+
+    rc = sub.add_parser("recipe", help="print a paper recipe's resolved values with their sources")
+    rc.add_argument("name", help="recipe name (kit/recipes/*.yaml), e.g. weagent_mmsearch, points_seeker, long_mdr")
+    rc.add_argument("--json", action="store_true", help="JSON instead of a table")
+    rc.add_argument("--preflight", action="store_true", help="with the preflight overlay applied")
 
     sq = sub.add_parser("sequence", help="run 01 → 07 (or --only a subset) headless into results/<run>/")
     sq.add_argument("--run", required=True, help="run name: outputs go to results/<run>/<notebook>/")
@@ -566,7 +604,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return {"notebook": _cmd_notebook, "sequence": _cmd_sequence, "publish": _cmd_publish, "download": _cmd_download,
-            "replay": _cmd_replay, "fetch-zim": _cmd_fetch_zim, "doctor": _cmd_doctor}[args.cmd](args)
+            "replay": _cmd_replay, "fetch-zim": _cmd_fetch_zim, "doctor": _cmd_doctor, "recipe": _cmd_recipe}[args.cmd](args)
 
 
 if __name__ == "__main__":

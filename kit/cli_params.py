@@ -409,35 +409,64 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
 # model-like parameters that are not served: which references each notebook can load
 CHECKPOINT_PARAMS = {"base_model": {"tiny": True, "hub": True}, "sft_model": {"tiny": False, "hub": False}}
 # (switch parameter, value) -> parameters that must then be non-empty
-NEEDS = {("judge", "llm"): ("judge_endpoint", "judge_model"),
-         ("image_judge", "vlm"): ("image_judge_endpoint", "image_judge_model")}
+# an empty judge_model / image_judge_model is the recipe's served name (kit.eval.judge_factory)
+NEEDS = {("judge", "llm"): ("judge_endpoint",),
+         ("image_judge", "vlm"): ("image_judge_endpoint",),
+         ("summarizer", "llm"): ("summarizer_endpoint", "summarizer_model")}
+# switch -> (its value under the paper profile when left None, the labelled offline alternative, why)
+PAPER_SWITCHES = {"judge": ("llm", "rule", "WeAgent §7.1"), "image_judge": ("vlm", "phash", "WeAgent §5.2"),
+                  "summarizer": ("llm", "extractive", "WeAgent Table 4")}
 # parameters a paper-profile run must name (the notebooks stop in their first cells otherwise)
 PAPER_NEEDS = {"expert_endpoint": "an OpenAI-compatible expert", "expert_model": "the expert's served name",
                "base_model": "the checkpoint to train"}
 
 
+def _recipe_switch(profile: str, switch: str) -> str | None:
+    """The value the profile's recipe gives a judge / summarizer switch (``eval.<switch>``)."""
+    from kit.profiles import get_profile
+
+    return get_profile(profile).value(f"eval.{switch}", None)
+
+
 def check_combinations(declared: dict[str, Param], params: dict[str, Any], profile: str = "smoke",
-                       where: str = "") -> None:
+                       where: str = "", *, preflight: bool = False) -> None:
     """Rules across parameters, checked before a notebook starts (no network):
 
     * a ``<role>_model`` given while its ``<role>_endpoint`` is empty (a model nothing serves);
-    * ``judge="llm"`` needs ``judge_endpoint`` and ``judge_model``; ``image_judge="vlm"`` its endpoint and model;
+    * ``judge="llm"`` needs ``judge_endpoint`` and ``judge_model``; ``image_judge="vlm"`` and
+      ``summarizer="llm"`` their endpoints and models; under the paper profile a switch left None is
+      the paper's (:data:`PAPER_SWITCHES`: llm / vlm / llm), so it needs them too unless the labelled
+      fallback is passed;
     * ``policy_kind="demonstrator"`` while a model or endpoint is named (:func:`kit.policy.factory.eval_policy_kind`);
     * the paper profile needs the parameters of :data:`PAPER_NEEDS` that the notebook declares.
+
+    "Paper profile" is any profile but smoke (``paper``, ``points_seeker``); a ``preflight`` of one needs none
+    of its endpoints or checkpoints (tiny stand-ins take their place, :mod:`kit.profiles`).
 
     Raises:
         ParameterError: the first rule broken (one line).
     """
     value = {k: params.get(k, p.default) for k, p in declared.items()}
     at = f" of {where}" if where else ""
+    paper = profile != "smoke" and not preflight  # a paper recipe run for real: its endpoints must be named
     for name in sorted(params):
         if name.endswith("_model") and value.get(name) and (name[: -len("model")] + "endpoint") in declared:
             ep = name[: -len("model")] + "endpoint"
             if not value.get(ep):
                 raise ParameterError(f"{name}={value[name]!r}{at} is set but {ep} is empty: name the endpoint that serves it")
+    if paper:
+        missing = [f"{n} ({why})" for n, why in PAPER_NEEDS.items() if n in declared and not value.get(n)]
+        if missing:
+            raise ParameterError(f"the paper profile{at} needs " + ", ".join(missing))
     for (switch, on), needed in NEEDS.items():
-        if value.get(switch) == on:
+        # None: the profile's recipe value (eval.judge / eval.image_judge / eval.summarizer; kit.eval.judge_factory)
+        by_profile = paper and switch in declared and value.get(switch) is None and _recipe_switch(profile, switch) == on
+        if value.get(switch) == on or by_profile:
             missing = [n for n in needed if n in declared and not value.get(n)]
+            if missing and by_profile:
+                _, alt, why = PAPER_SWITCHES[switch]
+                raise ParameterError(f"the {profile} profile{at} uses {switch}={on!r} ({why}) and needs "
+                                     f"{' and '.join(missing)}; or pass {switch}={alt!r} for the labelled fallback")
             if missing:
                 raise ParameterError(f"{switch}={on!r}{at} needs {' and '.join(missing)}")
     if "policy_kind" in declared:
@@ -447,7 +476,10 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
             eval_policy_kind(value.get("policy_kind"), profile, value.get("model") or "", value.get("endpoint") or "")
         except ValueError as e:
             raise ParameterError(f"{e}{at}") from e
-    if profile == "paper":
-        missing = [f"{n} ({why})" for n, why in PAPER_NEEDS.items() if n in declared and not value.get(n)]
-        if missing:
-            raise ParameterError(f"the paper profile{at} needs " + ", ".join(missing))
+    if paper and "teacher_model" in declared and not value.get("teacher_model"):
+        from kit.profiles import get_profile
+
+        stages = value.get("stages") or get_profile(profile).value("rl_run.stages")
+        if stages == "long_mdr" or any(x.strip().split(":")[0] == "opd" for x in str(stages).split(",")):
+            raise ParameterError(f"the {profile} profile{at} runs an OPD warmup stage (stages={stages!r}), which needs "
+                                 "teacher_model (a stronger checkpoint); name it, or pass stages without 'opd'")

@@ -3,8 +3,10 @@
 ``results/<run>/manifest.json`` records the git commit (and whether the tree was dirty), the config,
 the seed(s), the Python and platform, the versions of the packages that shape results plus every
 installed distribution, the sha256 of the data files and folders used, and the model identity
-(with a content hash of a local checkpoint folder). :func:`compare_manifests` lists what differs
-between two runs that should be reruns of each other.
+(with a content hash of a local checkpoint folder). Benchmarks loaded from a hub record the commit
+they were read at (``LoadResult.info["resolved_commit"]``, also for an unpinned default branch;
+notebook 06 writes it under ``config.benchmark_sources``), so a rerun can pin it.
+:func:`compare_manifests` lists what differs between two runs that should be reruns of each other.
 """
 
 from __future__ import annotations

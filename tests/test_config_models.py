@@ -93,7 +93,9 @@ def test_old_run_logs_and_checkpoints_load_and_dumps_are_json():
     assert list(SFTTrainConfig().to_dict()) == [
         "lr_language", "lr_vision", "epochs", "max_steps", "per_device_batch_size", "grad_accum", "weight_decay",
         "warmup_ratio", "lr_scheduler", "lora_rank", "lora_alpha", "lora_dropout", "gradient_checkpointing", "bf16",
-        "logging_steps", "save_steps", "save_total_limit", "seed", "report_to"]
+        "logging_steps", "save_steps", "save_total_limit", "seed", "report_to",
+        # added for POINTS-Seeker's SFT recipe (issue 16), after the old keys
+        "loss_normalization", "packing", "max_packed_tokens"]
 
 
 def test_model_copy_replaces_dataclasses_replace():

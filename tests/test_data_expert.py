@@ -280,4 +280,6 @@ async def test_pipeline_paper_path_with_model_expert(tmp_path, data_dir):
     assert counts["stage4"]["episodes"] == c3["accepted"] == fake.calls["solve"]
     eps = [json.loads(x) for x in (tmp_path / "trajectories" / "episodes.jsonl").read_text().splitlines()] \
         if c3["accepted"] else []
-    assert all(e["labels"] == ["expert:kimi-fake"] and e["policy"] == "openai:kimi-fake" for e in eps)
+    # run label, then the seed's fact-source label (no fact_reader here: pixel-statistic facts)
+    assert all(e["labels"] == ["expert:kimi-fake", "fact:pixel_statistics"] and e["policy"] == "openai:kimi-fake"
+               for e in eps)

@@ -279,23 +279,3 @@ def test_byte_order_marks_are_not_problems(mmbc, tmp_path, data_dir):
     j.write_bytes(b"\xef\xbb\xbf" + j.read_bytes())
     res = load_livevqa(lv)
     assert len(res.tasks) == 60 and not res.problems
-
-
-def test_unpinned_github_benchmark_reads_the_head_not_a_none_revision(monkeypatch, tmp_path):
-    """allow_unpinned on a GitHub release loads the current head: the raw URL names HEAD, not ``None``."""
-    import dataclasses
-
-    from kit.eval import hub_loaders
-
-    src = dataclasses.replace(hub_loaders.get_source("livevqa"), revision=None)
-    monkeypatch.setitem(hub_loaders.HUB_SOURCES, "livevqa", src)
-    urls: list[str] = []
-
-    def fake_download(url: str, timeout_s: float = 60.0) -> bytes:
-        urls.append(url)
-        raise hub_loaders.BenchmarkError("offline test: stop after the first URL")
-
-    monkeypatch.setattr(hub_loaders, "_download", fake_download)
-    with pytest.raises(hub_loaders.BenchmarkError, match="offline test"):
-        load_hub_benchmark("livevqa", allow_unpinned=True, image_dir=tmp_path)
-    assert urls == ["https://raw.githubusercontent.com/fumingyang2004/LIVEVQA/HEAD/liveVQA_benchmarks/News/benchmark.json"]

@@ -18,7 +18,6 @@ from kit.eval.hub_loaders import (
     HUB_SOURCES,
     MMSEARCH_PLUS_CANARY,
     UnknownBenchmarkError,
-    UnpinnedRevisionError,
     load_hub_benchmark,
 )
 from kit.eval.loaders import (
@@ -182,14 +181,15 @@ def test_vistarget_jsonl(tmp_path):
     assert res.tasks[0].input_images == [] and "not found" in res.problems[0]["reason"]
 
 
-def test_load_benchmark_dispatch(data_dir):
+def test_load_benchmark_dispatch(data_dir, monkeypatch, tmp_path):
     assert parse_spec("hub:fvqa") == ("hub", "fvqa") and parse_spec("livevqa") == ("local", "livevqa")
     with pytest.raises(UnknownBenchmarkError, match="known"):
         load_benchmark("no_such_benchmark")
     with pytest.raises(UnknownBenchmarkError, match="no local files"):
         load_benchmark("local:simplevqa")
-    with pytest.raises(UnpinnedRevisionError, match="revision"):
-        load_benchmark("hub:mmsearch")  # no verified revision pinned: refuses the network
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no pin: the default branch, here not reachable nor cached
+    with pytest.raises(BenchmarkError, match="CaraJ/MMSearch@main is not in the local cache"):
+        load_benchmark("hub:mmsearch", cache_dir=tmp_path)
     assert len(load_benchmark("fvqa", limit=3).tasks) == 3
     assert load_benchmark("mmbrowsecomp", limit=2).tasks[0].metadata["sensitive"]
 
@@ -224,12 +224,14 @@ def test_hub_mmsearch_image_subset_and_save_to_disk(tmp_path):
         "gt_answer": ["Claude Monet", "x", "y"], "alternative_gt_answers": [["Monet"], [], []],
         "area": ["art"] * 3, "subfield": ["painting"] * 3, "timestamp": ["2024"] * 3}, features=feats)
     ds.to_parquet(str(tmp_path / "end2end.parquet"))
-    res = load_hub_benchmark("mmsearch", local_path=tmp_path, image_dir=tmp_path / "img")
+    res = load_hub_benchmark("mmsearch", local_path=tmp_path, image_dir=tmp_path / "img", protocol="points_seeker")
     assert [t.id for t in res.tasks] == ["mmsearch_1"] and res.tasks[0].answers == ["Claude Monet", "Monet"]
     assert res.tasks[0].metadata["rule_mode"] == "f1" and len(res.problems) == 1
-    assert sum(res.filtered.values()) == 1 and "query image" in next(iter(res.filtered))
+    assert res.filtered == {"points_seeker/image_containing: no query image": 1}
+    whole = load_hub_benchmark("mmsearch", local_path=tmp_path, image_dir=tmp_path / "img")  # WeAgent: no filter
+    assert [(t.id, len(t.input_images)) for t in whole.tasks] == [("mmsearch_1", 1), ("mmsearch_2", 0)] and not whole.filtered
     ds.save_to_disk(str(tmp_path / "saved"))
-    res2 = load_hub_benchmark("mmsearch", local_path=tmp_path / "saved", image_dir=tmp_path / "img")
+    res2 = load_hub_benchmark("mmsearch", local_path=tmp_path / "saved", image_dir=tmp_path / "img", protocol="points_seeker")
     assert [t.id for t in res2.tasks] == ["mmsearch_1"] and res2.info["format"] == "save_to_disk"
 
 
@@ -245,10 +247,13 @@ def test_hub_mmsearch_plus_decrypts_single_image_rows(tmp_path):
         "category": ["Travel"] * 3}, features=feats)
     (tmp_path / "data").mkdir()
     ds.to_parquet(str(tmp_path / "data" / "train-00000-of-00001.parquet"))
-    res = load_hub_benchmark("mmsearch_plus", local_path=tmp_path, image_dir=tmp_path / "img")
+    res = load_hub_benchmark("mmsearch_plus", local_path=tmp_path, image_dir=tmp_path / "img", protocol="points_seeker")
     assert len(res.tasks) == 1 and res.tasks[0].question == "In which city was this photo taken?"
     assert res.tasks[0].answers == ["Lisbon", "Lisboa"] and res.tasks[0].metadata["sensitive"]
-    assert sum(res.filtered.values()) == 1 and "decryption failed" in res.problems[0]["reason"]
+    assert res.filtered == {"points_seeker/single_image: 2 images, not a single-image sample": 1}
+    assert "decryption failed" in res.problems[0]["reason"]
+    whole = load_hub_benchmark("mmsearch_plus", local_path=tmp_path, image_dir=tmp_path / "img")  # WeAgent: every row
+    assert [len(t.input_images) for t in whole.tasks] == [1, 2] and not whole.filtered
 
 
 def test_hub_simplevqa_english_subset(tmp_path):
@@ -259,9 +264,12 @@ def test_hub_simplevqa_english_subset(tmp_path):
                                      "atomic_fact": ["d"] * 3})
     (tmp_path / "data").mkdir()
     ds.to_parquet(str(tmp_path / "data" / "test-00000-of-00001.parquet"))
-    res = load_hub_benchmark("simplevqa", local_path=tmp_path, image_dir=tmp_path / "img")
+    res = load_hub_benchmark("simplevqa", local_path=tmp_path, image_dir=tmp_path / "img", protocol="points_seeker")
     assert [t.id for t in res.tasks] == ["simplevqa_0"] and res.tasks[0].answers == ["Robin"]
-    assert sum(res.filtered.values()) == 1 and "not base64" in res.problems[0]["reason"]
+    assert res.filtered == {"points_seeker/english: language 'CN', not English": 1}
+    assert "not base64" in res.problems[0]["reason"]
+    whole = load_hub_benchmark("simplevqa", local_path=tmp_path, image_dir=tmp_path / "img")  # WeAgent: all languages
+    assert [t.id for t in whole.tasks] == ["simplevqa_0", "simplevqa_1"] and not whole.filtered
 
 
 def test_hub_packed_parquet_bcvl_and_vdr(tmp_path):

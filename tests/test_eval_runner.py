@@ -139,10 +139,12 @@ async def test_sensitive_benchmark_runs_privately_and_outputs_only_hashes(tmp_pa
         "judge endpoint failed (details withheld: encrypted benchmark)"
 
 
-async def test_bad_inputs_are_reported_and_counted(tmp_path, data_dir):
-    loaded = await load_benchmarks(["fvqa", "no_such_bench", "hub:mmsearch"], limit=2, data_dir=data_dir)
+async def test_bad_inputs_are_reported_and_counted(tmp_path, data_dir, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the Hub unreachable and nothing cached
+    loaded = await load_benchmarks(["fvqa", "no_such_bench", "hub:mmsearch"], limit=2, data_dir=data_dir,
+                                   cache_dir=tmp_path / "hf")
     assert loaded["no_such_bench"].problems[0]["reason"].startswith("UnknownBenchmarkError")
-    assert loaded["mmsearch"].problems[0]["reason"].startswith("UnpinnedRevisionError")
+    assert loaded["mmsearch"].problems[0]["reason"].startswith("BenchmarkError: mmsearch: dataset CaraJ/MMSearch@main")
     # an input image that disappears before the run: the episode ends with an error and a reason
     fvqa = loaded["fvqa"]
     img = tmp_path / "gone.png"

@@ -45,6 +45,7 @@ def test_notebook_02_smoke(tmp_path, data_dir):
     s = json.loads((out / "summary.json").read_text())
     c = s["stages"]
     assert c["label"] == OFFLINE_LABEL and c["stage1_seeds"]["accepted"] == 50
+    assert c["stage1_seeds"]["fact_sources"] == {"pixel_statistics": 50}  # offline: labelled pixel statistics
     assert c["stage3_tasks"]["accepted"] == c["holdout"]["train_pool"] + c["holdout"]["benchmark_candidates"]
     assert s["normalize"]["read"] == 50 and s["normalize"]["kept"] + sum(s["normalize"]["quarantined"].values()) == 50
     rl = s["rl_filter"]
@@ -63,6 +64,7 @@ def test_notebook_02_smoke(tmp_path, data_dir):
     assert len(rlm) == s["rl_mixture"]["total"] and all(r["answers"] for r in rlm)
     card = (out / "data_cards" / "sft_mixture.md").read_text()
     assert "synthetic-offline" in card and "| mmsearch_r1 | open-source |" in card
+    assert "fact_source=pixel_statistics" in card and "fact:pixel_statistics" in row["labels"]
     # VisTarget: held-out set, review sheet lists every task with existing absolute image paths
     vt = [json.loads(x) for x in (out / "vistarget" / "tasks.jsonl").read_text().splitlines()]
     sheet = list(csv.DictReader(open(out / "vistarget" / "review.csv", encoding="utf-8")))
@@ -80,9 +82,9 @@ def fake_expert_server():
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     import httpx
-    from test_data_expert import GenericExpertEndpoint
+    from test_data_paper_profile import VisualFactEndpoint
 
-    fake = GenericExpertEndpoint()
+    fake = VisualFactEndpoint()  # GenericExpertEndpoint that also reads stable seeds' facts from their images
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):
@@ -123,16 +125,27 @@ def test_notebook_02_paper_profile_on_local_endpoint(tmp_path, data_dir, fake_ex
 
     url, fake = fake_expert_server
     out = tmp_path / "paper"
-    run_notebook("02", "paper", {"expert_endpoint": url, "expert_model": "kimi-fake", "event_backend": "zim",
+    # web_backend="zim": no SERPER_API_KEY here, so the local web is chosen explicitly (and labelled)
+    run_notebook("02", "paper", {"expert_endpoint": url, "expert_model": "kimi-fake", "web_backend": "zim",
                                  "event_end": "2026-01-06", "event_topics": ["finance"], "max_seeds": 6, "depths": [2],
                                  "variants": 1, "samples": 1, "rl_group_size": 2, "vqa_n": 2,
                                  "zim_names": ["wikipedia_en_ray_charles_2015-06"], "holdout_seed_fraction": 0.3}, out)
     s = json.loads((out / "summary.json").read_text())
-    assert s["label"] == "expert:kimi-fake" != OFFLINE_LABEL and s["stages"]["expert"] == "llm:openai:kimi-fake"
-    assert fake.calls["hop"] > 0 and fake.calls["solve"] > 0
+    assert s["label"] == "expert:kimi-fake,local-web" and OFFLINE_LABEL not in s["label"]
+    assert s["stages"]["expert"] == "llm:openai:kimi-fake"
+    assert fake.calls["hop"] > 0 and fake.calls["solve"] > 0 and fake.calls["fact"] > 0
+    # stable seeds' facts read from the image by the expert, not pixel statistics (WeAgent §4.1)
+    s1 = s["stages"]["stage1_seeds"]
+    assert s1["accepted"] > 0 and s1["fact_sources"] == {"expert": s1["accepted"]}
+    seeds = [json.loads(x) for x in (out / "seeds.jsonl").read_text().splitlines()]
+    assert all(x["fact_source"] == "expert" and x["fact"]["kind"] == "expert_read" for x in seeds)
+    assert s["stages"]["stage_web"] == "zim"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["event_window"] == ["2026-01-01", "2026-01-06"] and manifest["config"]["web_backend"] == "zim"
     assert (out / "event_runs" / "episodes.jsonl").is_file() and (out / "expert" / "hops" / "episodes.jsonl").is_file()
     c2 = s["stages"]["stage2_chains"]
     assert c2["accepted"] + c2["rejected"] + c2["failed"] == 6
     card = (out / "data_cards" / "sft_mixture.md").read_text()
     assert "synthetic-offline" not in card and "smoke" not in card.split("---")[1]
-    assert json.loads((out / "manifest.json").read_text())["model"]["smoke"] is False
+    assert "fact_source=expert" in card and "pixel_statistics" not in card
+    assert manifest["model"]["smoke"] is False

@@ -28,14 +28,19 @@ def test_notebook_03_smoke_runs_headless(tmp_path, data_dir):
     assert (sweep["saving_per_folded_obs_%"] > 30).all()
     strategies = pd.read_csv(out / "strategies.csv", index_col=0)
     assert list(strategies.index) == ["no compression", "discard history", "summary (extractive, offline)",
-                                      "render everything", "V-Fold"]
+                                      "render everything", "V-Fold (paper mode)", "V-Fold (kit mode)"]
     assert strategies.loc["no compression", "tokens saved, all turns (%)"] == 0
-    assert strategies.loc["V-Fold", "tokens saved, all turns (%)"] > 0
+    assert strategies.loc["V-Fold (kit mode)", "tokens saved, all turns (%)"] > 0
+    assert strategies.loc["V-Fold (paper mode)", "tokens saved, all turns (%)"] > 0
+    # paper mode folds every stale observation; kit mode only those whose pages are smaller and lossless
+    assert strategies.loc["V-Fold (paper mode)", "folded observations"] >= strategies.loc["V-Fold (kit mode)",
+                                                                                          "folded observations"]
     bad = pd.read_csv(out / "bad_input.csv").set_index("case")
     assert bool(bad.loc["enormous (200k chars)", "truncated"]) and bad.loc["empty", "pages"] == 0
     assert "Smoke profile" in (out / "tau_k_sweep.md").read_text()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["labels"] == ["smoke"] and manifest["config"]["render_config"]["page_width"] == 595
+    assert manifest["config"]["vfold_mode"] == "kit" and manifest["config"]["vfold"]["layout"] == "flowed"
     rendered = [json.loads(line) for line in (out / "rendered_sft" / "episodes.jsonl").read_text().splitlines()]
     assert rendered and "vfold_rendered" in rendered[0]["labels"]
     assert any(i["kind"] == "rendered_obs" for i in rendered[0]["images"])

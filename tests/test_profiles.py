@@ -11,7 +11,7 @@ from kit.profiles import PROFILES, Profile, get_profile
 
 def test_smoke_and_paper_profiles():
     smoke, paper = get_profile("smoke"), get_profile("paper")
-    assert isinstance(smoke, Profile) and set(PROFILES) == {"smoke", "paper"}
+    assert isinstance(smoke, Profile) and set(PROFILES) == {"smoke", "paper", "points_seeker"}
     assert (smoke.name, smoke.smoke, smoke.labels, smoke.default_model) == ("smoke", True, ("smoke",), "tiny-qwen2_vl")
     assert (paper.name, paper.smoke, paper.labels, paper.default_model) == ("paper", False, (), "")
     assert get_profile(smoke) is smoke

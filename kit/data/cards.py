@@ -33,6 +33,11 @@ _RL_SCHEMA = [
     ("metadata", "string (JSON)", "chain depth, modality, filter outcome")]
 
 
+FACT_SOURCE_TEXT = {"expert": "read from the image by the expert model (fact_source=expert)",
+                    "pixel_statistics": "computed from pixel statistics, tone and orientation "
+                                        "(fact_source=pixel_statistics, the offline stand-in)"}
+
+
 def _commit() -> str | None:
     from kit.manifest import git_state
 
@@ -57,8 +62,12 @@ def _write(text: str, dataset_dir: str | Path | None, cards_dir: str | Path | No
 def mixture_card(stats: dict[str, Any], *, name: str, kind: str, dataset_dir: str | Path | None = None,
                  cards_dir: str | Path | None = None, filters: Sequence[dict[str, Any]] = (), smoke: bool = False,
                  offline: bool = False, run: str | None = None, description: str | None = None,
-                 license: str = "cc-by-sa-4.0") -> tuple[str, list[Path]]:
+                 license: str = "cc-by-sa-4.0", fact_sources: dict[str, int] | None = None) -> tuple[str, list[Path]]:
     """Render and write the card of an SFT (``kind="sft"``) or RL (``kind="rl"``) mixture.
+
+    ``fact_sources``: stage-1 seeds per fact source (``{"expert": n, "pixel_statistics": m}``,
+    :func:`kit.data.seeds.seed_summary`); stated in the description, so a reader sees whether the
+    in-house facts were read from the images by the expert or computed from pixel statistics.
 
     ``stats`` is :func:`kit.data.mixtures.mixture_stats` of the dataset; ``filters`` rows (e.g.
     ``{"stage": "normalize", "reason": "image_missing", "count": 10}``) list what was removed and why.
@@ -75,13 +84,17 @@ def mixture_card(stats: dict[str, Any], *, name: str, kind: str, dataset_dir: st
             "`kit.data.mixtures.records_from_sft_dataset` rebuilds episode records for "
             "`kit.train.sft_data.SFTEncoder`." if kind == "sft" else
             "Load with `datasets.load_from_disk(<folder>/arrow)` or the Parquet file under `data/`.")
+    description = description or (f"The {'SFT' if kind == 'sft' else 'RL'} mixture of mmsearch-kit: "
+                                  f"{unit} from the in-house synthesis pipeline and normalized open-source data.")
+    if fact_sources:
+        description += (" In-house seed facts (WeAgent §4.1): " + ", ".join(
+            f"{n} {FACT_SOURCE_TEXT.get(k, k)}" for k, n in sorted(fact_sources.items())) + ".")
     text = render_dataset_card(
         "data_mixture.md", pretty_name=name, license=license,
         tags=["mmsearch-kit", "multimodal-search", "agent-trajectories" if kind == "sft" else "rl-prompts"]
         + (["synthetic-offline"] if offline else []) + (["smoke"] if smoke else []),
         size_category=size_category_for(stats["total"]),
-        description=description or (f"The {'SFT' if kind == 'sft' else 'RL'} mixture of mmsearch-kit: "
-                                    f"{unit} from the in-house synthesis pipeline and normalized open-source data."),
+        description=description,
         offline=offline, smoke=smoke, total=stats["total"], unit=unit, images=stats.get("images", 0),
         origin_table=md_table(stats["by_origin"]), source_table=md_table(stats["by_source"]),
         filters_table=md_table(list(filters)) if filters else "",

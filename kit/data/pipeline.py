@@ -50,7 +50,9 @@ async def run_offline(paths: Sequence[Path], out_dir: str | Path, *, n_tasks: in
                       max_seeds: int | None = None, concurrency: int = 4, index_dir: str | Path | None = None,
                       cache_path: str | Path | None = None, expert_factory: Callable[[Any, Any], Any] | None = None,
                       policy_factory: Callable[[SynthTask, int], Any] | None = None, extra_seeds: Sequence[Any] = (),
-                      labels: Sequence[str] | None = None, max_fact_share: float | None = None) -> dict[str, Any]:
+                      labels: Sequence[str] | None = None, max_fact_share: float | None = None,
+                      fact_reader: Any | None = None, stage_web: Any | None = None,
+                      summarizer: Any | None = None) -> dict[str, Any]:
     """Run every stage and return the counts (also written to ``out_dir/counts.json``).
 
     ``n_tasks`` caps the validated tasks sent to stage 4 (``None``: all). Seeds are expanded at every
@@ -61,12 +63,17 @@ async def run_offline(paths: Sequence[Path], out_dir: str | Path, *, n_tasks: in
     LLMExpert`), ``policy_factory(task, sample)`` the stage-4 policy, ``extra_seeds`` adds event
     seeds (:func:`kit.data.seeds.collect_event_seeds`), and ``labels`` replaces the
     ``synthetic-offline`` label. ``max_fact_share`` balances stage-1 fact answers
-    (:func:`kit.data.seeds.stable_seeds`).
+    (:func:`kit.data.seeds.stable_seeds`). ``fact_reader`` (:class:`kit.data.visual_fact.
+    ExpertFactReader`) has the expert read the stable seeds' facts from their images instead of
+    computing pixel statistics. ``stage_web`` is the backend of stages 2–4, already in the cache pool
+    (:func:`kit.data.synthesis_web.open_synthesis_web`: the live web under the paper profile);
+    ``None``: the cached local web that stage 1 reads. ``summarizer``: stage 4's web_extract
+    summarizer (:func:`kit.harness.summarize.make_summarizer`; None: extractive).
     """
     from kit.data.expand import expand_seeds
     from kit.data.expert import OfflineExpander
     from kit.data.linkgraph import LinkGraph
-    from kit.data.sample import holdout, sample_trajectories, split_outcomes
+    from kit.data.sample import holdout, sample_trajectories, sft_eligible, split_outcomes
     from kit.data.seeds import save_target, seed_summary, stable_seeds
     from kit.data.validate import validate_chains
     from kit.harness.config import HarnessConfig
@@ -80,7 +87,8 @@ async def run_offline(paths: Sequence[Path], out_dir: str | Path, *, n_tasks: in
     secs["graph"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    seed_files = await stable_seeds(web, graph, out, limit=max_seeds, max_fact_share=max_fact_share)
+    seed_files = await stable_seeds(web, graph, out, limit=max_seeds, max_fact_share=max_fact_share,
+                                    fact_reader=fact_reader)
     seeds = seed_files.accepted.read() + list(extra_seeds)
     secs["stage1_seeds"] = time.perf_counter() - t
 
@@ -88,13 +96,15 @@ async def run_offline(paths: Sequence[Path], out_dir: str | Path, *, n_tasks: in
         art = graph.articles.get(url)
         if not art or not art.images:
             return None
-        page = await web.fetch(url)
+        page = await local_web.fetch(url)
         for im in page.images:
             if im.content:
                 path, *_ = save_target(im.content, im.mime, out / "anchor_images")
                 return str(path), im.image_url
         return None
 
+    local_web = web  # stage 1 and the anchor images read the archives; stages 2-4 search stage_web
+    web = stage_web if stage_web is not None else local_web
     t = time.perf_counter()
     expert = expert_factory(graph, web) if expert_factory else OfflineExpander(graph)
     labels = [OFFLINE_LABEL] if labels is None else list(labels)
@@ -117,13 +127,14 @@ async def run_offline(paths: Sequence[Path], out_dir: str | Path, *, n_tasks: in
     t = time.perf_counter()
     recs, outcomes = await sample_trajectories(train, web, out / "trajectories", samples=samples, slip=slip,
                                                concurrency=concurrency, config=HarnessConfig(),
-                                               labels=labels, policy_factory=policy_factory)
+                                               labels=labels, policy_factory=policy_factory, summarizer=summarizer)
     splits = split_outcomes(train, recs, outcomes, out / "splits")
     secs["stage4_sample"] = time.perf_counter() - t
     cache.close()
     counts = {
         "label": OFFLINE_LABEL if OFFLINE_LABEL in labels else ",".join(labels),
         "expert": getattr(expert, "name", type(expert).__name__),
+        "stage_web": getattr(web, "name", type(web).__name__),  # backend of stages 2-4
         "extra_seeds": len(extra_seeds),
         "graph": {"articles": len(graph), "link_targets": len(graph.backlinks)},
         "stage1_seeds": seed_summary(seed_files),
@@ -131,8 +142,7 @@ async def run_offline(paths: Sequence[Path], out_dir: str | Path, *, n_tasks: in
         "stage3_tasks": task_files.counts(),
         "holdout": {"train_pool": len(train), "benchmark_candidates": len(bench),
                     "benchmark_seeds": len({b.seed_id for b in bench})},
-        "stage4": {"episodes": len(recs), "solved_episodes": sum(o["correct"] and o["complete"] and o["target_match"]
-                                                                  for v in outcomes.values() for o in v),
+        "stage4": {"episodes": len(recs), "solved_episodes": sum(sft_eligible(o) for v in outcomes.values() for o in v),
                    "target_match": sum(o["target_match"] for v in outcomes.values() for o in v), **splits},
         "modality": {m: sum(1 for x in tasks if x.modality == m) for m in ("input_image", "text_only")},
         "depth": {str(d): sum(1 for x in tasks if x.chain.depth == d) for d in depths},

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -51,8 +51,23 @@ class PixelFact(BaseModel):
     evidence: dict[str, Any] = Field(default_factory=dict)
 
 
+#: Where a seed's fact D came from: read from the image by the expert model (WeAgent §4.1, the paper
+#: profile and the event branch), or computed from pixel statistics (tone and orientation, the offline
+#: profile's stand-in; :func:`kit.data.seeds.pixel_fact`).
+FactSource = Literal["expert", "pixel_statistics"]
+
+
+def fact_source_of(fact: PixelFact) -> FactSource:
+    """``"pixel_statistics"`` for a computed tone/orientation fact, else ``"expert"``."""
+    return "pixel_statistics" if fact.kind == "tone_orientation" else "expert"
+
+
 class Seed(BaseModel):
-    """Stage 1 output: a visually grounded seed (stable fact or time-sensitive event)."""
+    """Stage 1 output: a visually grounded seed (stable fact or time-sensitive event).
+
+    ``fact_source`` labels how D was obtained (:data:`FactSource`); records written before the field
+    existed get it from ``fact.kind``.
+    """
 
     id: str
     branch: Literal["stable", "event"]
@@ -64,8 +79,18 @@ class Seed(BaseModel):
     as_of: str
     target: TargetImage
     fact: PixelFact
+    fact_source: FactSource | None = None
     provenance: dict[str, Any] = Field(default_factory=dict)
     labels: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _fact_source(self) -> Seed:
+        derived = fact_source_of(self.fact)
+        if self.fact_source is None:
+            self.fact_source = derived
+        elif self.fact_source != derived:
+            raise ValueError(f"fact_source {self.fact_source!r} contradicts fact kind {self.fact.kind!r}")
+        return self
 
 
 class Hop(BaseModel):
@@ -117,7 +142,8 @@ class SynthTask(BaseModel):
         return Task(id=self.id, question=self.query, input_images=list(self.input_images), answers=list(self.answers),
                     target_image=self.seed.target.path, source="synth",
                     metadata={"seed_id": self.seed_id, "depth": self.chain.depth, "modality": self.modality,
-                              "fact_kind": self.seed.fact.kind, "labels": self.labels})
+                              "fact_kind": self.seed.fact.kind, "fact_source": self.seed.fact_source,
+                              "labels": self.labels})
 
 
 class Rejection(BaseModel):

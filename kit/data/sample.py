@@ -201,10 +201,11 @@ def judge_episode(task: SynthTask, rec: EpisodeRecord) -> dict[str, Any]:
 async def sample_trajectories(tasks: Sequence[SynthTask], web, out_dir: str | Path, *, samples: int = 1,
                               slip: float = 0.25, concurrency: int = 4, config=None,
                               policy_factory: Callable[[SynthTask, int], Any] | None = None,
-                              labels: Sequence[str] = ()) -> tuple[list[EpisodeRecord], dict[str, list[dict]]]:
+                              labels: Sequence[str] = (), summarizer=None) -> tuple[list[EpisodeRecord], dict[str, list[dict]]]:
     """Run ``samples`` episodes per task through the harness (resumable ``episodes.jsonl`` under
     ``out_dir``). Sample 0 of the offline follower is deterministic; later samples slip with
     probability ``slip``. ``policy_factory(task, sample)`` replaces the follower (expert endpoint).
+    ``summarizer``: web_extract's (:func:`kit.harness.summarize.make_summarizer`; None: extractive).
 
     Returns (records, outcomes by task id: one dict per sample from :func:`judge_episode`).
     """
@@ -219,7 +220,9 @@ async def sample_trajectories(tasks: Sequence[SynthTask], web, out_dir: str | Pa
         st = by_id[task.id]
         pol = policy_factory(st, sample) if policy_factory else ChainFollower(
             st, slip=0.0 if sample == 0 else slip, rng_seed=int(hashlib.sha256(f"{task.id}|{sample}".encode()).hexdigest()[:8], 16))
-        return Harness(pol, web, config, labels=list(labels))
+        # the seed's fact-source label (fact:expert / fact:pixel_statistics) travels with its episodes
+        fact = [x for x in st.seed.labels if x.startswith("fact:") and x not in labels]
+        return Harness(pol, web, config, labels=[*labels, *fact], summarizer=summarizer)
 
     recs = await run_batch(make, [t.to_task() for t in tasks], out_dir, samples=samples, concurrency=concurrency,
                            progress=False)
@@ -229,10 +232,22 @@ async def sample_trajectories(tasks: Sequence[SynthTask], web, out_dir: str | Pa
     return recs, outcomes
 
 
+def sft_eligible(outcome: dict[str, Any], *, require_target_match: bool = False) -> bool:
+    """Whether a :func:`judge_episode` outcome may enter the SFT set: correct and complete (WeAgent §4.4:
+    "Correct and complete trajectories form the SFT set"); with ``require_target_match`` also
+    target-matched (a cited image is the target picture) — a stricter kit option the paper does not state.
+
+    Raises:
+        KeyError: the outcome lacks ``correct``, ``complete`` or (when required) ``target_match``."""
+    ok = bool(outcome["correct"]) and bool(outcome["complete"])
+    return ok and bool(outcome["target_match"]) if require_target_match else ok
+
+
 def split_outcomes(tasks: Sequence[SynthTask], records: Sequence[EpisodeRecord], outcomes: dict[str, list[dict]],
-                   out_dir: str | Path, *, rl_unsolved_share: float = 0.5) -> dict[str, Any]:
-    """SFT = correct, complete and target-matched episodes (at most one per task, the first); RL = tasks stratified
-    into solved / mixed / unsolved, with all mixed ones and solved vs unsolved balanced so unsolved
+                   out_dir: str | Path, *, rl_unsolved_share: float = 0.5, require_target_match: bool = False) -> dict[str, Any]:
+    """SFT = correct and complete episodes (:func:`sft_eligible`; also target-matched with
+    ``require_target_match``; at most one per task, the first); RL = tasks stratified into solved /
+    mixed / unsolved by the same rule, with all mixed ones and solved vs unsolved balanced so unsolved
     make about ``rl_unsolved_share`` of the rest (WeAgent §4.4). Writes ``sft_episodes.jsonl``,
     ``rl_prompts.jsonl`` and ``split_counts.json`` under ``out_dir``; returns the counts."""
     out = Path(out_dir)
@@ -242,7 +257,7 @@ def split_outcomes(tasks: Sequence[SynthTask], records: Sequence[EpisodeRecord],
         outs = outcomes.get(t.id, [])
         if not outs:
             continue
-        ok = [o for o in outs if o["correct"] and o["complete"] and o["target_match"]]
+        ok = [o for o in outs if sft_eligible(o, require_target_match=require_target_match)]
         if ok:
             sft.append(rec_by_id[ok[0]["episode"]])
         rate = len(ok) / len(outs)
@@ -261,7 +276,7 @@ def split_outcomes(tasks: Sequence[SynthTask], records: Sequence[EpisodeRecord],
             row = t.to_task().model_dump()
             row["metadata"]["solve_rate"] = rate
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    counts = {"tasks": len(tasks), "sft": len(sft), "rl": len(rl),
+    counts = {"tasks": len(tasks), "sft": len(sft), "rl": len(rl), "require_target_match": require_target_match,
               "strata": {k: len(v) for k, v in strata.items()},
               "rl_strata": {"mixed": len(strata["mixed"]), "solved": keep_s, "unsolved": keep_u}}
     write_json(counts, out / "split_counts.json")

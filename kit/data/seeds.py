@@ -4,8 +4,10 @@ Two branches:
 
 * **stable facts** (:func:`stable_seeds`): concept name, definition and category of an article of a
   knowledge source (any Kiwix ZIM through :class:`kit.web.zim.LocalZimWeb`), with a target image
-  placed on its page. Offline, the fact D is one computed from the image's pixels
-  (:func:`pixel_fact`: tone and orientation), which no title, URL, caption or metadata states.
+  placed on its page. Under the paper profile the expert reads the fact D from the image
+  (:class:`kit.data.visual_fact.ExpertFactReader`, ``fact_source="expert"``); offline it is computed
+  from the pixels (:func:`pixel_fact`: tone and orientation, ``fact_source="pixel_statistics"``).
+  Neither may be stated by a title, URL, caption or metadata.
 * **time-sensitive events** (:func:`collect_event_seeds`): an expert agent searches a topic inside a
   5-day date window through the harness (:func:`date_windows`, :data:`EVENT_TOPICS`) and reports one
   event with a source page, event date, as-of time, a registered image and a fact read from it.
@@ -31,10 +33,22 @@ import numpy as np
 from PIL import Image
 
 from kit.data import OFFLINE_LABEL
+from kit.data.expert import ExpertError
 from kit.data.linkgraph import LinkGraph
-from kit.data.records import PixelFact, Rejection, Seed, StageFiles, TargetImage
-from kit.types import BackendError, SearchBackend
+from kit.data.records import Failure, PixelFact, Rejection, Seed, StageFiles, TargetImage, fact_source_of
+from kit.recipes import paper_default as _P
+from kit.types import BackendError, PolicyError, SearchBackend
 
+# --- paper values of the event branch, read from kit/recipes (weagent_mmsearch.yaml, smoke.yaml): WeAgent
+# §4.1 "date windows at five-day intervals between January 1 and July 30, 2026 (e.g., January 1–5 and
+# January 5–10)" -------------------------------------------------------------------------------------
+#: Window length in days (§4.1 "five-day intervals").
+EVENT_WINDOW_DAYS = int(_P("data.event_window_days"))
+#: Paper date range of the event windows (§4.1): 42 windows of 5 days, the last ending on July 30.
+PAPER_EVENT_RANGE = (str(_P("data.event_start")), str(_P("data.event_end")))
+#: Smoke date range (kit choice: the first two windows, enough to exercise the branch).
+SMOKE_EVENT_RANGE = (str(_P("data.event_start", "smoke")), str(_P("data.event_end", "smoke")))
+# -----------------------------------------------------------------------------------------------------
 #: WeAgent §4.1 topic list for the event branch ("among others").
 EVENT_TOPICS = ("sports/games", "science/technology/nature", "finance", "business/brands/organizations",
                 "politics/government", "entertainment/culture")
@@ -49,6 +63,14 @@ _TONE_WORDS = ("black-and-white", "black and white", "monochrome", "greyscale", 
 _ORIENT_WORDS = ("portrait", "landscape", "square", "panorama", "panoramic")
 FACT_QUESTION = ("Is that picture black-and-white or in colour, and is its shape portrait, landscape or square? "
                  'Answer like "colour, landscape".')
+
+
+
+
+def fact_label(source: str) -> str:
+    """The provenance label of a seed's fact source (``fact:expert`` / ``fact:pixel_statistics``); it
+    travels with the seed into tasks, trajectories, RL prompts and the mixtures' ``labels`` column."""
+    return f"fact:{source}"
 
 
 class SeedError(ValueError):
@@ -150,7 +172,7 @@ def save_target(data: bytes, mime: str | None, image_dir: Path) -> tuple[Path, s
 
 async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path, *, max_images_per_page: int = 5,
                        limit: int | None = None, as_of: str | None = None,
-                       max_fact_share: float | None = None) -> StageFiles:
+                       max_fact_share: float | None = None, fact_reader: Any | None = None) -> StageFiles:
     """Stage 1, stable-fact branch: one candidate per (article, image) among the first
     ``max_images_per_page`` images of every article of ``graph`` (those ``web_extract`` re-feeds).
 
@@ -162,6 +184,11 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
     ``max_fact_share`` (needs ``limit``) balances the answers: once one fact answer (e.g.
     "colour, square", which album covers make common) holds ``ceil(share * limit)`` seeds, further
     seeds with it are rejected as ``fact_quota_full``.
+
+    ``fact_reader`` (the paper profile: :class:`kit.data.visual_fact.ExpertFactReader`) makes the fact
+    D: the expert reads it from the image (``fact_source="expert"``); ``None`` (offline / smoke)
+    computes :func:`pixel_fact` (``fact_source="pixel_statistics"``). Its endpoint failures after
+    retries go to ``seeds_failed.jsonl``.
 
     Raises:
         ValueError: ``max_fact_share`` outside (0, 1], or given without ``limit``.
@@ -209,11 +236,16 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
                         break
                 continue
             try:
-                seed = _make_seed(sid, art, im.url, by_url, page.title or art.title, image_dir, as_of,
-                                  getattr(web, "name", ""))
+                seed = await _make_seed(sid, art, im.url, by_url, page.title or art.title, image_dir, as_of,
+                                        getattr(web, "name", ""), fact_reader)
             except SeedError as e:
                 files.rejected.append(Rejection(id=sid, stage="seeds", reason=e.reason, detail=e.detail,
                                                 item={"page": art.url, "image": im.url}))
+                continue
+            except (ExpertError, PolicyError) as e:  # the expert failed after its retries: not a filter verdict
+                err = f"{e.reason}: {e}" if isinstance(e, ExpertError) else f"policy: {e}"  # as stage 2 writes it
+                files.failed.append(Failure(id=sid, stage="seeds", error=err,
+                                            attempts=getattr(fact_reader, "attempts", 1)))
                 continue
             if quota is not None and per_fact[seed.fact.answer] >= quota:
                 files.rejected.append(Rejection(id=sid, stage="seeds", reason="fact_quota_full",
@@ -228,32 +260,43 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
     return files
 
 
-def _make_seed(sid: str, art, image_url: str, by_url: dict, title: str, image_dir: Path, as_of: str,
-               backend: str) -> Seed:
+async def _make_seed(sid: str, art, image_url: str, by_url: dict, title: str, image_dir: Path, as_of: str,
+                     backend: str, fact_reader: Any | None = None) -> Seed:
     if image_url not in by_url:
         raise SeedError("target_unreachable", f"{image_url} is not on the fetched page")
     pos, hit = by_url[image_url]
     if not hit.content:
         raise SeedError("target_unreachable", "the backend returned the image without bytes")
-    fact = pixel_fact(hit.content)
-    leaks = leak_fields(fact, {"title": title, "url": image_url, "caption": hit.caption, "page_url": art.url,
-                               "definition": art.definition})
-    if leaks:
-        raise SeedError("answer_exposed_by_metadata", ", ".join(leaks))
+    fields = {"title": title, "url": image_url, "caption": hit.caption or "", "page_url": art.url,
+              "definition": art.definition or ""}
+    if fact_reader is not None:  # the expert reads D from the image; the reader checks leaks itself
+        fact = await fact_reader.read(hit.content, title=title, position=pos, fields=fields)
+        method = f"zim_article_image+expert_fact:{getattr(fact_reader, 'name', 'expert')}"
+    else:
+        fact = pixel_fact(hit.content)
+        method = "zim_article_image+pixel_fact"
+        leaks = leak_fields(fact, fields)
+        if leaks:
+            raise SeedError("answer_exposed_by_metadata", ", ".join(leaks))
     path, sha, w, h = save_target(hit.content, hit.mime, image_dir)
     target = TargetImage(url=image_url, page_url=art.url, page_title=title, caption=hit.caption, position=pos,
                          path=str(path), sha256=sha, width=w, height=h, mime=hit.mime or "")
     return Seed(id=sid, branch="stable", concept=title, definition=art.definition, category=art.category,
                 source_page=art.url, as_of=as_of, target=target, fact=fact,
                 provenance={"backend": backend, "archive": art.archive, "page_url": art.url, "image_url": image_url,
-                            "method": "zim_article_image+pixel_fact", "image_sha256": sha},
-                labels=[OFFLINE_LABEL])
+                            "method": method, "image_sha256": sha},
+                labels=[OFFLINE_LABEL, fact_label(fact_source_of(fact))] if fact_reader is None
+                else [fact_label(fact_source_of(fact))])
 
 
 # ---------------------------------------------------------------------------------------------- event branch
-def date_windows(start: str | dt.date, end: str | dt.date, days: int = 5) -> list[tuple[dt.date, dt.date]]:
+def date_windows(start: str | dt.date, end: str | dt.date,
+                 days: int = EVENT_WINDOW_DAYS) -> list[tuple[dt.date, dt.date]]:
     """Consecutive date windows of ``days`` days from ``start`` to ``end`` (WeAgent §4.1: 5-day
-    windows, e.g. Jan 1–5, Jan 5–10: each window starts where the previous one ended).
+    windows, e.g. Jan 1–5, Jan 5–10: each window starts on the day the previous one ended, and an
+    event dated on that shared day belongs to both). The last window is cut at ``end``. The kit reads
+    "five-day intervals" as a fixed stride of ``days`` from ``start``: over :data:`PAPER_EVENT_RANGE`
+    that is 42 windows, (Jan 1, Jan 6) ... (Jul 25, Jul 30), the last ending exactly on July 30.
 
     Raises:
         ValueError: ``end`` before ``start`` or ``days`` < 1.
@@ -363,14 +406,18 @@ def _event_seed(rec, image_dir: Path, as_of: str) -> Seed:
                 target=target, fact=fact,
                 provenance={"episode": rec.id, "policy": rec.policy, "backend": rec.backend, "topic": md["topic"],
                             "window": [md["start"], md["end"]], "image_tool": img.tool, "image_turn": img.turn},
-                labels=list(rec.labels))
+                labels=[*rec.labels, fact_label("expert")])
 
 
 def seed_summary(files: StageFiles) -> dict[str, Any]:
-    """Counts of a seed stage (accepted, rejected by reason, failed) and fact balance."""
+    """Counts of a seed stage (accepted, rejected by reason, failed), fact balance (``facts``: seeds
+    per answer) and ``fact_sources`` (seeds per :data:`kit.data.records.FactSource`)."""
     c = files.counts()
     facts: dict[str, int] = {}
+    sources: dict[str, int] = {}
     for s in files.accepted.read():
         facts[s.fact.answer] = facts.get(s.fact.answer, 0) + 1
+        sources[str(s.fact_source)] = sources.get(str(s.fact_source), 0) + 1
     c["facts"] = facts
+    c["fact_sources"] = sources  # expert / pixel_statistics (Seed.fact_source)
     return c

@@ -28,6 +28,7 @@ from kit.eval.loaders import (
     load_mm_browsecomp,
     load_vistarget_jsonl,
 )
+from kit.eval.protocols import EvalProtocol, apply_filters, get_protocol
 
 MMSEARCH_STYLE = "MMSearch-style Tasks"
 KNOWLEDGE_QA = "Multimodal Knowledge QA"
@@ -99,8 +100,9 @@ def parse_spec(spec: str, default_source: str = "local") -> tuple[str, str]:
 
 
 def load_benchmark(spec: str, *, source: str = "local", data_dir: str | Path | None = None, limit: int | None = None,
-                   local_path: str | Path | None = None, revision: str | None = None, allow_unpinned: bool = False,
-                   image_dir: str | Path | None = None, missing_images: str = "problem") -> LoadResult:
+                   local_path: str | Path | None = None, revision: str | None = None,
+                   image_dir: str | Path | None = None, missing_images: str = "problem",
+                   protocol: str | EvalProtocol | None = None, cache_dir: str | Path | None = None) -> LoadResult:
     """Load one benchmark by spec (see the module docstring).
 
     Args:
@@ -111,28 +113,38 @@ def load_benchmark(spec: str, *, source: str = "local", data_dir: str | Path | N
         missing_images: ``"problem"`` (default: a row whose image file is absent is a per-row
             problem) or ``"text_only"`` (such a row loads without images, labelled
             ``text_only:missing_images``); MM-BrowseComp and hub benchmarks only.
+        protocol: evaluation protocol (:mod:`kit.eval.protocols`; default ``weagent_mmsearch``)
+            whose filters select the subset, for hub and local specs alike.
+        cache_dir: Hugging Face cache for hub snapshots (default: the standard cache).
+
+    Hub benchmarks with no pinned revision load the default branch with an
+    :class:`~kit.eval.hub_loaders.UnpinnedRevisionWarning` and record the commit it resolved to.
 
     Raises:
         UnknownBenchmarkError: unknown name, or a local spec with no local files for it.
-        BenchmarkError: no data folder, or unreadable data.
-        UnpinnedRevisionError: hub loading without a pinned revision (see hub_loaders).
+        BenchmarkError: no data folder, or unreadable data, or an unreachable Hub (no cached snapshot).
+        kit.eval.protocols.ProtocolError: an unknown protocol name.
         ValueError: ``missing_images`` is not one of ``"problem"``, ``"text_only"`` (checked first,
             for every benchmark); ``BenchmarkError`` for a ``limit`` that is not an integer >= 0.
     """
     check_missing_images(missing_images)
     check_limit(limit)
+    proto = get_protocol(protocol)
     src, key = parse_spec(spec, source)
     if key == "vistarget_zim":
         raise BenchmarkError("vistarget_zim is built from a search backend: use kit.eval.vistarget.build_zim_vistarget")
     if src == "hub":
         if key not in HUB_SOURCES:
             raise UnknownBenchmarkError(f"{key!r} has no published source in the registry; registered: {sorted(HUB_SOURCES)}")
-        return load_hub_benchmark(key, local_path=local_path, revision=revision, allow_unpinned=allow_unpinned,
-                                  limit=limit, image_dir=image_dir, missing_images=missing_images)
+        return load_hub_benchmark(key, local_path=local_path, revision=revision, limit=limit, image_dir=image_dir,
+                                  missing_images=missing_images, protocol=proto, cache_dir=cache_dir)
+    # local loaders take no filter: with one, load everything, filter, then cut to the limit
+    filtered = bool(proto.filters.get(key))
+    load_limit = None if filtered else limit
     if key == "vistarget":
         if local_path is None:
             raise BenchmarkError("local:vistarget needs local_path: the VisTarget JSONL file")
-        return load_vistarget_jsonl(local_path, limit)
+        return apply_filters(load_vistarget_jsonl(local_path, load_limit), proto, limit)
     if key not in LOCAL_FILES:
         raise UnknownBenchmarkError(f"no local files for {key!r} (local: {sorted(LOCAL_FILES)}); use 'hub:{key}'")
     from kit.paths import shared_data_dir
@@ -144,5 +156,5 @@ def load_benchmark(spec: str, *, source: str = "local", data_dir: str | Path | N
     if missing_images != "problem":
         if key != "mmbrowsecomp":
             raise BenchmarkError(f"missing_images={missing_images!r} applies to MM-BrowseComp and hub benchmarks, not local:{key}")
-        return fn(root / "benchmarks" / rel, limit, missing_images=missing_images)
-    return fn(root / "benchmarks" / rel, limit)
+        return apply_filters(fn(root / "benchmarks" / rel, load_limit, missing_images=missing_images), proto, limit)
+    return apply_filters(fn(root / "benchmarks" / rel, load_limit), proto, limit)

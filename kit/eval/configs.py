@@ -12,13 +12,17 @@
   model only as a text line (its source URL and title), never as pixels and without the registry
   note, as in harnesses whose tools return text. User-provided input images are still shown.
 
-All configurations share tasks, seeds and judge; they differ only in what is listed here.
+All configurations share tasks, seeds and judge; they differ only in what is listed here. Each
+names its evaluation ``protocol`` (:mod:`kit.eval.protocols`: ``weagent_mmsearch`` or
+``points_seeker``), which decides the runs per benchmark (:meth:`EvalProtocol.trials`) and must be
+the protocol the benchmarks were loaded under (their filters).
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kit.eval.protocols import DEFAULT_PROTOCOL, EvalProtocol, get_protocol
 from kit.harness.config import HarnessConfig
 from kit.harness.context import ContextBuilder
 from kit.harness.neutralize import neutralize_control_tokens
@@ -57,10 +61,11 @@ class TextOnlyContextBuilder(ContextBuilder):
 
 class EvalConfig(BaseModel):
     """One evaluated configuration: a name (run folders, tables), a label for reports, the harness
-    budgets and rules, and the context strategy.
+    budgets and rules, the context strategy and the evaluation protocol (by name).
 
     Raises:
-        ValueError: an unknown field or a ``harness`` that is not a :class:`HarnessConfig`.
+        ValueError: an unknown field, a ``harness`` that is not a :class:`HarnessConfig`, or an
+            unknown ``protocol`` name.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -71,6 +76,17 @@ class EvalConfig(BaseModel):
     text_only: bool = False
     description: str = ""
     labels: list[str] = Field(default_factory=list)
+    protocol: str = DEFAULT_PROTOCOL
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, v: str) -> str:
+        get_protocol(v)  # ProtocolError is a ValueError: pydantic reports it on the field
+        return v
+
+    def eval_protocol(self) -> EvalProtocol:
+        """The :class:`EvalProtocol` this configuration names."""
+        return get_protocol(self.protocol)
 
     def context_builder(self) -> ContextBuilder:
         """The model-facing context strategy for :class:`kit.harness.loop.Harness`."""
@@ -80,34 +96,38 @@ class EvalConfig(BaseModel):
 CONFIG_NAMES = ("direct", "harness", "no_refeed", "text_only")
 
 
-def make_configs(profile: str = "paper", names: list[str] | tuple[str, ...] = CONFIG_NAMES, *,
-                 real_model: bool = False, **overrides) -> dict[str, EvalConfig]:
-    """The configurations ``names`` with the profile's budgets (``paper``: Table 5; ``smoke``:
-    :meth:`HarnessConfig.smoke`), ``overrides`` applied to every one. ``real_model``: the evaluated
-    policy is a named real model, which keeps Table 5's response length under smoke budgets
-    (:meth:`HarnessConfig.for_profile`).
+def make_configs(profile="paper", names: list[str] | tuple[str, ...] = CONFIG_NAMES, *,
+                 real_model: bool = False, protocol: str | None = None, **overrides) -> dict[str, EvalConfig]:
+    """The configurations ``names`` with the profile's harness (its recipe's: ``paper`` Table 5,
+    ``points_seeker`` its 10-turn / 32k environment, ``smoke`` :meth:`HarnessConfig.smoke`), ``overrides``
+    applied to every one. ``profile``: a name or a :class:`kit.profiles.Profile` (a preflight too).
+    ``real_model``: the evaluated policy is a named real model, which keeps Table 5's response length under
+    smoke budgets. ``protocol``: the evaluation protocol every configuration names (None: the recipe's).
 
     Raises:
-        ValueError: unknown profile or configuration name.
+        ValueError: unknown profile, configuration or protocol name.
     """
-    if profile not in ("paper", "smoke"):
-        raise ValueError(f"unknown profile {profile!r}; use 'paper' or 'smoke'")
+    from kit.profiles import get_profile
+
+    prof = get_profile(profile)
+    protocol = protocol or str(prof.value("eval.protocol", DEFAULT_PROTOCOL))
+    get_protocol(protocol)
     unknown = [n for n in names if n not in CONFIG_NAMES]
     if unknown:
         raise ValueError(f"unknown configurations {unknown}; available: {list(CONFIG_NAMES)}")
 
     def base(**kw) -> HarnessConfig:
         kw = {**overrides, **kw}
-        return HarnessConfig.for_profile(profile, real_model=real_model, **kw)
+        return prof.harness(real_model=real_model, **kw)
 
     all_configs = {
-        "direct": EvalConfig(name="direct", label="Direct answer", harness=base(tools_enabled=[]),
+        "direct": EvalConfig(name="direct", label="Direct answer", protocol=protocol, harness=base(tools_enabled=[], tool_set=None),
                              description="no tools: the model answers from the question and its images"),
-        "harness": EvalConfig(name="harness", label="Full harness", harness=base(),
+        "harness": EvalConfig(name="harness", label="Full harness", protocol=protocol, harness=base(),
                               description="WeAgent-Harness, image re-feed"),
-        "no_refeed": EvalConfig(name="no_refeed", label="Harness w/o image re-feed", harness=base(refeed_images=False),
+        "no_refeed": EvalConfig(name="no_refeed", label="Harness w/o image re-feed", protocol=protocol, harness=base(refeed_images=False),
                                 description="Table 2 ablation: tool images kept out of later turns"),
-        "text_only": EvalConfig(name="text_only", label="Text-only observations", harness=base(refeed_images=False),
+        "text_only": EvalConfig(name="text_only", label="Text-only observations", protocol=protocol, harness=base(refeed_images=False),
                                 text_only=True,
                                 description="tool images reach the model as text lines only (Hermes stand-in)"),
     }

@@ -8,11 +8,11 @@ the subset rule the papers apply:
 =============== ======================================= =========================================
 benchmark       source                                  subset / mapping
 =============== ======================================= =========================================
-mmsearch        CaraJ/MMSearch ``end2end.parquet``      end-to-end set; image-containing rows
-                                                        only (POINTS-Seeker §4.1); F1 scorer
+mmsearch        CaraJ/MMSearch ``end2end.parquet``      end-to-end set (rows without a query
+                                                        image load text-only); F1 scorer
 mmsearch_plus   Cie1/MMSearch-Plus                      published decryption (canary
-                                                        ``MMSearch-Plus``); single-image rows
-simplevqa       m-a-p/SimpleVQA (test)                  English rows (``language == "EN"``)
+                                                        ``MMSearch-Plus``); every image of a row
+simplevqa       m-a-p/SimpleVQA (test)                  all rows, ``metadata["language"]`` kept
 browsecomp_vl   Osilly/Vision-DeepResearch-Eval         level 1 + level 2 parquet, images packed
 vdr_bench       Osilly/Vision-DeepResearch-Eval         ``testmini500_v1.parquet``
 livevqa         github:fumingyang2004/LIVEVQA           News benchmark; level 1 (multiple choice)
@@ -21,12 +21,20 @@ fvqa            lmms-lab/FVQA ``fvqa_test.parquet``     MMSearch-R1 schema (test
 mmbrowsecomp    github:MMBrowseComp/MM-BrowseComp       decrypted in memory with each row's canary
 =============== ======================================= =========================================
 
+Subsets that a paper applies (POINTS-Seeker §4.1: image-containing MMSearch, single-image
+MMSearch-Plus, English SimpleVQA) are not part of the release: they belong to an evaluation
+protocol (:mod:`kit.eval.protocols`, ``protocol=``), applied only when that protocol is selected.
+
 Revisions: a commit verified from here is pinned in the registry. Where it could not be verified
-from this machine (the Hub is unreachable here) the registry holds ``revision=None`` and loading
-from the network refuses to run (:class:`UnpinnedRevisionError`) until a revision is passed
-explicitly (``revision="<commit sha>"``) or ``allow_unpinned=True`` is set, which is then recorded
-in ``LoadResult.info``. Loading from a local copy (``local_path``: a folder laid out like the
-repository, or a ``datasets.save_to_disk`` folder) needs no revision; tests use that.
+from this machine (the Hub is unreachable here) the registry holds ``revision=None``; loading from
+the network then takes the repository's default branch, warns (:class:`UnpinnedRevisionWarning`)
+and records the commit it resolved to (``LoadResult.info["resolved_commit"]``, which notebook 06
+writes into the run manifest), so the run can be repeated with ``revision="<that sha>"``. Hugging
+Face releases are fetched as a snapshot of the registry's data files into the Hugging Face cache
+(:func:`kit.hub.download.download`; ``HF_HUB_OFFLINE=1`` serves the cached snapshot of the default
+branch); GitHub releases resolve ``HEAD`` to a commit through the GitHub API first. Loading from a
+local copy (``local_path``: a folder laid out like the repository, or a ``datasets.save_to_disk``
+folder) needs no revision; tests use that and the in-process Hub (:mod:`kit.hub.localhub`).
 
 ``datasets`` is imported lazily (it is in the optional ``train`` extra).
 """
@@ -34,6 +42,8 @@ repository, or a ``datasets.save_to_disk`` folder) needs no revision; tests use 
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +67,7 @@ from kit.eval.loaders import (
     save_image_bytes,
     sha256_text,
 )
+from kit.eval.protocols import EvalProtocol, get_protocol
 from kit.harness.episode import Task
 
 MMSEARCH_PLUS_CANARY = "MMSearch-Plus"  # the authors' hint: the repository name without the user
@@ -69,12 +80,12 @@ class UnknownBenchmarkError(KeyError):
         return str(self.args[0]) if self.args else "unknown benchmark"
 
 
-class UnpinnedRevisionError(RuntimeError):
-    """Remote loading of a benchmark whose registry entry has no verified revision."""
+class UnpinnedRevisionWarning(UserWarning):
+    """A benchmark loaded from the network at its default branch (no pinned or given revision);
+    the message and ``LoadResult.info["resolved_commit"]`` name the commit it resolved to."""
 
 
-class SkipRow(Exception):
-    """A row the benchmark's subset rule excludes (counted in ``LoadResult.filtered``)."""
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass
@@ -127,15 +138,15 @@ def _one_image(value: Any, ctx: RowContext, prefix: str) -> str:
 
 
 def _mmsearch(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
-    if row.get("query_image") is None:
-        raise SkipRow("no query image (POINTS-Seeker keeps the image-containing end-to-end items)")
+    # rows without a query image load text-only; POINTS-Seeker's protocol filters them out
     q = str(row.get("query") or "").strip()
     if not q:
         raise BenchmarkError("empty query")
     answers = _answers([row.get("gt_answer")], _aslist(row.get("alternative_gt_answers")))
     if not answers:
         raise BenchmarkError("no gt_answer")
-    return [Task(id=f"mmsearch_{_id(row, 'sample_id', i)}", question=q, input_images=[_one_image(row["query_image"], ctx, "mmsearch")],
+    images = [] if row.get("query_image") is None else [_one_image(row["query_image"], ctx, "mmsearch")]
+    return [Task(id=f"mmsearch_{_id(row, 'sample_id', i)}", question=q, input_images=images,
                  answers=answers, source="mmsearch",
                  metadata={"rule_mode": "f1", "area": row.get("area"), "subfield": row.get("subfield"),
                            "timestamp": str(row.get("timestamp") or "")})]
@@ -144,10 +155,10 @@ def _mmsearch(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
 def _mmsearch_plus(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
     n_img = row.get("num_images")
     imgs = [row.get(f"img_{k}") for k in range(1, 6) if row.get(f"img_{k}") is not None]
-    if (n_img if n_img is not None else len(imgs)) != 1:
-        raise SkipRow("not a single-image sample (POINTS-Seeker keeps single-image MMSearch-Plus items)")
-    if len(imgs) != 1:
-        raise BenchmarkError(f"num_images is 1 but {len(imgs)} image cells are filled")
+    if n_img is not None and n_img != len(imgs):
+        raise BenchmarkError(f"num_images is {n_img} but {len(imgs)} image cells are filled")
+    if not imgs:
+        raise BenchmarkError("no image cell is filled")
     try:
         question = decrypt_text(row["question"], MMSEARCH_PLUS_CANARY).strip()
         answers = _answers([decrypt_text(a, MMSEARCH_PLUS_CANARY) for a in _aslist(row.get("answer")) if a], [])
@@ -155,7 +166,8 @@ def _mmsearch_plus(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
         raise BenchmarkError(f"decryption failed: {e}") from e
     if not question or not answers:
         raise BenchmarkError("empty question or answer after decryption")
-    return [Task(id=f"mmsearch_plus_{_id(row, 'id', i)}", question=question, input_images=[_one_image(imgs[0], ctx, "mmsearch_plus")],
+    images = [_one_image(im, ctx, "mmsearch_plus") for im in imgs]
+    return [Task(id=f"mmsearch_plus_{_id(row, 'id', i)}", question=question, input_images=images,
                  answers=answers, source="mmsearch_plus",
                  metadata={"sensitive": True, "category": row.get("category"), "difficulty": row.get("difficulty"),
                            "subtask": row.get("subtask"), "question_sha256": sha256_text(question),
@@ -163,15 +175,13 @@ def _mmsearch_plus(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
 
 
 def _simplevqa(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
-    if str(row.get("language") or "").upper() != "EN":
-        raise SkipRow("not English (POINTS-Seeker keeps the English SimpleVQA items)")
     q = str(row.get("question") or "").strip()
     answers = _answers(_aslist(row.get("answer")), [])
     if not q or not answers:
         raise BenchmarkError("empty question or answer")
     return [Task(id=f"simplevqa_{_id(row, 'data_id', i)}", question=q, input_images=[_one_image(row.get("image"), ctx, "simplevqa")],
                  answers=answers, source="simplevqa",
-                 metadata={k: row.get(k) for k in ("original_category", "vqa_category", "source", "atomic_fact")})]
+                 metadata={k: row.get(k) for k in ("language", "original_category", "vqa_category", "source", "atomic_fact")})]
 
 
 def _packed(prefix: str) -> Callable[[dict[str, Any], int, RowContext], list[Task]]:
@@ -220,14 +230,15 @@ def _mmbrowsecomp(row: dict[str, Any], i: int, ctx: RowContext) -> list[Task]:
 
 HUB_SOURCES: dict[str, HubSource] = {s.key: s for s in [
     HubSource("mmsearch", "CaraJ/MMSearch", None, ("end2end.parquet",), "end2end", "parquet", _mmsearch,
-              "end-to-end set, rows with a query image", "see the dataset card (CaraJ/MMSearch)",
+              "end-to-end set (protocol points_seeker: rows with a query image)", "see the dataset card (CaraJ/MMSearch)",
               notes="file name from a public processing script that keeps only end2end.parquet; not verified here"),
     HubSource("mmsearch_plus", "Cie1/MMSearch-Plus", None, ("data/train-*.parquet",), "train", "parquet",
-              _mmsearch_plus, "num_images == 1; question/answer decrypted in memory", "see the dataset card",
+              _mmsearch_plus, "all rows (protocol points_seeker: num_images == 1); question/answer decrypted in memory",
+              "see the dataset card",
               sensitive=True, notes="fields from the authors' decryption script and the lmms-eval task card; the "
                                     "file pattern is the standard push_to_hub layout, not verified here"),
     HubSource("simplevqa", "m-a-p/SimpleVQA", None, ("data/test-*.parquet",), "test", "parquet", _simplevqa,
-              "language == EN", "Apache-2.0 (dataset card)",
+              "all rows (protocol points_seeker: language == EN)", "Apache-2.0 (dataset card)",
               notes="fields from public loaders (image as a base64 string); file pattern not verified here"),
     HubSource("browsecomp_vl", "Osilly/Vision-DeepResearch-Eval", None,
               ("data/bcvl_level1_199.parquet", "data/bcvl_level2_200.parquet"), "test", "parquet", _packed("bcvl"),
@@ -270,21 +281,60 @@ def get_source(name: str) -> HubSource:
 
 
 # ------------------------------------------------------------------------------------------ loading
-def _github_raw(repo: str, revision: str | None, path: str) -> str:
-    """Raw file URL; ``revision=None`` (an unpinned load) reads the default branch's ``HEAD``."""
-    return f"https://raw.githubusercontent.com/{repo.split(':', 1)[1]}/{revision or 'HEAD'}/{path}"
+def _github_raw(repo: str, revision: str, path: str) -> str:
+    """Raw file URL of ``path`` at ``revision`` (a commit: :func:`_github_commit` resolves others)."""
+    return f"https://raw.githubusercontent.com/{repo.split(':', 1)[1]}/{revision}/{path}"
 
 
-def _download(url: str, timeout_s: float = 60.0) -> bytes:
+def _download(url: str, timeout_s: float = 60.0, headers: dict[str, str] | None = None) -> bytes:
     import httpx
 
     try:
-        r = httpx.get(url, timeout=timeout_s, follow_redirects=True)
+        r = httpx.get(url, timeout=timeout_s, follow_redirects=True, headers=headers)
     except httpx.HTTPError as e:
         raise BenchmarkError(f"download of {url} failed: {type(e).__name__}: {e}") from e
     if r.status_code != 200:
         raise BenchmarkError(f"download of {url} failed: HTTP {r.status_code}")
     return r.content
+
+
+def _github_commit(repo: str, ref: str | None) -> str:
+    """The commit sha that ``ref`` (a branch, tag or sha; ``None``: the default branch, ``HEAD``)
+    names in a GitHub repository, through the REST API's ``commits/<ref>`` with the plain-sha media type.
+
+    Raises:
+        BenchmarkError: the API is unreachable or answers something that is not a commit sha.
+    """
+    if ref is not None and _COMMIT.match(ref):
+        return ref
+    name = repo.split(":", 1)[1]
+    body = _download(f"https://api.github.com/repos/{name}/commits/{ref or 'HEAD'}",
+                     headers={"Accept": "application/vnd.github.sha"}).decode("utf-8", "replace").strip()
+    if not _COMMIT.match(body):
+        raise BenchmarkError(f"{repo}: the GitHub API did not resolve {ref or 'HEAD'!r} to a commit: {body[:80]!r}")
+    return body
+
+
+def _hub_snapshot(src: HubSource, revision: str | None, cache_dir: str | Path | None) -> tuple[Path, str]:
+    """``(snapshot folder, commit sha)`` of the registry's data files of a Hugging Face dataset at
+    ``revision`` (``None``: the default branch), fetched into the Hugging Face cache.
+
+    Raises:
+        BenchmarkError: the repository or revision does not exist, or the Hub is unreachable /
+            ``HF_HUB_OFFLINE`` is set without a cached snapshot.
+    """
+    from huggingface_hub.constants import DEFAULT_REVISION
+
+    from kit.hub.download import DownloadError, download
+
+    try:
+        got = download(src.repo, revision=revision or DEFAULT_REVISION, repo_type="dataset", cache_dir=cache_dir,
+                       allow_patterns=list(src.data_files))
+    except DownloadError as e:
+        raise BenchmarkError(f"{src.key}: {e}") from e
+    if not _COMMIT.match(got.commit):  # the cache names snapshot folders by commit; anything else is not reproducible
+        raise BenchmarkError(f"{src.key}: {src.repo}@{revision} did not resolve to a commit (got {got.commit!r})")
+    return got.path, got.commit
 
 
 def _is_saved_dataset(folder: Path) -> bool:
@@ -333,15 +383,24 @@ def _load(what: str, fn: Callable[[], Any]) -> Any:
         raise BenchmarkError(f"{what}: cannot be loaded: {type(e).__name__}: {str(e)[:300]}") from e
 
 
-def _rows(src: HubSource, local_path: Path | None, revision: str | None
+def _rows(src: HubSource, local_path: Path | None, revision: str | None, cache_dir: str | Path | None = None
           ) -> tuple[list[tuple[str, str, int, dict | BadRow]], dict]:
     """``[(file name, where, row index, row)]`` and provenance. JSON releases are read by the kit
-    (:func:`json_rows`: a bad line is a :class:`BadRow`); parquet through ``datasets``.
+    (:func:`json_rows`: a bad line is a :class:`BadRow`); parquet through ``datasets``. A Hugging
+    Face release is read from its snapshot (:func:`_hub_snapshot`); ``info["resolved_commit"]`` is
+    the commit the rows come from (``None`` for a local copy).
 
     Raises:
         BenchmarkError: missing ``datasets`` or data files, or a file that cannot be loaded at all.
     """
-    info: dict[str, Any] = {"repo": src.repo, "revision": revision, "subset": src.subset, "licence": src.licence}
+    if local_path is None and not src.on_github:
+        snap, commit = _hub_snapshot(src, revision, cache_dir)
+        snap_rows, snap_info = _rows(src, snap, None)
+        del snap_info["local_path"]
+        # the snapshot's place is in info["files"]; the commit is what a rerun needs
+        return snap_rows, {**snap_info, "revision": revision, "resolved_commit": commit}
+    info: dict[str, Any] = {"repo": src.repo, "revision": revision, "subset": src.subset, "licence": src.licence,
+                            "resolved_commit": None}
     out: list[tuple[str, str, int, dict | BadRow]] = []
 
     def dataset(what: str, fn: Callable[[], Any]) -> list[tuple[str, str, int, dict | BadRow]]:
@@ -383,58 +442,66 @@ def _rows(src: HubSource, local_path: Path | None, revision: str | None
 
         info["files"] = [{"path": str(f), "sha256": file_sha256(f)} for f in files]
         return out, info
+    commit = _github_commit(src.repo, revision)  # every file of one run from one commit
+    info["resolved_commit"] = commit
     for pattern in src.data_files:
         name = Path(pattern).name
-        if src.on_github and src.builder == "json":
-            out += [(name, w, i, r) for w, i, r in json_rows(_download(_github_raw(src.repo, revision, pattern)), name)]
-        elif src.on_github:
-            datasets = need_datasets()
-            out += dataset(pattern, lambda p=pattern: datasets.load_dataset(  # type: ignore[misc]  # noqa: B023
-                src.builder, data_files={src.split: _github_raw(src.repo, revision, p)}, split=src.split))
+        if src.builder == "json":
+            out += [(name, w, i, r) for w, i, r in json_rows(_download(_github_raw(src.repo, commit, pattern)), name)]
         else:
             datasets = need_datasets()
             out += dataset(pattern, lambda p=pattern: datasets.load_dataset(  # type: ignore[misc]  # noqa: B023
-                src.repo, data_files={src.split: p}, split=src.split, revision=revision))
+                src.builder, data_files={src.split: _github_raw(src.repo, commit, p)}, split=src.split))
     return out, info
 
 
 def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revision: str | None = None,
-                       allow_unpinned: bool = False, limit: int | None = None, image_dir: str | Path | None = None,
-                       strict: bool = False, missing_images: str = "problem") -> LoadResult:
-    """Load benchmark ``name`` from its published repository at the pinned revision, or from a
-    local copy laid out like that repository.
+                       limit: int | None = None, image_dir: str | Path | None = None, strict: bool = False,
+                       missing_images: str = "problem", protocol: str | EvalProtocol | None = None,
+                       cache_dir: str | Path | None = None) -> LoadResult:
+    """Load benchmark ``name`` from its published repository at the pinned revision (the default
+    branch when none is pinned or given, with a warning), or from a local copy laid out like
+    that repository.
 
     Args:
         local_path: a folder laid out like the repository (the registry's ``data_files`` patterns
             and, for GitHub releases, ``images_root``), or a ``datasets.save_to_disk`` folder.
-        revision: overrides the pinned revision (a commit sha).
-        allow_unpinned: load from the network without any revision (recorded in ``info``).
-        limit: stop after this many tasks.
+        revision: overrides the pinned revision (a commit sha, branch or tag; recorded with the
+            commit it resolved to).
+        limit: stop after this many tasks (counted after the protocol's filters).
         image_dir: where image bytes are materialized (default: the kit cache).
         missing_images: ``"problem"`` (default: a row whose image is absent is a per-row problem)
             or ``"text_only"`` (MM-BrowseComp: such a row loads without images, labelled
             ``metadata["text_only"]``; see :func:`kit.eval.loaders.mmbrowsecomp_task`).
+        protocol: evaluation protocol (name or :class:`kit.eval.protocols.EvalProtocol`; default
+            ``weagent_mmsearch``, no filters) whose filters select the subset; rows left out are
+            counted in ``LoadResult.filtered`` with the protocol and filter in the reason.
+        cache_dir: Hugging Face cache for the snapshot (default: the standard cache).
 
     Missing and duplicate ids are per-row problems with reasons; the other rows load.
 
     Returns:
-        :class:`LoadResult` with tasks, per-row problems and rows filtered by the subset rule.
+        :class:`LoadResult` with tasks, per-row problems and rows filtered by the protocol;
+        ``info`` holds ``revision`` (asked), ``pinned_revision``, ``resolved_commit`` (read),
+        ``unpinned``, ``protocol`` and, for remote loads, the data files with their sha256.
+
+    Warns:
+        UnpinnedRevisionWarning: remote loading without a pinned or given revision.
 
     Raises:
         UnknownBenchmarkError: ``name`` is not registered.
-        UnpinnedRevisionError: remote loading without a pinned or given revision.
-        BenchmarkError: missing ``datasets``, missing data files, or ``strict`` and a bad row.
+        kit.eval.protocols.ProtocolError: an unknown protocol name.
+        BenchmarkError: missing ``datasets``, missing data files, an unreachable Hub without a
+            cached snapshot, or ``strict`` and a bad row.
     """
     src = get_source(name)
     check_missing_images(missing_images)
     check_limit(limit)
+    proto = get_protocol(protocol)
     local = Path(local_path) if local_path is not None else None
     rev = revision or src.revision
-    if local is None and rev is None and not allow_unpinned:
-        raise UnpinnedRevisionError(
-            f"{name}: no verified revision of {src.repo} is pinned in the registry; pass revision='<commit sha>' "
-            f"(or allow_unpinned=True to load the current head, which is then recorded as unpinned)")
     img_dir = Path(image_dir) if image_dir else default_image_dir() / name
+    commit: list[str | None] = [rev]  # set to the resolved commit once the rows are read
 
     def resolve(ref: str) -> Path:
         fname = Path(str(ref).split("?", 1)[0]).name
@@ -448,15 +515,23 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
             return p.resolve()
         cached = img_dir / "by_name" / fname
         if not cached.is_file():
-            if not src.images_root:
+            if not src.images_root or not commit[0]:
                 raise BenchmarkError(f"image {fname!r}: {name} has no image folder to fetch from")
-            data = _download(_github_raw(src.repo, rev, f"{src.images_root}/{fname}"))
+            data = _download(_github_raw(src.repo, commit[0], f"{src.images_root}/{fname}"))
             return save_image_bytes(data, img_dir, Path(fname).stem)
         return cached.resolve()
 
-    rows, info = _rows(src, local, rev)
-    info.update({"pinned_revision": src.revision, "unpinned": local is None and rev is None,
+    rows, info = _rows(src, local, rev, cache_dir)
+    commit[0] = info["resolved_commit"] or rev
+    unpinned = local is None and rev is None
+    info.update({"pinned_revision": src.revision, "unpinned": unpinned, "protocol": proto.describe(name),
                  "revision_evidence": src.revision_evidence, "notes": src.notes})
+    if unpinned:
+        msg = (f"{name}: no revision of {src.repo} is pinned in the registry or given; loaded its default branch at "
+               f"commit {info['resolved_commit']} (recorded as resolved_commit; pass revision='{info['resolved_commit']}' "
+               "to repeat this run)")
+        info["warnings"] = [msg]
+        warnings.warn(msg, UnpinnedRevisionWarning, stacklevel=2)
     res = LoadResult(name, info=info)
     for fname, where, i, row in rows:
         ctx = RowContext(name, img_dir, resolve, fname, missing_images)
@@ -465,9 +540,12 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
                 raise BenchmarkError(row.reason)
             if not isinstance(row, dict):
                 raise BenchmarkError(f"row is a JSON {type(row).__name__}, not an object")
-            res.add(src.convert(dict(row), i, ctx), where)
-        except SkipRow as e:
-            res.skip(str(e))
+            for t in src.convert(dict(row), i, ctx):
+                why = proto.exclude(name, t)
+                if why is None:
+                    res.add([t], where)
+                else:
+                    res.skip(why)
         except (BenchmarkError, DecryptionError, KeyError, TypeError, ValueError, AttributeError) as e:
             if strict:
                 raise BenchmarkError(f"{name} {where}: {type(e).__name__}: {e}") from e

@@ -146,27 +146,31 @@ class RuleJudge:
     Args:
         mode: default mode.
         f1_threshold: ``correct`` is ``score >= f1_threshold`` in ``f1`` mode.
+        fallback: the run chose this judge in place of its profile's LLM judge (paper profile,
+            :func:`kit.eval.judge_factory.make_answer_judge`): every verdict's name ends in
+            ``" (fallback)"``.
 
     Raises:
         ValueError: unknown mode.
     """
 
     MODES = ("exact", "contains", "f1", "choice")
+    prompt_version = RULE_VERSION
 
-    def __init__(self, mode: str = "contains", f1_threshold: float = 0.5):
+    def __init__(self, mode: str = "contains", f1_threshold: float = 0.5, *, fallback: bool = False):
         if mode not in self.MODES:
             raise ValueError(f"unknown rule mode {mode!r}; choose from {self.MODES}")
         self.mode = mode
         self.f1_threshold = f1_threshold
+        self.fallback = fallback  # stands in for the profile's LLM judge: " (fallback)" on every verdict
 
     @property
     def name(self) -> str:
         """Judge name with its default mode, e.g. ``rule:contains@rule-v1``."""
         return self._name(self.mode)
 
-    @staticmethod
-    def _name(mode: str) -> str:
-        return f"rule:{mode}@{RULE_VERSION}"
+    def _name(self, mode: str) -> str:
+        return f"rule:{mode}@{RULE_VERSION}" + (" (fallback)" if self.fallback else "")
 
     def score(self, prediction: str | None, references: list[str], *, mode: str | None = None,
               choices: dict[str, str] | None = None, correct_choice: str | None = None) -> Verdict:
@@ -270,8 +274,10 @@ def _h(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------- LLM judge
-LLM_JUDGE_PROMPT_VERSION = "llm-judge-v1"
-LLM_JUDGE_PROMPT = """You are grading the final answer of a question-answering agent against reference answers.
+# The answer judge's prompt: text and version in one place. A new text needs a new version (cached
+# verdicts are keyed by it) and its digest in PROMPT_DIGESTS (a test compares them).
+JUDGE_PROMPT_VERSION = "llm-judge-v1"
+JUDGE_PROMPT = """You are grading the final answer of a question-answering agent against reference answers.
 
 Question:
 {question}
@@ -285,14 +291,18 @@ Agent's answer:
 Decide whether the agent's answer gives the same final answer as one of the references. Ignore formatting, letter case, extra explanation and image citations. Accept equivalent names, spellings, units and number formats. An answer that hedges between different answers, contradicts the reference, or is empty is incorrect.
 
 Reply with exactly one line: VERDICT: CORRECT or VERDICT: INCORRECT"""
+LLM_JUDGE_PROMPT_VERSION, LLM_JUDGE_PROMPT = JUDGE_PROMPT_VERSION, JUDGE_PROMPT  # earlier names
 _LLM_VERDICT = re.compile(r"VERDICT\s*:\s*\**\s*(CORRECT|INCORRECT)\b", re.I)
 
 
 class LLMJudge:
     """Answer judge through an OpenAI-compatible endpoint (WeAgent §7.1 scored with Kimi K2.6).
 
-    The prompt (:data:`LLM_JUDGE_PROMPT`, version :data:`LLM_JUDGE_PROMPT_VERSION`) is fixed;
-    changing it means a new version, so cached verdicts of the old prompt are never reused.
+    The prompt (:data:`JUDGE_PROMPT`, version :data:`JUDGE_PROMPT_VERSION`) is fixed;
+    changing it means a new version, so cached verdicts of the old prompt are never reused. The
+    version is part of ``Verdict.judge`` and of ``Verdict.details["prompt_version"]``.
+    :func:`kit.eval.judge_factory.make_answer_judge` builds it per profile (model default
+    ``"kimi-k2.6"``, WeAgent §7.1).
     Sampling is greedy (temperature 0). A failing endpoint or an unparseable reply gives a verdict
     with ``correct=None`` and the reason in ``error`` (never cached), or the ``fallback`` judge's
     verdict, marked as such, when one is given.
@@ -314,6 +324,7 @@ class LLMJudge:
         self.cache = cache if cache is not None else VerdictCache(None)  # an empty cache is falsy (len 0)
         self.fallback = fallback
         self.max_tokens = max_tokens
+        self.prompt_version = JUDGE_PROMPT_VERSION
         self._sem = asyncio.Semaphore(max(1, concurrency))
 
     @classmethod
@@ -329,7 +340,7 @@ class LLMJudge:
     @property
     def name(self) -> str:
         """``llm:<model>@<prompt version>``, recorded on every verdict."""
-        return f"llm:{self.model}@{LLM_JUDGE_PROMPT_VERSION}"
+        return f"llm:{self.model}@{JUDGE_PROMPT_VERSION}"
 
     def prompt(self, question: str, references: list[str], prediction: str) -> str:
         """The judge prompt for one answer (references one per line). Question, references and
@@ -338,7 +349,7 @@ class LLMJudge:
         from kit.harness.neutralize import neutralize_control_tokens
 
         refs = "\n".join(f"- {r}" for r in references) or "- (none)"
-        text = LLM_JUDGE_PROMPT.format(question=question.strip(), references=refs, prediction=prediction or "(empty)")
+        text = JUDGE_PROMPT.format(question=question.strip(), references=refs, prediction=prediction or "(empty)")
         return neutralize_control_tokens(text)[0]
 
     async def judge(self, question: str, references: list[str], prediction: str | None, *,
@@ -349,12 +360,13 @@ class LLMJudge:
         pred = strip_response(prediction)
         qh = _h(question)
         ah = _h(pred + "\x1e" + json.dumps(references, ensure_ascii=False))
-        key = VerdictCache.make_key(LLM_JUDGE_PROMPT_VERSION, self.model, qh, ah)
+        key = VerdictCache.make_key(JUDGE_PROMPT_VERSION, self.model, qh, ah)
         hit = self.cache.get(key)
         if hit is not None:
-            return Verdict(float(hit["correct"]), hit["correct"], self.name, cached=True, details={"label": hit["label"]})
+            return Verdict(float(hit["correct"]), hit["correct"], self.name, cached=True,
+                           details={"label": hit["label"], "prompt_version": JUDGE_PROMPT_VERSION})
         if not pred:  # nothing to grade: no call, deterministic
-            return Verdict(0.0, False, self.name, details={"empty": True})
+            return Verdict(0.0, False, self.name, details={"empty": True, "prompt_version": JUDGE_PROMPT_VERSION})
         msgs = [Message(role="user", content=[ContentPart(type="text", text=self.prompt(question, references, pred))])]
         try:
             async with self._sem:
@@ -367,9 +379,9 @@ class LLMJudge:
             return self._failed(f"unparseable judge reply ({len(turn.text or '')} characters)", prediction, references)
         label = found[-1].upper()
         ok = label == "CORRECT"
-        self.cache.put(key, prompt_version=LLM_JUDGE_PROMPT_VERSION, model=self.model, question_hash=qh, answer_hash=ah,
+        self.cache.put(key, prompt_version=JUDGE_PROMPT_VERSION, model=self.model, question_hash=qh, answer_hash=ah,
                        correct=ok, label=label, raw=None if sensitive else turn.text)
-        return Verdict(float(ok), ok, self.name, details={"label": label})
+        return Verdict(float(ok), ok, self.name, details={"label": label, "prompt_version": JUDGE_PROMPT_VERSION})
 
     async def judge_task(self, task, prediction: str | None) -> Verdict:
         """Judge for a task: uses ``metadata["judge_question"]`` when the benchmark defines one
@@ -383,7 +395,7 @@ class LLMJudge:
             v = self.fallback.score(prediction, references)
             return Verdict(v.score, v.correct, f"{v.judge} (fallback from {self.name})", error=reason,
                            details=v.details)
-        return Verdict(0.0, None, self.name, error=reason)
+        return Verdict(0.0, None, self.name, error=reason, details={"prompt_version": JUDGE_PROMPT_VERSION})
 
 
 # ---------------------------------------------------------------------------------------- image judges
@@ -412,19 +424,25 @@ class PerceptualImageJudge:
     lightly cropped copies (a thumbnail of the target matches); use :class:`VLMImageJudge` for
     heavy crops or the paper's own VLM judge.
 
+    ``fallback=True``: chosen in place of the paper profile's VLM judge; the name (recorded on every
+    Target Match decision) ends in ``" (fallback)"``.
+
     Raises (from :meth:`judge`): nothing; unreadable images give ``match=None`` with the reason.
     """
 
-    def __init__(self, max_distance: int | None = None):
+    prompt_version = None  # no prompt: the decision is kit.images.same_picture
+
+    def __init__(self, max_distance: int | None = None, *, fallback: bool = False):
         from kit.images import SAME_PICTURE_DISTANCE
 
         self.max_distance = SAME_PICTURE_DISTANCE if max_distance is None else max_distance
+        self.fallback = fallback  # stands in for the profile's VLM judge: " (fallback)" on its name
         self._memo: dict[str, tuple[int, int]] = {}  # sha256 -> (pHash, dHash): each image hashed once
 
     @property
     def name(self) -> str:
-        """``image:phash+dhash<=<max distance>``."""
-        return f"image:phash+dhash<={self.max_distance}"
+        """``image:phash+dhash<=<max distance>`` (+ ``" (fallback)"``)."""
+        return f"image:phash+dhash<={self.max_distance}" + (" (fallback)" if self.fallback else "")
 
     async def judge(self, cited: str | Path, target: str | Path) -> ImageVerdict:
         """Compare the cited image file with the target image file."""
@@ -442,13 +460,25 @@ IMAGE_JUDGE_PROMPT = (
     "Reply with exactly one line: VERDICT: SAME or VERDICT: DIFFERENT")
 _IMG_VERDICT = re.compile(r"VERDICT\s*:\s*\**\s*(SAME|DIFFERENT)\b", re.I)
 
+#: sha256 of each prompt text by version: a test keeps them equal, so a changed prompt needs a new version.
+PROMPT_DIGESTS = {
+    "llm-judge-v1": "12e39dfaa61992a56c6781bce5393a37a8e1eb075abbf24e1efe7e5b78a4f3d7",
+    "image-judge-v1": "091da66dd81429f4f084e15ea548d7a6a938260ce5940367a594d1fb711ceb93",
+}
+
 
 class VLMImageJudge:
     """Target Match judge through a VLM on an OpenAI-compatible endpoint (WeAgent §5.2 presents
     the selected and the target image to a VLM judge). Cached by prompt version + model + both
-    images' sha256; endpoint failures give ``match=None`` with the reason (never cached)."""
+    images' sha256; endpoint failures give ``match=None`` with the reason (never cached). The prompt
+    is :data:`IMAGE_JUDGE_PROMPT` (version :data:`IMAGE_JUDGE_PROMPT_VERSION`, in the name); the model
+    is configurable (:func:`kit.eval.judge_factory.make_image_judge`)."""
+
+    prompt_version = IMAGE_JUDGE_PROMPT_VERSION
 
     def __init__(self, policy, model: str, cache: VerdictCache | None = None, *, max_tokens: int = 16):
+        if not model:
+            raise ValueError("the image judge model name must be non-empty")
         self.policy = policy
         self.model = model
         self.cache = cache if cache is not None else VerdictCache(None)  # an empty cache is falsy (len 0)

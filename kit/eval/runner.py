@@ -10,6 +10,11 @@ Benchmarks whose tasks are ``sensitive`` (MM-BrowseComp, MMSearch-Plus: publishe
 ``private_dir`` instead of ``out_dir/runs``: their episode records hold the decrypted question and
 the model's answer. Their prediction lines in ``out_dir`` keep only ids, scores and hashes.
 
+The evaluation protocol (:mod:`kit.eval.protocols`, named by each :class:`EvalConfig`) decides the
+runs per benchmark: ``repeats`` under ``weagent_mmsearch``; 3 below 300 tasks, else 1, under
+``points_seeker`` (App. B.3). Benchmarks are loaded under a protocol (its filters, an optional
+saved id list such as the hard subset) and must be run under the same one.
+
 Every run resumes: :func:`kit.harness.runner.run_batch` skips finished episode ids, judging is
 deterministic (rule judge) or cached (LLM and VLM judges), and prediction files are rewritten
 atomically after each run. Same tasks, same sampling seeds (``seed + 1000 * repeat``) and the same
@@ -31,6 +36,7 @@ from kit.eval.configs import EvalConfig
 from kit.eval.judges import RuleJudge, Verdict
 from kit.eval.loaders import LoadResult, sha256_text
 from kit.eval.metrics import ItemResult
+from kit.eval.protocols import EvalProtocol, ProtocolError, apply_filters, get_protocol, restrict_to_ids
 from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness
 from kit.harness.runner import run_batch
@@ -129,6 +135,7 @@ class EvalOutcome:
     run_dirs: dict[tuple[str, str, int], Path] = field(default_factory=dict)
     prediction_files: list[Path] = field(default_factory=list)
     new_episodes: int = 0
+    trials: dict[tuple[str, str], int] = field(default_factory=dict)  # (benchmark, config) -> runs (protocol rule)
 
 
 async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, EvalConfig], *, policy,
@@ -146,7 +153,8 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
         policy: the policy under evaluation (one object for all configurations).
         backend / private_backend: search backends for ordinary / sensitive benchmarks (give the
             sensitive one its own tool cache outside ``out_dir``; default: ``backend``).
-        repeats: runs per configuration (WeAgent: 3).
+        repeats: runs per configuration (WeAgent: 3) where the configuration's protocol has no
+            trials rule; ``points_seeker``: :meth:`EvalProtocol.trials` of the benchmark's task count.
         seed, temperature: sampling; repeat ``k`` uses seed ``seed + 1000 * k`` in every configuration.
         judge: :class:`RuleJudge` (default) or :class:`kit.eval.judges.LLMJudge`.
         image_judge: Target Match judge (default :class:`kit.eval.judges.PerceptualImageJudge`).
@@ -154,10 +162,20 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
         on_run: called after each judged run with ``(benchmark, config, repeat, items)``.
 
     Returns:
-        :class:`EvalOutcome` with every item (finished earlier or now).
+        :class:`EvalOutcome` with every item (finished earlier or now) and the runs per benchmark.
+
+    Raises:
+        ProtocolError: before anything runs, a benchmark loaded under another protocol than a
+            configuration names (its filters would not be that protocol's).
     """
     from kit.eval.judges import PerceptualImageJudge
 
+    for bench, lr in benchmarks.items():
+        loaded_under = (lr.info.get("protocol") or {}).get("name")
+        for cname, cfg in configs.items():
+            if loaded_under is not None and loaded_under != cfg.protocol:
+                raise ProtocolError(f"{bench} was loaded under protocol {loaded_under!r} but configuration {cname!r} "
+                                    f"runs {cfg.protocol!r}: load and run under one protocol")
     out = Path(out_dir)
     judge = judge if judge is not None else RuleJudge()
     image_judge = image_judge if image_judge is not None else PerceptualImageJudge()
@@ -170,7 +188,9 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
             continue
         sensitive = is_sensitive(lr.tasks)
         for cname, cfg in configs.items():
-            for r in range(repeats):
+            trials = cfg.eval_protocol().trials(len(lr.tasks), repeats)
+            outcome.trials[(bench, cname)] = trials
+            for r in range(trials):
                 run_dir = (private if sensitive else out / "runs") / bench / cname / f"r{r}"
                 web = private_backend if (sensitive and private_backend is not None) else backend
                 harness = Harness(policy, web, cfg.harness,
@@ -200,9 +220,22 @@ def read_predictions(out_dir: str | Path) -> list[ItemResult]:
     return items
 
 
+def subset_label(lr: LoadResult) -> str:
+    """What part of the benchmark was evaluated: ``"full"``, the protocol's filters, and a saved id
+    list (the hard subset: its size, round threshold and reference run)."""
+    parts = [f"filters {'+'.join(f)}" for f in [(lr.info.get("protocol") or {}).get("filters")] if f]
+    sub = lr.info.get("subset")
+    if sub:
+        rounds = f", >= {sub['min_rounds']} rounds" if sub.get("min_rounds") else ""
+        ref = f", reference {sub['reference']}" if sub.get("reference") else ""
+        parts.append(f"id list {sub.get('path') or '(given)'} ({sub['ids']} ids{rounds}{ref})")
+    return "; ".join(parts) or "full"
+
+
 def summary_rows(benchmarks: dict[str, LoadResult], items: list[ItemResult]) -> list[dict[str, Any]]:
     """Per benchmark × configuration: loaded tasks, load problems, rows filtered by the subset rule,
-    episodes, episode errors, judge errors, image-judge errors and accuracy (percent)."""
+    episodes, episode errors, judge errors, image-judge errors, accuracy (percent), the protocol,
+    the subset evaluated (:func:`subset_label`) and the runs (distinct repeats judged)."""
     rows = []
     configs = list(dict.fromkeys(it.config for it in items))
     for bench, lr in benchmarks.items():
@@ -213,17 +246,27 @@ def summary_rows(benchmarks: dict[str, LoadResult], items: list[ItemResult]) -> 
                          "episode_errors": sum(1 for it in its if it.status == "error"),
                          "judge_errors": sum(1 for it in its if it.judge_error and it.correct is None),
                          "image_judge_errors": sum(1 for it in its if it.image_judge_error),
-                         "accuracy_pct": round(100 * sum(it.score for it in its) / len(its), 2) if its else None})
+                         "accuracy_pct": round(100 * sum(it.score for it in its) / len(its), 2) if its else None,
+                         "protocol": (lr.info.get("protocol") or {}).get("name"), "subset": subset_label(lr),
+                         "trials": len({it.repeat for it in its})})
     return rows
 
 
 async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int | None = None, web=None,
                           data_dir: str | Path | None = None, image_dir: str | Path | None = None,
                           local_paths: dict[str, str] | None = None, revisions: dict[str, str] | None = None,
-                          allow_unpinned: bool = False, missing_images: str = "problem") -> dict[str, LoadResult]:
+                          missing_images: str = "problem", protocol: str | EvalProtocol | None = None,
+                          subset_ids: dict[str, str | Path | list[str]] | None = None,
+                          cache_dir: str | Path | None = None) -> dict[str, LoadResult]:
     """Load every spec; a spec that cannot be loaded at all (unknown name, missing data folder,
-    unpinned revision, unreadable file) becomes an empty :class:`LoadResult` whose single problem
+    unreachable Hub, unreadable file) becomes an empty :class:`LoadResult` whose single problem
     says why — reported and counted, never dropped. ``vistarget_zim`` is built from ``web``.
+    Hub benchmarks without a pinned revision load their default branch (warned, the resolved
+    commit in ``info``).
+
+    ``protocol`` (name or :class:`EvalProtocol`; default ``weagent_mmsearch``) selects each
+    benchmark's filters; ``subset_ids`` restricts a benchmark to a saved id list
+    (:func:`kit.eval.protocols.save_id_list`, e.g. the hard subset) before ``limit`` applies.
 
     Keys are benchmark names (``str(spec)`` when it names no benchmark). ``missing_images``
     (``"problem"`` or ``"text_only"``) applies to MM-BrowseComp and hub benchmarks (see
@@ -232,11 +275,12 @@ async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int
 
     Raises:
         ValueError: before anything loads: ``limit`` is not ``None`` or an integer >= 0,
-            ``missing_images`` is not a known mode, or two specs name the same benchmark
-            (``fvqa`` and ``local:fvqa``: one would silently replace the other).
+            ``missing_images`` is not a known mode, two specs name the same benchmark
+            (``fvqa`` and ``local:fvqa``: one would silently replace the other), an unknown
+            protocol (:class:`ProtocolError`), or ``subset_ids`` for a benchmark no spec names.
     """
     from kit.eval.benchmarks import load_benchmark, parse_spec
-    from kit.eval.hub_loaders import UnknownBenchmarkError, UnpinnedRevisionError
+    from kit.eval.hub_loaders import UnknownBenchmarkError
     from kit.eval.loaders import BenchmarkError, check_limit, check_missing_images, default_image_dir
     from kit.eval.vistarget import build_zim_vistarget
 
@@ -245,6 +289,7 @@ async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int
     except BenchmarkError as e:
         raise ValueError(f"load_benchmarks: {e}") from None
     check_missing_images(missing_images)
+    proto = get_protocol(protocol)
     first: dict[str, str] = {}
     for spec in specs:  # keys first: a duplicate would overwrite a loaded benchmark
         try:
@@ -254,6 +299,9 @@ async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int
         if k in first:
             raise ValueError(f"duplicate benchmark {k!r}: named by {first[k]!r} and {spec!r}; name each benchmark once")
         first[k] = spec
+    subset_ids = subset_ids or {}
+    if set(subset_ids) - set(first):
+        raise ValueError(f"subset_ids for {sorted(set(subset_ids) - set(first))}: no spec names them (specs: {specs})")
     out: dict[str, LoadResult] = {}
     local_paths, revisions = local_paths or {}, revisions or {}
     for spec in specs:
@@ -263,14 +311,19 @@ async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int
             if key == "vistarget_zim":
                 if web is None:
                     raise BenchmarkError("vistarget_zim needs a search backend (web=...)")
-                lr = await build_zim_vistarget(web, limit or 20,
-                                               Path(image_dir) / "vistarget_zim" if image_dir else default_image_dir() / "vistarget_zim")
+                lr = apply_filters(await build_zim_vistarget(
+                    web, limit or 20, Path(image_dir) / "vistarget_zim" if image_dir else default_image_dir() / "vistarget_zim"),
+                    proto)
             else:
-                lr = load_benchmark(spec, source=source, data_dir=data_dir, limit=limit, local_path=local_paths.get(key),
-                                    revision=revisions.get(key), allow_unpinned=allow_unpinned,
-                                    image_dir=Path(image_dir) / key if image_dir else None,
-                                    missing_images=missing_images if key == "mmbrowsecomp" or src == "hub" else "problem")
-        except (UnknownBenchmarkError, UnpinnedRevisionError, BenchmarkError, OSError) as e:
+                ids = subset_ids.get(key)
+                lr = load_benchmark(spec, source=source, data_dir=data_dir, limit=None if ids is not None else limit,
+                                    local_path=local_paths.get(key), revision=revisions.get(key),
+                                    image_dir=Path(image_dir) / key if image_dir else None, protocol=proto,
+                                    missing_images=missing_images if key == "mmbrowsecomp" or src == "hub" else "problem",
+                                    cache_dir=cache_dir)
+                if ids is not None:  # the saved subset first, then the limit
+                    lr = restrict_to_ids(lr, ids, limit)
+        except (UnknownBenchmarkError, ProtocolError, BenchmarkError, OSError) as e:
             lr = LoadResult(key)
             lr.problem(None, f"{type(e).__name__}: {e}")
         except Exception as e:  # unforeseen: reported as this benchmark's problem, the others still load

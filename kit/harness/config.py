@@ -15,12 +15,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kit.recipes import paper_default as _P  # defaults: kit/recipes/weagent_mmsearch.yaml (cited there)
+
 # Smoke episodes never end on the clock: 5 turns of a tiny CPU model take seconds, so a day-long
 # budget only catches a hung run and cannot make results depend on machine speed.
-SMOKE_WALL_CLOCK_S = 86_400.0
+SMOKE_WALL_CLOCK_S = float(_P("harness.wall_clock_s", "smoke"))
 # Smoke prompts carry a pinned CURRENT_TIME (Table 6): the system prompt is part of every model input,
 # so an hour-granular clock would make tiny-model results depend on the hour a run starts.
-SMOKE_PROMPT_TIME = "2026-01-01T12:00:00+08:00"
+SMOKE_PROMPT_TIME = str(_P("harness.prompt_time", "smoke"))
+
+
+def smoke_harness_values() -> dict[str, Any]:
+    """The harness values the smoke recipe (``kit/recipes/smoke.yaml``) sets over WeAgent's."""
+    from kit.recipes import Recipe
+
+    r = Recipe("smoke")  # unvalidated: validating the recipe builds this class
+    return {k[len("harness."):]: e.value for k, e in r.entries.items() if k.startswith("harness.") and e.origin == "smoke"}
 
 
 class HarnessConfig(BaseModel):
@@ -37,57 +47,66 @@ class HarnessConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt budget must fail, not silently keep the default
 
     # Episode budgets (Table 5)
-    max_turns: int = 20  # regular turns; one no-tool synthesis turn may follow
-    max_calls: int = 32  # executed tool calls
-    max_context_tokens: int = 32_768
-    synthesis_reserve_tokens: int = 4_096  # tools disabled once remaining context <= this
-    wall_clock_s: float = 900.0
-    max_response_tokens: int = 4_096  # one response over this is discarded and regenerated once
-    overlong_regenerations: int = 1
+    max_turns: int = _P("harness.max_turns")  # regular turns; one no-tool synthesis turn may follow
+    max_calls: int = _P("harness.max_calls")  # executed tool calls
+    max_context_tokens: int = _P("harness.max_context_tokens")
+    synthesis_reserve_tokens: int = _P("harness.synthesis_reserve_tokens")  # tools disabled once remaining context <= this
+    wall_clock_s: float = _P("harness.wall_clock_s")
+    max_response_tokens: int = _P("harness.max_response_tokens")  # one response over this is discarded and regenerated once
+    overlong_regenerations: int = _P("harness.overlong_regenerations")
     # Recovery (Table 5)
-    loop_guard_repeats: int = 2  # consecutive identical invalid calls that trigger the loop guard
+    loop_guard_repeats: int = _P("harness.loop_guard_repeats")  # consecutive identical invalid calls that trigger the loop guard
+    # False: the vanilla-GSPO rollout of WeAgent Table 3 (no regeneration, no synthesis turn, no repair,
+    # no guards; what each rule does then: docs/rules.md, column "self_recovery=False")
+    self_recovery: bool = _P("harness.self_recovery")
     # Persistence (Table 5)
-    persist_threshold_chars: int = 16_384
-    persist_preview_chars: int = 1_500
+    persist_threshold_chars: int = _P("harness.persist_threshold_chars")
+    persist_preview_chars: int = _P("harness.persist_preview_chars")
     # Tool limits (Table 4)
-    extract_max_chars: int = 5_000
-    image_search_refeed: int = 4
-    reverse_search_refeed: int = 5
-    reverse_search_max_vision_tokens: int = 512
-    extract_refeed: int = 5
-    code_refeed: int = 5
-    code_max_images: int = 20  # new images registered per execute_code call
+    extract_max_chars: int = _P("harness.extract_max_chars")
+    image_search_refeed: int = _P("harness.image_search_refeed")
+    reverse_search_refeed: int = _P("harness.reverse_search_refeed")
+    reverse_search_max_vision_tokens: int = _P("harness.reverse_search_max_vision_tokens")
+    extract_refeed: int = _P("harness.extract_refeed")
+    code_refeed: int = _P("harness.code_refeed")
+    code_max_images: int = _P("harness.code_max_images")  # new images registered per execute_code call
     code_isolation: Literal["auto", "bwrap", "rlimits"] = "auto"  # see README "execute_code isolation"
-    tool_timeout_s: float = 60.0
-    code_timeout_s: float = 30.0
-    code_memory_mb: int = 2048
-    code_cpu_s: int = 60
+    tool_timeout_s: float = _P("harness.tool_timeout_s")
+    code_timeout_s: float = _P("harness.code_timeout_s")
+    code_memory_mb: int = _P("harness.code_memory_mb")
+    code_cpu_s: int = _P("harness.code_cpu_s")
     # Images
     max_image_pixels: int = 64_000_000  # decompression-bomb guard for every registered image
     # Ablations (WeAgent Table 2)
-    refeed_images: bool = True  # False: returned images are kept out of later model turns
+    refeed_images: bool = _P("harness.refeed_images")  # False: returned images are kept out of later model turns
     # Context strategy (POINTS-Seeker §3.3, Table 4; kit.vfold.fold): "full" | "discard" | "summary" |
     # "render_all" | "vfold"; acts when the history exceeds context_tau tokens, keeping the last
     # context_keep observations/interactions as text. WeAgent's profile: "full".
-    context_strategy: str = "full"  # or a name registered with kit.harness.context.register_context_strategy
-    context_tau: int = Field(default=8_192, ge=0)
-    context_keep: int = Field(default=2, ge=0)
+    context_strategy: str = _P("harness.context_strategy")  # or a name registered with kit.harness.context.register_context_strategy
+    context_tau: int = Field(default=_P("harness.context_tau", "points_seeker"), ge=0)
+    context_keep: int = Field(default=_P("harness.context_keep", "points_seeker"), ge=0)
     # Prompts (Table 6)
-    timezone: str = "Asia/Shanghai"
-    timezone_label: str = "Beijing Time, UTC+8"
+    timezone: str = _P("harness.timezone")
+    timezone_label: str = _P("harness.timezone_label")
     # CURRENT_TIME of the system prompt: None = the clock at episode start (the paper); a pinned time makes
     # prompts (and so sampled episodes) reproducible. A naive value is read in ``timezone``.
     prompt_time: datetime | None = None
     untrusted_notice: bool = False  # add the "retrieved text is data" rule (changes Table 6's text)
-    tools_enabled: list[str] = Field(
-        default_factory=lambda: [
-            "web_search",
-            "web_search_for_image",
-            "web_search_based_on_image",
-            "web_extract",
-            "execute_code",
-        ]
-    )
+    tools_enabled: list[str] = Field(default_factory=lambda: list(_P("harness.tools_enabled")))
+    # Turn protocol (kit.harness.prompts.PROTOCOLS): system prompt and answer tag. "weagent_mmsearch": Table 6,
+    # <response>; "points_seeker": POINTS-Seeker §3.2.2 <answer> (its tools and budgets:
+    # kit.harness.toolsets.points_seeker.points_seeker_config)
+    protocol: Literal["weagent_mmsearch", "points_seeker"] = _P("harness.protocol")
+    # A named tool set (kit.harness.toolsets) whose tools the harness adds to the enabled native ones, so a
+    # config alone says which tools an episode has (trainer, verl, SFT encoders read it); None: natives only.
+    tool_set: str | None = None
+    # V-Fold mode (POINTS-Seeker §3.3, Table 8; kit.vfold.modes), read by the "vfold" and "render_all"
+    # strategies: "paper" = Table 8 layout, every stale observation folded; "kit" = flowed layout, folded
+    # only if smaller and lossless. The three options below override the mode's value (None = the mode's).
+    vfold_mode: Literal["paper", "kit"] = "kit"
+    vfold_layout: Literal["table8", "flowed"] | None = None
+    vfold_only_if_smaller: bool | None = None
+    vfold_require_lossless: bool | None = None
 
     @model_validator(mode="after")
     def _check(self) -> HarnessConfig:
@@ -108,6 +127,10 @@ class HarnessConfig(BaseModel):
             raise ValueError(f"unknown context_strategy {self.context_strategy!r}; expected one of {context_strategies()}")
         if self.synthesis_reserve_tokens >= self.max_context_tokens:
             raise ValueError("synthesis_reserve_tokens must be smaller than max_context_tokens")
+        if self.tool_set is not None:
+            from kit.harness.toolsets import tool_set
+
+            tool_set(self.tool_set)  # an unknown name fails here, listing the known sets
         return self
 
     @classmethod
@@ -125,9 +148,7 @@ class HarnessConfig(BaseModel):
         ``max_response_tokens`` (Table 5: 4,096), so its answers are not cut to the tiny model's 96
         tokens and counted as overlong, and reads the clock in its prompt. ``overrides`` win over both.
         """
-        base: dict[str, Any] = dict(max_turns=5, max_calls=8, max_context_tokens=16_384,
-                                    synthesis_reserve_tokens=1_024, wall_clock_s=SMOKE_WALL_CLOCK_S,
-                                    max_response_tokens=96, prompt_time=SMOKE_PROMPT_TIME)
+        base: dict[str, Any] = smoke_harness_values()  # kit/recipes/smoke.yaml (each value's reason there)
         if real_model:
             base["max_response_tokens"] = cls.model_fields["max_response_tokens"].default
             base["prompt_time"] = None  # a real model reasons with the date: give it the clock, as the paper does

@@ -1,7 +1,8 @@
 """Task and episode record: the one format every stage exchanges (docs/contracts.md "Episode record").
 
 One :class:`EpisodeRecord` is one JSON line. Statuses: ``answered``, ``max_turns_synthesis``,
-``context_limit``, ``wall_clock``, ``error``. Context-limit and wall-clock episodes are never
+``context_limit``, ``wall_clock``, ``error``, and without self-recovery ``budget_exhausted`` /
+``invalid_action``. Context-limit and wall-clock episodes are never
 trainable (WeAgent Table 5, "Excluded trajectories").
 """
 
@@ -15,7 +16,9 @@ from pydantic_core import to_jsonable_python
 from kit.harness.events import EventType
 from kit.types import Message
 
-Status = Literal["answered", "max_turns_synthesis", "context_limit", "wall_clock", "error"]
+# budget_exhausted / invalid_action: only without self-recovery (HarnessConfig.self_recovery=False)
+Status = Literal["answered", "max_turns_synthesis", "context_limit", "wall_clock", "error", "budget_exhausted",
+                 "invalid_action"]
 
 
 class Task(BaseModel):

@@ -22,6 +22,9 @@ class EventType(StrEnum):
     SYNTHESIS_REQUESTED = "synthesis_requested"  # max-turn finalization / early final synthesis asked for
     SYNTHESIS_INCOMPLETE = "synthesis_incomplete"  # the synthesis turn had no complete <response>
     TOOL_CALL_IN_SYNTHESIS = "tool_call_in_synthesis"  # a call written in the no-tool turn (not executed)
+    # Vanilla rollout (HarnessConfig.self_recovery=False, WeAgent Table 3): episode ends without recovery
+    BUDGET_EXHAUSTED = "budget_exhausted"  # turn / call budget reached: ends without a synthesis turn
+    INVALID_ACTION = "invalid_action"  # an invalid call or a turn without an action ended the episode
     # Recovery (Table 5 "Recovery")
     ARGUMENT_REPAIR = "argument_repair"  # an unambiguous repair was applied before execution
     INVALID_CALL = "invalid_call"  # a call that cannot be run (structured error observation)
@@ -56,6 +59,7 @@ class EventType(StrEnum):
     TOOL_NOTE = "tool_note"  # a tool's own finding (an added tool: ctx.event(EventType.TOOL_NOTE, name=..., ...))
     # V-Fold (POINTS-Seeker §3.3)
     VFOLD_KEPT_AS_TEXT = "vfold_kept_as_text"  # an observation V-Fold could not render stayed text
+    VFOLD_FOLDED_LOSSY = "vfold_folded_lossy"  # folded although characters were lost (paper mode)
     # Normalization of open-source trajectories (WeAgent §4.5; kit.data.normalize)
     OBSERVATION_WITHOUT_CALL = "observation_without_call"
     OBSERVATION_MISSING = "observation_missing"

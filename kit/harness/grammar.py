@@ -19,11 +19,46 @@ scored) are in :mod:`kit.harness.parsing` and docs/contracts.md "Turn grammar".
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
 TAGS = ("<think>", "</think>", "<tool_call>", "</tool_call>", "<response>", "</response>")
 _TAG_RE = re.compile("|".join(re.escape(t) for t in TAGS))
+
+
+@dataclass(frozen=True)
+class TurnTags:
+    """The tags of one turn grammar: ``answer`` names the final-answer block (WeAgent Table 6:
+    ``response``; POINTS-Seeker §3.2.2: ``answer``); ``<think>`` and ``<tool_call>`` are shared.
+    ``tags``: every tag the scanners treat as a turn tag; ``regex`` matches any of them."""
+
+    answer: str
+    tags: tuple[str, ...]
+    regex: re.Pattern
+
+    @property
+    def open(self) -> str:
+        return f"<{self.answer}>"
+
+    @property
+    def close(self) -> str:
+        return f"</{self.answer}>"
+
+
+@functools.lru_cache(maxsize=8)
+def turn_tags(answer: str = "response") -> TurnTags:
+    """The :class:`TurnTags` whose final-answer block is ``<answer>...</answer>`` for ``answer``.
+
+    Raises:
+        ValueError: ``answer`` is not a lower-case tag name, or is ``think`` / ``tool_call``."""
+    if not isinstance(answer, str) or not re.fullmatch(r"[a-z][a-z_]{0,31}", answer) or answer in ("think", "tool_call"):
+        raise ValueError(f"answer tag {answer!r}: a lower-case name other than 'think' and 'tool_call' is needed")
+    tags = ("<think>", "</think>", "<tool_call>", "</tool_call>", f"<{answer}>", f"</{answer}>")
+    regex = _TAG_RE if answer == "response" else re.compile("|".join(re.escape(t) for t in tags))
+    return TurnTags(answer, tags, regex)
+
+
 # A double- or single-quoted string from its opening quote; group 1 is the closing quote (None when the
 # string runs to the end of the text).
 _STRING = {'"': re.compile(r'"(?:[^"\\]|\\.)*(")?', re.S), "'": re.compile(r"'(?:[^'\\]|\\.)*(')?", re.S)}
@@ -60,9 +95,11 @@ class JsonScan:
     error: str | None = None
 
 
-def scan_json(s: str, i: int = 0, end: int | None = None) -> JsonScan:
+def scan_json(s: str, i: int = 0, end: int | None = None, tags: TurnTags | None = None) -> JsonScan:
     """Scan the JSON object or array starting at ``s[i]`` (which must be ``{`` or ``[``), reading no
-    further than ``end`` (default: the end of ``s``)."""
+    further than ``end`` (default: the end of ``s``); ``tags``: the turn tags that end it outside a
+    string (default: Table 6's)."""
+    tag_re = _TAG_RE if tags is None else tags.regex
     stack: list[str] = []
     out = JsonScan(end=i)
     n = len(s) if end is None else end
@@ -107,7 +144,7 @@ def scan_json(s: str, i: int = 0, end: int | None = None) -> JsonScan:
             out.last, i = "colon", i + 1
         elif c == ",":
             out.last, i = "comma", i + 1
-        elif c == "<" and (tag := _TAG_RE.match(s, i, n)):
+        elif c == "<" and (tag := tag_re.match(s, i, n)):
             out.tag, out.end = tag.group(0), i
             return _done(out, stack)
         else:
@@ -176,7 +213,8 @@ class Block:
     inner: list[Block] = field(default_factory=list)  # tool calls written inside a response
 
 
-def scan_call(text: str, start: int, limit: int | None = None) -> tuple[str, int, bool, bool]:
+def scan_call(text: str, start: int, limit: int | None = None,
+              tags: TurnTags | None = None) -> tuple[str, int, bool, bool]:
     """The body of a ``<tool_call>`` whose opening tag ends at ``start``, read no further than ``limit``
     (default: the end of ``text``).
 
@@ -184,12 +222,14 @@ def scan_call(text: str, start: int, limit: int | None = None) -> tuple[str, int
     body runs to the end of ``text`` unclosed. A JSON body ends where its object ends (tags inside
     strings are text); a JSON object followed by more text before ``</tool_call>`` keeps that text in
     the body (the decoder reports it as ``trailing_text``). A body that is not JSON, or whose JSON has a
-    structural fault, ends at the first ``</tool_call>``, or unclosed at the first other turn tag.
+    structural fault, ends at the first ``</tool_call>``, or unclosed at the first other turn tag
+    (``tags``: default Table 6's).
     """
+    tag_re = _TAG_RE if tags is None else tags.regex
     n = len(text) if limit is None else limit
     i = _skip_fence(text, start, n)
     if i < n and text[i] == "{":
-        sc = scan_json(text, i, n)
+        sc = scan_json(text, i, n, tags)
         if sc.complete:
             j = sc.end
             while j < n and text[j] in " \t\r\n":
@@ -202,7 +242,7 @@ def scan_call(text: str, start: int, limit: int | None = None) -> tuple[str, int
                 return text[start:j], j + len("</tool_call>"), True, False
             if j >= n:
                 return text[start:j], n, False, n == len(text)
-            nxt = _TAG_RE.search(text, j, n)  # the first tag after the object (one search: linear overall)
+            nxt = tag_re.search(text, j, n)  # the first tag after the object (one search: linear overall)
             if nxt is not None and nxt.group(0) == "</tool_call>":
                 return text[start:nxt.start()], nxt.end(), True, False
             return text[start:sc.end], sc.end, False, False
@@ -213,7 +253,7 @@ def scan_call(text: str, start: int, limit: int | None = None) -> tuple[str, int
         if not sc.error:
             return text[start:n], n, False, n == len(text)
         i = sc.end
-    nxt = _TAG_RE.search(text, i, n)
+    nxt = tag_re.search(text, i, n)
     if nxt is not None and nxt.group(0) == "</tool_call>":
         return text[start:nxt.start()], nxt.end(), True, False
     if nxt is not None:
@@ -250,25 +290,31 @@ class _Next:
         return hit
 
 
-def segment(text: str) -> list[Block]:
-    """Split one assistant turn into blocks, in order (see :class:`Block`)."""
+def segment(text: str, answer_tag: str = "response") -> list[Block]:
+    """Split one assistant turn into blocks, in order (see :class:`Block`). ``answer_tag``: the
+    final-answer block's tag name (:func:`turn_tags`); its blocks have kind ``response`` whatever
+    the name.
+
+    Raises:
+        ValueError: a bad ``answer_tag`` (:func:`turn_tags`)."""
+    tags = turn_tags(answer_tag)
     close = text.find("</think>")
     if close >= 0 and "<think>" not in text[:close]:
         # Reasoning opened by the chat template: everything before the first "</think>" is reasoning,
         # unless that tag is text inside a tool call (a JSON string) or inside an answer.
-        plain = _blocks(text, 0, [])
+        plain = _blocks(text, 0, [], tags)
         if not any(b.kind in ("tool_call", "response") and b.start < close < b.end for b in plain):
             head = Block("think", 0, close + len("</think>"), text[:close], implicit=True)
-            return _blocks(text, close + len("</think>"), [head])
+            return _blocks(text, close + len("</think>"), [head], tags)
         return plain
-    return _blocks(text, 0, [])
+    return _blocks(text, 0, [], tags)
 
 
-def _blocks(text: str, i: int, blocks: list[Block]) -> list[Block]:
+def _blocks(text: str, i: int, blocks: list[Block], tags: TurnTags) -> list[Block]:
     n = len(text)
-    nxt = {t: _Next(text, t) for t in ("</response>", "<response>", "<tool_call>")}
+    nxt = {t: _Next(text, t) for t in (tags.close, tags.open, "<tool_call>")}
     while i < n:
-        m = _TAG_RE.search(text, i)
+        m = tags.regex.search(text, i)
         if m is None:
             _text_block(blocks, text, i, n)
             break
@@ -282,19 +328,19 @@ def _blocks(text: str, i: int, blocks: list[Block]) -> list[Block]:
             blocks.append(Block("think", m.start(), k + len("</think>"), text[m.end():k]))
             i = k + len("</think>")
         elif tag == "<tool_call>":
-            body, end, closed, at_eof = scan_call(text, m.end())
+            body, end, closed, at_eof = scan_call(text, m.end(), tags=tags)
             blocks.append(Block("tool_call", m.start(), end, body, closed=closed, at_eof=at_eof))
             i = end
-        elif tag == "<response>":
-            i = _response(blocks, text, m.start(), m.end(), nxt)
+        elif tag == tags.open:
+            i = _response(blocks, text, m.start(), m.end(), nxt, tags)
         else:  # a closing tag with nothing open: outside the grammar
             blocks.append(Block("text", m.start(), m.end(), tag))
             i = m.end()
     return blocks
 
 
-def _response(blocks: list[Block], text: str, start: int, i: int, nxt: dict[str, _Next]) -> int:
-    """A response block from its opening tag; returns where the next block starts.
+def _response(blocks: list[Block], text: str, start: int, i: int, nxt: dict[str, _Next], tags: TurnTags) -> int:
+    """A response (final-answer) block from its opening tag (``tags.open``); returns where the next block starts.
 
     Tool calls written inside it (a ``<tool_call>`` that opens a JSON object) are cut out of the answer
     text and kept in ``inner`` (they are calls after ``<response>``); they are scanned no further than
@@ -302,12 +348,12 @@ def _response(blocks: list[Block], text: str, start: int, i: int, nxt: dict[str,
     ``<response>`` before the closing tag ends this response unclosed and starts the next one.
     """
     n = len(text)
-    k = nxt["</response>"].at(i)
+    k = nxt[tags.close].at(i)
     lim = k if k >= 0 else n
     parts: list[str] = []
     inner: list[Block] = []
     while True:
-        t, r = nxt["<tool_call>"].at(i), nxt["<response>"].at(i)
+        t, r = nxt["<tool_call>"].at(i), nxt[tags.open].at(i)
         t = t if 0 <= t < lim else -1
         r = r if 0 <= r < lim else -1
         if r >= 0 and (t < 0 or r < t):
@@ -322,7 +368,7 @@ def _response(blocks: list[Block], text: str, start: int, i: int, nxt: dict[str,
                 parts.append("<tool_call>")
                 i = j
                 continue
-            body, end, closed, at_eof = scan_call(text, j, lim)
+            body, end, closed, at_eof = scan_call(text, j, lim, tags)
             inner.append(Block("tool_call", t, end, body, closed=closed, at_eof=at_eof))
             i = end
             continue
@@ -330,8 +376,8 @@ def _response(blocks: list[Block], text: str, start: int, i: int, nxt: dict[str,
         if k < 0:
             blocks.append(Block("response", start, n, "".join(parts), closed=False, at_eof=True, inner=inner))
             return n
-        blocks.append(Block("response", start, k + len("</response>"), "".join(parts), inner=inner))
-        return k + len("</response>")
+        blocks.append(Block("response", start, k + len(tags.close), "".join(parts), inner=inner))
+        return k + len(tags.close)
 
 
 def _text_block(blocks: list[Block], text: str, a: int, b: int) -> None:

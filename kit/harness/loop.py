@@ -3,7 +3,9 @@
 :class:`Harness` runs one task as one episode: Table 6 prompts, one action per turn, argument repair,
 structured error observations, duplicate suppression, the loop guard, regeneration of an overlong
 response, persistence of large results, and the turn / call / context / wall-clock budgets with the
-final no-tool synthesis turn. Every intervention is an :class:`~kit.harness.episode.Event`; the
+final no-tool synthesis turn. ``HarnessConfig.self_recovery=False`` turns every recovery rule off (the
+vanilla-GSPO rollout of WeAgent Table 3; each rule's behaviour then: docs/rules.md) while the safety
+limits (wall clock, context, sandbox) stay. Every intervention is an :class:`~kit.harness.episode.Event`; the
 :class:`~kit.harness.episode.EpisodeRecord` is returned whatever happens (policy failure, corrupt
 input image, wall clock) — nothing a model or a backend does escapes as an exception.
 """
@@ -27,11 +29,12 @@ from kit.harness.errors import ToolError
 from kit.harness.events import EventType
 from kit.harness.neutralize import neutralize_control_tokens  # also re-exported: the old import path
 from kit.harness.parsing import RawCall, cited_images, clean_text, parse_turn
-from kit.harness.prompts import NO_ACTION_MESSAGE, SYNTHESIS_PROMPT, system_prompt, user_prompt
-from kit.harness.recovery import DuplicateSuppressor, LoopGuard, repair_call
+from kit.harness.prompts import NO_ACTION_MESSAGE, SYNTHESIS_PROMPT, system_prompt, turn_protocol, user_prompt  # noqa: F401
+from kit.harness.recovery import DuplicateSuppressor, LoopGuard, repair_call, require_exact
 from kit.harness.registry import EvidenceRegistry
 from kit.harness.summarize import ExtractiveSummarizer
-from kit.harness.tools import ToolContext, ToolSpec, execute, tool_specs
+from kit.harness.tool_spec import policy_vision_token_pixels
+from kit.harness.tools import ToolContext, ToolSpec, execute
 from kit.types import AssistantTurn, ContentPart, Message, Policy, PolicyError, SamplingParams, SearchBackend
 from kit.web.budget import time_budget  # stdlib only: kit.web.fetch would pull httpx into this import
 
@@ -117,16 +120,20 @@ class Harness:
         self.context_builder = context_builder or make_context_builder(self.config, policy=policy)
         self.sandbox_factory = sandbox_factory or _default_sandbox_factory
         self.labels = list(labels)
-        self.specs = tool_specs(self.config.tools_enabled, extra=tools)
+        from kit.harness.toolsets import config_tool_specs  # the config's tool set + these tools
+
+        self.specs = config_tool_specs(self.config, extra=tools)
         self.schemas = [s.schema() for s in self.specs.values()]
+        self.protocol = turn_protocol(self.config.protocol)  # prompt, answer tag, harness messages
 
     # ------------------------------------------------------------------------------------------ public
     async def run(self, task: Task, workspace: str | Path, episode_id: str | None = None) -> EpisodeRecord:
         """Run ``task`` in ``workspace`` (created if needed) and return its record.
 
         The record's ``status`` is one of answered / max_turns_synthesis / context_limit / wall_clock /
-        error; ``trainable`` is False for context-limit, wall-clock and error episodes and for a
-        synthesis turn without a complete ``<response>`` (Table 5).
+        error, and without self-recovery budget_exhausted / invalid_action; ``trainable`` is False for
+        context-limit, wall-clock, error, budget-exhausted and invalid-action episodes and for a synthesis turn
+        without a complete ``<response>`` (Table 5).
         """
         t0 = time.monotonic()
         ws = Path(workspace)
@@ -146,7 +153,8 @@ class Harness:
             ws.mkdir(parents=True, exist_ok=True)
             registry = EvidenceRegistry(ws, max_pixels=self.config.max_image_pixels)
             ctx = ToolContext(registry=registry, backend=self.backend, config=self.config, summarizer=self.summarizer,
-                              sandbox_factory=self.sandbox_factory(ws, self.config), events=rec.events)
+                              sandbox_factory=self.sandbox_factory(ws, self.config), events=rec.events,
+                              vision_token_pixels=policy_vision_token_pixels(self.policy))
             st.registry, st.ctx = registry, ctx
             with time_budget(self.config.wall_clock_s):  # backend retries never sleep past the episode's end
                 await asyncio.wait_for(self._episode(st), timeout=self.config.wall_clock_s)
@@ -190,7 +198,7 @@ class Harness:
         for p in rec.task.input_images:
             entry = st.registry.register_file(Path(p), "user_image", source_url=str(p))  # ImageError -> error status
             user_files.append(entry.filename)
-        prompt = system_prompt(self.schemas, untrusted_notice=cfg.untrusted_notice, tz=cfg.timezone,
+        prompt = system_prompt(self.schemas, untrusted_notice=cfg.untrusted_notice, tz=cfg.timezone, protocol=cfg.protocol,
                                tz_label=cfg.timezone_label, now=cfg.prompt_time)
         rec.messages.append(Message(role="system", content=_text(prompt)))
         rec.messages.append(Message(role="user", content=[ContentPart(type="image", image=f) for f in user_files]
@@ -207,7 +215,8 @@ class Harness:
                 synthesis_reason = ("max_calls", f"You have used all {cfg.max_calls} tool calls.")
                 break
             ctx_msgs, prompt_tokens = self._context(st, self.schemas)
-            if st.max_ctx - prompt_tokens <= cfg.synthesis_reserve_tokens:
+            # without self-recovery no early synthesis: the context limit itself ends the episode
+            if cfg.self_recovery and st.max_ctx - prompt_tokens <= cfg.synthesis_reserve_tokens:
                 synthesis_reason = ("context", "The context budget is almost used up.")
                 break
             st.turn += 1
@@ -218,6 +227,8 @@ class Harness:
             rec.timings.harness_turn_ms.append(round(1000 * (spent + st.harness_overheads[-1]), 3))
             if done:
                 return
+        if not cfg.self_recovery:  # vanilla rollout: the budget ends the episode, no tool-free answer turn
+            raise _EpisodeEnd("budget_exhausted", f"{synthesis_reason[0]}: {synthesis_reason[1]}")
         await self._synthesis(st, *synthesis_reason)
 
     def _context(self, st: _State, schemas: list[dict]) -> tuple[list[Message], int]:
@@ -252,10 +263,12 @@ class Harness:
 
     async def _generate(self, st: _State, ctx_msgs: list[Message], schemas: list[dict],
                         prompt_tokens: int) -> AssistantTurn:
-        """One policy call; an overlong response is discarded and regenerated once (Table 5)."""
+        """One policy call; an overlong response is discarded and regenerated once (Table 5). Without
+        self-recovery it is kept as the engine cut it (``overlong_kept``, ``self_recovery: false``)."""
         cfg = self.config
         max_tokens = max(1, min(cfg.max_response_tokens, st.max_ctx - prompt_tokens))
-        for attempt in range(cfg.overlong_regenerations + 1):
+        regenerations = cfg.overlong_regenerations if cfg.self_recovery else 0
+        for attempt in range(regenerations + 1):
             seed = None if self.sampling.seed is None else self.sampling.seed + 7919 * st.turn + attempt
             sampling = self.sampling.model_copy(update={"max_tokens": max_tokens, "seed": seed})
             t = time.monotonic()
@@ -276,8 +289,8 @@ class Harness:
             if not overlong:
                 return turn
             detail = {"completion_tokens": turn.usage.completion_tokens, "chars": len(turn.text),
-                      "preview": turn.text[:200], "attempt": attempt + 1}
-            if attempt < cfg.overlong_regenerations:
+                      "preview": turn.text[:200], "attempt": attempt + 1, "self_recovery": cfg.self_recovery}
+            if attempt < regenerations:
                 st.rec.events.append(Event(type=EventType.OVERLONG_REGENERATED, turn=st.turn, detail=detail))
                 continue
             if prompt_tokens + turn.usage.completion_tokens > st.max_ctx:
@@ -309,13 +322,16 @@ class Harness:
         """
         rec = st.rec
         self._assistant_message(st, turn)
-        parsed = parse_turn(turn.text, turn.tool_calls, truncated=turn.finish_reason == "length")
+        parsed = parse_turn(turn.text, turn.tool_calls, truncated=turn.finish_reason == "length",
+                            answer_tag=self.protocol.answer_tag)
         first_call = parsed.calls[0] if parsed.calls else None
         if not parsed.has_action:
             rec.events.append(Event(type=EventType.NO_ACTION, turn=st.turn,
                                     detail={"preview": turn.text[:200], "departures": parsed.departure_codes()}))
+            if not self.config.self_recovery:  # no format prompt: a turn without an action ends a vanilla rollout
+                raise _EpisodeEnd("invalid_action", "a turn with neither a tool call nor a response")
             guard = st.guard.invalid("<no action>", "", no_action=True)
-            text = NO_ACTION_MESSAGE + ("" if guard.allowed else "\n\n" + guard.message)
+            text = self.protocol.harness_text(self.protocol.no_action_message + ("" if guard.allowed else "\n\n" + guard.message))
             if not guard.allowed:
                 rec.events.append(Event(type=guard.event, turn=st.turn, detail={"call": "<no action>"}))
             rec.messages.append(Message(role="user", content=_text(text), intervention=True, turn=st.turn))
@@ -354,7 +370,13 @@ class Harness:
             if call.error:
                 raise ToolError(call.error, call.message)
             fixed = repair_call(call.name, call.arguments or {}, self.specs)
+            if not cfg.self_recovery:
+                require_exact(call.repairs + fixed.repairs)
         except ToolError as e:
+            if not cfg.self_recovery:  # no structured observation, no loop guard: the call ends the rollout
+                rec.events.append(Event(type=EventType.INVALID_CALL, turn=st.turn,
+                                        detail={"code": e.code, "message": e.message, "tool": call.name}))
+                raise _EpisodeEnd("invalid_action", f"invalid call ({e.code}): {e.message}") from None
             guard = st.guard.invalid(call.name, call.raw if call.arguments is None else json.dumps(call.arguments, sort_keys=True))
             detail: dict[str, Any] = {"code": e.code, "message": e.message, "tool": call.name}
             if e.code == "truncated":
@@ -363,15 +385,15 @@ class Harness:
             body = e.observation_json()
             if not guard.allowed:
                 rec.events.append(Event(type=guard.event, turn=st.turn, detail={"tool": call.name}))
-                body = guard.message + "\n" + body
+                body = self.protocol.harness_text(guard.message) + "\n" + body
             self._observation_message(st, call, call.name or "invalid", body, intervention=True)
             return
         st.guard.valid()
         repairs = call.repairs + fixed.repairs
         if repairs:
             rec.events.append(Event(type=EventType.ARGUMENT_REPAIR, turn=st.turn, detail={"tool": fixed.name, "repairs": repairs}))
-        dup = st.dups.check(fixed.name, fixed.arguments)
-        if not dup.allowed:
+        dup = st.dups.check(fixed.name, fixed.arguments) if cfg.self_recovery else None
+        if dup is not None and not dup.allowed:
             rec.events.append(Event(type=dup.event, turn=st.turn, detail={"tool": fixed.name}))
             self._observation_message(st, call, fixed.name, dup.message, intervention=True)
             return
@@ -434,13 +456,14 @@ class Harness:
         there are several, as in :meth:`_act`)."""
         rec = st.rec
         rec.events.append(Event(type=EventType.SYNTHESIS_REQUESTED, turn=st.turn, detail={"reason": reason_code}))
-        rec.messages.append(Message(role="user", content=_text(SYNTHESIS_PROMPT.format(reason=reason)),
+        rec.messages.append(Message(role="user", content=_text(self.protocol.synthesis_prompt.format(reason=reason)),
                                     intervention=True, turn=st.turn))
         ctx_msgs, prompt_tokens = self._context(st, [])
         st.turn += 1
         turn = await self._generate(st, ctx_msgs, [], prompt_tokens)
         self._assistant_message(st, turn)
-        parsed = parse_turn(turn.text, turn.tool_calls, truncated=turn.finish_reason == "length")
+        parsed = parse_turn(turn.text, turn.tool_calls, truncated=turn.finish_reason == "length",
+                            answer_tag=self.protocol.answer_tag)
         if parsed.response is not None:  # grammar departures of the final turn (they cost Eq. 5's F)
             self._grammar_events(st, parsed)
         if parsed.calls or parsed.calls_after_response:

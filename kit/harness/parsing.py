@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import json_repair
 
 from kit.harness.events import EventType
-from kit.harness.grammar import LITERALS, MAX_DEPTH, Block, cut_reason, scan_json, segment
+from kit.harness.grammar import LITERALS, MAX_DEPTH, Block, TurnTags, cut_reason, scan_json, segment, turn_tags
 from kit.types import ToolCall
 
 _CITE_RE = re.compile(r"<IMG:\s*([^>\s][^>]*?)\s*>")
@@ -129,7 +129,7 @@ class ParsedTurn:
 
 
 def decode_json_object(text: str, *, at_eof: bool = False, length_cut: bool = False,
-                       complete: bool = False) -> tuple[dict | None, str | None, str, list[str]]:
+                       complete: bool = False, tags: TurnTags | None = None) -> tuple[dict | None, str | None, str, list[str]]:
     """Decode a JSON object written by a model, by structure.
 
     Args:
@@ -139,6 +139,7 @@ def decode_json_object(text: str, *, at_eof: bool = False, length_cut: bool = Fa
         complete: the text is a whole arguments string (a structured call's, or double-encoded), ended
             by the server or by its quotes: an object that is not complete is ``truncated``, never
             completed.
+        tags: the turn grammar's tags (:func:`kit.harness.grammar.turn_tags`; default Table 6's).
 
     Returns ``(obj, error_code, message, repairs)``. Strict JSON is accepted as is. An incomplete
     object is ``truncated`` (see :func:`kit.harness.grammar.cut_reason`) unless its only missing part
@@ -166,7 +167,7 @@ def decode_json_object(text: str, *, at_eof: bool = False, length_cut: bool = Fa
             return None, "non_json", f"expected a JSON object, got {type(obj).__name__}", repairs
         except (ValueError, RecursionError):
             return None, "non_json", f"tool call is not a JSON object: {s[:80]!r}", repairs
-    scan = scan_json(s, 0)
+    scan = scan_json(s, 0, tags=tags)
     if scan.error:
         return None, "non_json", _SCAN_ERRORS[scan.error].format(at=scan.end), repairs
     if scan.complete:
@@ -205,7 +206,7 @@ def decode_json_object(text: str, *, at_eof: bool = False, length_cut: bool = Fa
     if not isinstance(obj, dict) or not obj:
         return None, "non_json", f"cannot decode JSON object from {s[:80]!r}", repairs
     try:
-        same = _scalars_of(obj) == _scalars_written(scan_json(s, 0).scalars)
+        same = _scalars_of(obj) == _scalars_written(scan_json(s, 0, tags=tags).scalars)
     except RecursionError:
         return None, "non_json", "JSON nested too deeply", repairs
     if not same:
@@ -359,9 +360,9 @@ def _no_surrogates(obj, source: str, repairs: list[str]):
     return clean
 
 
-def _decode_text_call(block: Block, idx: int, length_cut: bool) -> RawCall:
+def _decode_text_call(block: Block, idx: int, length_cut: bool, tags: TurnTags | None = None) -> RawCall:
     body, position = block.body, block.start
-    obj, err, msg, repairs = decode_json_object(body, at_eof=block.at_eof, length_cut=length_cut)
+    obj, err, msg, repairs = decode_json_object(body, at_eof=block.at_eof, length_cut=length_cut, tags=tags)
     call_id = f"call_text_{idx}"
     if err:
         return RawCall(call_id, "", None, body, "text", position, err, msg, repairs)
@@ -413,19 +414,25 @@ def _label(c: RawCall) -> str:
     return c.name or c.raw[:80]
 
 
-def parse_turn(text: str, structured: list[ToolCall] | None = None, *, truncated: bool = False) -> ParsedTurn:
+def parse_turn(text: str, structured: list[ToolCall] | None = None, *, truncated: bool = False,
+               answer_tag: str = "response") -> ParsedTurn:
     """Split assistant ``text`` (and structured ``tool_calls``) into think / calls / response and list
     every departure from the Table 6 grammar (module table).
 
     Args:
         truncated: the turn ended at the length limit (``finish_reason == "length"``): a tool call that
             runs to the end of the text without being structurally complete is ``truncated``.
+        answer_tag: the final-answer tag: ``"response"`` (WeAgent Table 6) or ``"answer"``
+            (POINTS-Seeker §3.2.2, :data:`kit.harness.prompts.PROTOCOLS`); ``ParsedTurn.response`` holds
+            that block's text and the departures keep their names (``response_unclosed`` for ``<answer>``).
 
     Structured calls come after the text content in the function-calling protocol, so when a
-    ``<response>`` is present they count as written after it. Never raises on any input.
+    ``<response>`` is present they count as written after it. Never raises on any input (a bad
+    ``answer_tag`` is a ValueError: a caller's error, not the model's).
     """
     out = ParsedTurn()
-    blocks = segment(text or "")
+    tags = turn_tags(answer_tag)
+    blocks = segment(text or "", answer_tag)
     dep = out.departures
     thinks = [b for b in blocks if b.kind == "think"]
     if thinks:
@@ -458,14 +465,14 @@ def parse_turn(text: str, structured: list[ToolCall] | None = None, *, truncated
             dep.append(Departure(EventType.RESPONSE_UNCLOSED))
     call_blocks = sorted([b for b in blocks if b.kind == "tool_call"] + [c for r in responses for c in r.inner],
                          key=lambda b: b.start)
-    calls = [_decode_text_call(b, i, truncated) for i, b in enumerate(call_blocks)]
+    calls = [_decode_text_call(b, i, truncated, tags) for i, b in enumerate(call_blocks)]
     calls += [decode_structured_call(c, truncated) for c in structured or []]
     for c in calls:
         after = first_resp >= 0 and (c.position < 0 or c.position > first_resp)
         (out.calls_after_response if after else out.calls).append(c)
     if out.calls_after_response:
         dep.append(Departure(EventType.TOOL_CALL_AFTER_RESPONSE, {"not_executed": [_label(c) for c in out.calls_after_response]}))
-    ignored = [_label(c) for c in out.calls[1:]] + (["<response>"] if out.calls and responses else [])
+    ignored = [_label(c) for c in out.calls[1:]] + ([tags.open] if out.calls and responses else [])
     if ignored:
         dep.append(Departure(EventType.EXTRA_ACTIONS_IGNORED, {"ignored": ignored}))
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -57,6 +58,76 @@ NO_ACTION_MESSAGE = (
 )
 
 
+# POINTS-Seeker protocol (§3.2.2 / §3.2.4 grammar, §4.1 tools). KIT CHOICE: the paper shows its system prompt
+# only as a figure, not in the text; this one states the grammar the paper's trajectories use
+# (<think>, <tool_call>, <tool_response>, <answer>) and the tools' rules stated in §4.1 and Appendix B.4.
+POINTS_SEEKER_SYSTEM_PROMPT = (
+    "You are a multimodal search agent. Answer the user's question about the image by reasoning step by step "
+    "and searching the web with the tools below.\n\n"
+    "Current date and time ({tz_label}): {current_time}\n\n"
+    "Available tools and function schemas:\n{tool_list}\n\n"
+    "Rules.\n"
+    "1. Each turn: first reason inside <think>...</think>, then output EXACTLY ONE of the following: (i) one tool "
+    "call as <tool_call>{{\"name\": <tool name>, \"arguments\": <JSON object>}}</tool_call>; or (ii) the final "
+    "answer inside <answer>...</answer>. Write nothing after </answer>.\n"
+    "2. Tool results are returned to you inside <tool_response>...</tool_response>. Never write "
+    "<tool_response> yourself.\n"
+    "3. image_search searches the question's image and can be used at most once per question; visit reads a "
+    "URL that a search returned. Give visit and image_search a goal: what you need from the pages.\n"
+    "4. If a tool fails or returns nothing useful, change the query or use another tool.\n"
+    "5. When the evidence is sufficient, give a short, direct final answer inside <answer>...</answer>."
+)
+POINTS_SEEKER_SYNTHESIS_PROMPT = (
+    "{reason} Tools are now disabled. Using only the evidence above, write your final answer now: a short "
+    "<think>...</think> followed by <answer>...</answer>."
+)
+POINTS_SEEKER_NO_ACTION_MESSAGE = (
+    "Format error: your message contained neither a tool call nor a final answer. Output exactly one "
+    "<tool_call>...</tool_call> or a final answer wrapped in <answer>...</answer>."
+)
+
+
+@dataclass(frozen=True)
+class TurnProtocol:
+    """One paper's turn protocol: its system prompt template, its final-answer tag (the grammar,
+    :func:`kit.harness.grammar.turn_tags`) and the harness's own messages written in that grammar.
+    Selected by ``HarnessConfig.protocol``."""
+
+    name: str
+    answer_tag: str
+    system_template: str
+    synthesis_prompt: str
+    no_action_message: str
+    source: str
+
+    def harness_text(self, text: str) -> str:
+        """A harness message (loop guard, corrective observation) written for Table 6's
+        ``<response>...</response>``, in this protocol's answer tags."""
+        if self.answer_tag == "response":
+            return text
+        return text.replace("<response>...</response>", f"<{self.answer_tag}>...</{self.answer_tag}>")
+
+
+PROTOCOLS: dict[str, TurnProtocol] = {
+    "weagent_mmsearch": TurnProtocol("weagent_mmsearch", "response", SYSTEM_PROMPT, SYNTHESIS_PROMPT,
+                                     NO_ACTION_MESSAGE, "WeAgent Table 6"),
+    "points_seeker": TurnProtocol("points_seeker", "answer", POINTS_SEEKER_SYSTEM_PROMPT, POINTS_SEEKER_SYNTHESIS_PROMPT,
+                                  POINTS_SEEKER_NO_ACTION_MESSAGE,
+                                  "POINTS-Seeker §3.2.2-§3.2.4 (grammar); prompt text: kit choice"),
+}
+
+
+def turn_protocol(name: str) -> TurnProtocol:
+    """The :class:`TurnProtocol` called ``name``.
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones)."""
+    try:
+        return PROTOCOLS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown turn protocol {name!r}; known: {sorted(PROTOCOLS)}") from None
+
+
 def current_time(tz: str = "Asia/Shanghai", now: datetime | None = None) -> str:
     """Current time at hour granularity, e.g. ``2026-11-30 14:00`` (Table 6 CURRENT_TIME).
 
@@ -74,14 +145,19 @@ def _tool_list(schemas_json: str) -> str:
 
 
 def system_prompt(tool_schemas: list[dict], *, tz: str = "Asia/Shanghai", tz_label: str = "Beijing Time, UTC+8",
-                  now: datetime | None = None, untrusted_notice: bool = False) -> str:
-    """Table 6 system prompt with CURRENT_TIME and TOOL_LIST filled in.
+                  now: datetime | None = None, untrusted_notice: bool = False,
+                  protocol: str = "weagent_mmsearch") -> str:
+    """Table 6 system prompt with CURRENT_TIME and TOOL_LIST filled in (``protocol="points_seeker"``:
+    :data:`POINTS_SEEKER_SYSTEM_PROMPT`, the kit's text for POINTS-Seeker's grammar).
 
     ``untrusted_notice``: append :data:`UNTRUSTED_OBSERVATIONS_RULE` as rule 6 (not in the paper's
     text: keep it off for the exact-paper profile).
+
+    Raises:
+        ValueError: an unknown ``protocol``.
     """
     tool_list = _tool_list(json.dumps(tool_schemas, sort_keys=True))
-    text = SYSTEM_PROMPT.format(tz_label=tz_label, current_time=current_time(tz, now), tool_list=tool_list)
+    text = turn_protocol(protocol).system_template.format(tz_label=tz_label, current_time=current_time(tz, now), tool_list=tool_list)
     return text + "\n" + UNTRUSTED_OBSERVATIONS_RULE if untrusted_notice else text
 
 

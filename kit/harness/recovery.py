@@ -9,6 +9,8 @@
 * :class:`DuplicateSuppressor` — a call with the same tool and canonical arguments as the immediately
   preceding executed call is not executed.
 * :class:`LoopGuard` — after ``repeats`` consecutive identical invalid calls, a loop-guard observation.
+* :func:`require_exact` — without self-recovery (``HarnessConfig.self_recovery=False``, the vanilla-GSPO
+  rollout of WeAgent Table 3) a call that needed any serialization or argument repair is refused.
 
 The guards are side-effect-free on the episode: they return a frozen :class:`Decision` (``allow`` /
 ``block`` / ``warn``, with the event code and the message the model sees) and the loop applies it.
@@ -194,6 +196,25 @@ def repair_call(name: str, arguments: dict[str, Any], specs: dict[str, Any]) -> 
         if param not in args and "default" in schema:
             args[param] = schema["default"]
     return Repaired(tool, args, repairs)
+
+
+#: Repairs that are text hygiene, not a correction of what the model wrote: kept without self-recovery
+#: (a lone surrogate is valid JSON escaping; the kit only makes it storable as UTF-8).
+HYGIENE_REPAIRS = frozenset({"surrogates_replaced"})
+
+
+def require_exact(repairs: list[str]) -> None:
+    """Refuse a call that needed repairs (the vanilla rollout: no self-recovery, WeAgent Table 3).
+
+    Args:
+        repairs: serialization repairs (``RawCall.repairs``) plus argument repairs (``Repaired.repairs``).
+    Raises:
+        ToolError: ``repair_required``, naming the repairs, when any besides :data:`HYGIENE_REPAIRS` is listed.
+    """
+    needed = [r for r in repairs if r not in HYGIENE_REPAIRS]
+    if needed:
+        raise ToolError("repair_required", f"the call is not exact as written and self-recovery is off; it would "
+                                           f"need: {', '.join(needed)}")
 
 
 def canonical_arguments(args: dict[str, Any]) -> str:

@@ -31,18 +31,37 @@ _KEEP_FORMATS = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg")}
 _REF_RE = re.compile(r"^(?:<)?\s*(?:IMG:\s*)?([A-Za-z0-9_\-\.]+?)\s*(?:>)?$")
 RASTER_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"}
 __all__ = ["KINDS", "MAX_ASPECT_RATIO", "MAX_FILE_BYTES", "RASTER_SUFFIXES", "EvidenceRegistry", "decode_image",
-           "read_regular_file", "shrink_to_tokens"]
+           "qwen_vision_tokens", "read_regular_file", "shrink_to_tokens"]
+
+
+def qwen_vision_tokens(width: int, height: int, patch: int = 28) -> int:
+    """Vision tokens of a ``width`` x ``height`` image under Qwen's smart resize before its area clamps:
+    each side rounded to a multiple of ``patch`` (at least one), ``round(w/patch) * round(h/patch)``."""
+    return max(1, round(width / patch)) * max(1, round(height / patch))
 
 
 def shrink_to_tokens(im: Image.Image, max_tokens: int, patch: int = 28) -> Image.Image:
-    """Downscale ``im`` so that (w/patch)*(h/patch) <= ``max_tokens`` vision tokens (Table 4, reverse
-    search thumbnails at <= 512 tokens). Returns ``im`` unchanged when already small enough."""
+    """Downscale ``im`` (aspect kept) until it is at most ``max_tokens`` vision tokens of ``patch`` x
+    ``patch`` pixels as Qwen's smart resize counts them (:func:`qwen_vision_tokens`; WeAgent Table 4,
+    reverse-search thumbnails at <= 512 tokens). ``patch`` is the policy's ``patch_size * merge_size``:
+    28 for Qwen2/2.5-VL, 32 for Qwen3-VL. Returns ``im`` unchanged when already within the cap.
+    A processor whose ``min_pixels`` exceeds ``max_tokens * patch**2`` still upsizes the image.
+
+    Raises:
+        ValueError: ``max_tokens`` or ``patch`` below 1."""
+    if max_tokens < 1 or patch < 1:
+        raise ValueError(f"max_tokens and patch must be >= 1, got {max_tokens}, {patch}")
     w, h = im.size
-    budget = max_tokens * patch * patch
-    if w * h <= budget:
+    if qwen_vision_tokens(w, h, patch) <= max_tokens:
         return im
-    scale = math.sqrt(budget / (w * h))
-    return im.resize((max(1, int(w * scale)), max(1, int(h * scale))), Image.Resampling.LANCZOS)
+    scale = math.sqrt(max_tokens * patch * patch / (w * h))
+    # The area bound alone is not enough: rounding each side to the nearest token can add a row.
+    while True:
+        nw, nh = max(1, int(w * scale)), max(1, int(h * scale))
+        if qwen_vision_tokens(nw, nh, patch) <= max_tokens or (nw, nh) == (1, 1):
+            break
+        scale *= 0.98
+    return im.resize((nw, nh), Image.Resampling.LANCZOS)
 
 
 class EvidenceRegistry:
@@ -84,11 +103,13 @@ class EvidenceRegistry:
         page_url: str | None = None,
         title: str | None = None,
         max_vision_tokens: int | None = None,
+        vision_token_pixels: int = 28,
     ) -> RegisteredImage:
         """Validate ``data``, save it as ``<kind>_<n>.<ext>`` and return its registry entry.
 
         PNG and JPEG bytes are stored as given (their sha256 is the content's); other formats (WebP,
-        GIF, BMP, TIFF) are converted to PNG. ``max_vision_tokens`` downscales before saving.
+        GIF, BMP, TIFF) are converted to PNG. ``max_vision_tokens`` downscales before saving
+        (:func:`shrink_to_tokens`), counting tokens of ``vision_token_pixels`` px per side (the policy's).
 
         Raises:
             ImageError: corrupt, truncated or oversized image, or unknown ``kind``.
@@ -98,7 +119,7 @@ class EvidenceRegistry:
         im = decode_image(data, max_pixels=self.max_pixels)
         fmt = im.format or ""
         if max_vision_tokens is not None:
-            small = shrink_to_tokens(im, max_vision_tokens)
+            small = shrink_to_tokens(im, max_vision_tokens, vision_token_pixels)
             if small is not im:
                 im, fmt, data = small, "", b""
         if fmt in _KEEP_FORMATS and data:

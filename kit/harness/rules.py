@@ -25,6 +25,11 @@ class Rule:
     events: tuple[E, ...]
     effect: str  # what the model / the training data sees, in one line
 
+    @property
+    def vanilla(self) -> str:
+        """What the rule does under ``HarnessConfig.self_recovery=False`` (:data:`VANILLA`)."""
+        return VANILLA.get(self.name, UNCHANGED)
+
 
 RULES: tuple[Rule, ...] = (
     Rule("Turn / executed-call limits", "WeAgent Table 5", ("max_turns", "max_calls"),
@@ -40,8 +45,13 @@ RULES: tuple[Rule, ...] = (
          (E.CONTEXT_LIMIT,), "the episode ends; the trajectory is excluded from training"),
     Rule("Wall-clock limit", "WeAgent Table 5", ("wall_clock_s",), "kit.harness.loop.Harness.run",
          (E.WALL_CLOCK,), "the episode ends; the trajectory is excluded from training"),
+    Rule("Self-recovery switch", "WeAgent §6.2, Table 3", ("self_recovery",), "kit.harness.loop.Harness._episode",
+         (E.BUDGET_EXHAUSTED, E.INVALID_ACTION),
+         "on (default, FA-GSPO): every recovery rule below applies; off: the vanilla-GSPO rollout of Table 3 "
+         "(column self_recovery=False), which can end in status `budget_exhausted` or `invalid_action`"),
     Rule("Excluded trajectories", "WeAgent Table 5", (), "kit.rl.eligibility.check",
-         (E.CONTEXT_LIMIT, E.WALL_CLOCK, E.EPISODE_ERROR, E.SYNTHESIS_INCOMPLETE, E.OVERLONG_KEPT),
+         (E.CONTEXT_LIMIT, E.WALL_CLOCK, E.EPISODE_ERROR, E.SYNTHESIS_INCOMPLETE, E.OVERLONG_KEPT,
+          E.BUDGET_EXHAUSTED, E.INVALID_ACTION),
          "never trained on, whatever answer followed"),
     Rule("Argument repair", "WeAgent Table 5", (), "kit.harness.recovery.repair_call",
          (E.ARGUMENT_REPAIR, E.INVALID_CALL),
@@ -68,18 +78,22 @@ RULES: tuple[Rule, ...] = (
          "ToolSpec.max_result_chars / refeed_limit bound what any tool (native or added) shows the model"),
     Rule("Image re-feed", "WeAgent §3.1, Table 2", ("refeed_images",), "kit.harness.context.ContextBuilder.build", (),
          "registered images are shown again in every later turn; off: the no-re-feed ablation (a text note instead)"),
-    Rule("Tool set", "WeAgent Table 4", ("tools_enabled",), "kit.harness.tools.tool_specs", (E.INVALID_CALL,),
-         "only enabled (native or registered) tools are offered; a call to another is an `unknown_tool` error"),
+    Rule("Tool set", "WeAgent Table 4; POINTS-Seeker §4.1 (tool_set points_seeker)", ("tools_enabled", "tool_set"),
+         "kit.harness.toolsets.config_tool_specs", (E.INVALID_CALL,),
+         "only enabled native tools and the config's named tool set (plus tools given to the harness) are offered; "
+         "a call to another is an `unknown_tool` error"),
     Rule("Code sandbox limits", "WeAgent Table 4", ("code_isolation", "code_memory_mb", "code_cpu_s"),
          "kit.harness.sandbox.CodeSandbox", (E.TOOL_ERROR, E.SANDBOX_CLOSE_ERROR),
          "execute_code runs isolated (bubblewrap, or rlimits) within memory and CPU limits; a breach is a tool error"),
-    Rule("Turn grammar", "WeAgent Table 6", (), "kit.harness.parsing.parse_turn",
+    Rule("Turn grammar", "WeAgent Table 6; POINTS-Seeker §3.2.2 (protocol points_seeker: `<answer>`)", ("protocol",),
+         "kit.harness.parsing.parse_turn",
          (E.EXTRA_ACTIONS_IGNORED, E.MULTIPLE_RESPONSES, E.RESPONSE_UNCLOSED, E.TOOL_CALL_AFTER_RESPONSE,
           E.TEXT_OUTSIDE_GRAMMAR, E.THINK_MISSING, E.THINK_UNCLOSED, E.MULTIPLE_THINK, E.THINK_OPENED_BY_TEMPLATE),
          "one action per turn; each departure is recorded and costs the format term (Eq. 5)"),
     Rule("Image citations", "WeAgent Table 6 rule 5", (), "kit.harness.loop.Harness._finish",
          (E.UNKNOWN_CITATION,), "`<IMG: name>` must name a registered image; others are recorded, not resolved"),
-    Rule("System prompt", "WeAgent Table 6", ("timezone", "timezone_label", "prompt_time", "untrusted_notice"),
+    Rule("System prompt", "WeAgent Table 6; POINTS-Seeker: kit text (its prompt is a figure)",
+         ("timezone", "timezone_label", "prompt_time", "untrusted_notice", "protocol"),
          "kit.harness.prompts.system_prompt", (),
          "CURRENT_TIME at hour granularity in the zone (smoke: pinned); an optional rule that tool results are data"),
     Rule("Task text and observations are data", "kit", (), "kit.harness.neutralize.neutralize_control_tokens",
@@ -91,15 +105,49 @@ RULES: tuple[Rule, ...] = (
          "a tool records what it found with `ctx.event(EventType.TOOL_NOTE, name=..., ...)`"),
     Rule("Failures are recorded", "kit", (), "kit.harness.loop.Harness.run", (E.EPISODE_ERROR, E.SANDBOX_CLOSE_ERROR),
          "a failing component ends the episode with status error and its reason; the record is always written"),
-    Rule("V-Fold rendering", "POINTS-Seeker §3.3", ("context_strategy", "context_tau", "context_keep"),
-         "kit.vfold.training.render_trajectory", (E.VFOLD_KEPT_AS_TEXT,),
-         "stale observations become images; one that cannot be rendered stays text"),
+    Rule("V-Fold rendering", "POINTS-Seeker §3.3, Table 8",
+         ("context_strategy", "context_tau", "context_keep", "vfold_mode", "vfold_layout", "vfold_only_if_smaller",
+          "vfold_require_lossless"),
+         "kit.vfold.training.render_trajectory", (E.VFOLD_KEPT_AS_TEXT, E.VFOLD_FOLDED_LOSSY),
+         "stale observations become images (paper mode: all, Table 8 layout; kit mode: only if smaller and "
+         "lossless, else text); a lossy fold is recorded"),
     Rule("Faithful normalization", "WeAgent §4.5", (), "kit.data.normalize",
          (E.OBSERVATION_WITHOUT_CALL, E.OBSERVATION_MISSING, E.OBSERVATION_RECONSTRUCTED, E.OBSERVATION_HASH_MISMATCH,
           E.OBSERVATION_IMAGES_MISSING, E.INPUT_IMAGE_MISSING, E.INPUT_IMAGE_MISMATCH, E.ROUNDS_AFTER_ANSWER,
           E.TOOL_HARD_FAILURE, E.FINAL_ANSWER_MISMATCH, E.MULTIPLE_RESPONSES, E.RESULT_PERSISTED),
          "a trace is converted without inventing anything; what it lacks is an event and may make it untrainable"),
 )
+
+
+UNCHANGED = "unchanged"
+#: Each rule under ``self_recovery=False`` (WeAgent Table 3: "Vanilla GSPO omits trajectory self-recovery
+#: and invalid-trajectory filtering"); a rule not named here applies unchanged (a safety limit, a tool
+#: limit or the grammar, not a recovery). Events are still recorded, so analysis can count what happened.
+VANILLA: dict[str, str] = {
+    "Self-recovery switch": "the vanilla rollout",
+    "Turn / executed-call limits": "the episode ends at the budget with status `budget_exhausted` and no answer "
+                                   "(no synthesis turn)",
+    "Max-turn finalization": "off: no tool-free answer turn is requested",
+    "Early final synthesis": "off: tools stay enabled; the context limit itself ends the episode",
+    "Total context limit": "unchanged (safety limit)",
+    "Wall-clock limit": "unchanged (safety limit)",
+    "Excluded trajectories": "unchanged for FA-GSPO; vanilla GSPO does not filter: every trajectory with a "
+                             "computable reward is in the group normalization",
+    "Argument repair": "off: a call needing any serialization or argument repair is refused as `repair_required` "
+                       "(`kit.harness.recovery.require_exact`; schema defaults are still filled)",
+    "Duplicate suppression": "off: the repeated call is executed",
+    "Repeated format errors": "off: the first invalid call or turn without an action ends the episode "
+                              "(`invalid_call` / `no_action`, then status `invalid_action`); no observation, no guard",
+    "Overlong response": "off: kept as the engine cut it at max_response_tokens (`overlong_kept`, detail "
+                         "self_recovery false); the episode goes on with it",
+    "Tool failure": "unchanged (the environment's result, not a repair)",
+    "Tool set": "unchanged; a call to another tool is an invalid call and ends the episode",
+    "Code sandbox limits": "unchanged (safety limit)",
+    "Turn grammar": "unchanged (the same parse; departures cost the format term)",
+    "Task text and observations are data": "unchanged (safety)",
+    "Evidence integrity": "unchanged (safety)",
+    "Faithful normalization": "unchanged (data conversion, not rollouts)",
+}
 
 
 def rules_for(event: E | str) -> list[Rule]:
@@ -118,11 +166,14 @@ def rules_markdown() -> str:
             "Generated from `kit/harness/rules.py` (`RULES`); a test keeps this page equal to it and checks that every\n"
             "event type (`kit.harness.events.EventType`) and every `HarnessConfig` field appears in it. An episode\n"
             "record's `events` list holds the events with the turn and details.\n\n"
-            "| rule | config fields | events |\n|---|---|---|\n")
-    rows = [f"| [{r.name}](#{_anchor(r.name)}) | {codes(r.config)} | {codes(e.value for e in r.events)} |" for r in RULES]
+            "Column `self_recovery=False`: the rule in the vanilla-GSPO rollout (WeAgent Table 3; "
+            "`HarnessConfig.self_recovery`).\n\n"
+            "| rule | config fields | events | self_recovery=False |\n|---|---|---|---|\n")
+    rows = [f"| [{r.name}](#{_anchor(r.name)}) | {codes(r.config)} | {codes(e.value for e in r.events)} | {r.vanilla} |"
+            for r in RULES]
     sections = [f"\n## {r.name}\n\n{r.effect[0].upper() + r.effect[1:]}.\n\n- source: {r.source}\n"
                 f"- config fields: {codes(r.config)}\n- implemented by: `{r.implementation}`\n"
-                f"- events: {codes(e.value for e in r.events)}\n" for r in RULES]
+                f"- events: {codes(e.value for e in r.events)}\n- self_recovery=False: {r.vanilla}\n" for r in RULES]
     return head + "\n".join(rows) + "\n" + "".join(sections)
 
 
@@ -133,4 +184,4 @@ def _anchor(title: str) -> str:
     return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", title.lower()).strip())
 
 
-__all__ = ["RULES", "Rule", "rules_for", "rules_markdown"]
+__all__ = ["RULES", "UNCHANGED", "VANILLA", "Rule", "rules_for", "rules_markdown"]

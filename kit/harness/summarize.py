@@ -5,12 +5,17 @@ most 5,000 characters").
 the offline default: it ranks the page's blocks against the goal with BM25 (tantivy, the engine of the
 local web's search too: one BM25 engine in the runtime path) and keeps the best blocks in page order
 until the character budget is used.
+
+:func:`make_summarizer` chooses between them for every path (evaluation, data, RL, verl): the LLM under
+the paper profile (a missing endpoint stops the run, :class:`SummarizerConfigError`), the extractive
+ranking under smoke, and the extractive ranking labelled ``(fallback)`` when a paper run chooses it.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 _BLOCK_SPLIT = re.compile(r"\n\s*\n")
 
@@ -80,10 +85,25 @@ class ExtractiveSummarizer:
     """Offline goal-conditioned extract: BM25 over page blocks (paragraphs, list runs, table rows).
 
     Without a goal, the page's leading blocks are kept. Output length <= ``max_chars`` characters.
+    ``fallback=True`` (chosen in place of the paper profile's LLM): the method recorded on every
+    web_extract page (``summary_method``) ends in ``" (fallback)"``.
     """
 
+    def __init__(self, *, fallback: bool = False):
+        self.fallback = fallback
+
+    @property
+    def name(self) -> str:
+        """``extractive_bm25`` (+ ``" (fallback)"``)."""
+        return "extractive_bm25" + self._suffix
+
+    @property
+    def _suffix(self) -> str:
+        return " (fallback)" if self.fallback else ""
+
     async def summarize(self, markdown: str, *, goal: str | None, max_chars: int, title: str = "") -> tuple[str, str]:
-        return self.summarize_sync(markdown, goal=goal, max_chars=max_chars), "extractive_bm25" if goal else "leading"
+        method = "extractive_bm25" if goal else "leading"
+        return self.summarize_sync(markdown, goal=goal, max_chars=max_chars), method + self._suffix
 
     def summarize_sync(self, markdown: str, *, goal: str | None, max_chars: int) -> str:
         blocks = [b.strip() for b in _BLOCK_SPLIT.split(markdown or "") if b.strip()]
@@ -132,6 +152,11 @@ class LLMSummarizer:
         self.max_tokens = max_tokens
         self.fallback = ExtractiveSummarizer()
 
+    @property
+    def name(self) -> str:
+        """``llm:<policy name>`` (the method recorded on each summary)."""
+        return f"llm:{getattr(self.policy, 'name', 'endpoint')}"
+
     async def summarize(self, markdown: str, *, goal: str | None, max_chars: int, title: str = "") -> tuple[str, str]:
         from kit.types import ContentPart, Message, PolicyError, SamplingParams
 
@@ -143,4 +168,85 @@ class LLMSummarizer:
         except PolicyError as e:
             text, _ = await self.fallback.summarize(markdown, goal=goal, max_chars=max_chars)
             return text, f"extractive_fallback ({e})"
-        return _clip(turn.text.strip(), max_chars), f"llm:{getattr(self.policy, 'name', 'endpoint')}"
+        return _clip(turn.text.strip(), max_chars), self.name
+
+
+# ------------------------------------------------------------------------------------------ factory
+SUMMARIZERS = ("llm", "extractive")
+
+
+class SummarizerConfigError(ValueError):
+    """The web_extract summarizer a run needs cannot be built from its parameters (names the parameter)."""
+
+
+def make_summarizer(endpoint: str = "", model: str = "", profile: Any = "smoke", *, kind: str | None = None,
+                    api_key: str | None = None, policy=None, **llm_kwargs: Any) -> Summarizer:
+    """The web_extract summarizer of a run (WeAgent Table 4: pages "summarized by a LLM to at most
+    5,000 characters"); every path (notebooks 01/02/05/06, :mod:`kit.data.pipeline`, :mod:`kit.rl`,
+    the verl agent loop) builds it here.
+
+    Args:
+        endpoint, model, api_key: the summarizer's OpenAI-compatible endpoint and served name.
+        profile: ``"smoke"`` | ``"paper"`` | a :class:`kit.profiles.Profile`.
+        kind: ``"llm"`` | ``"extractive"`` | None: ``llm`` when an endpoint or ``policy`` is given, else
+            the profile's (smoke extractive, paper llm).
+        policy: an in-process :class:`kit.types.Policy` used instead of ``endpoint``.
+        llm_kwargs: :class:`LLMSummarizer` options (``max_input_chars``, ``max_tokens``).
+
+    Returns:
+        :class:`LLMSummarizer` or :class:`ExtractiveSummarizer` (``fallback=True`` when the profile's
+        summarizer is the LLM).
+
+    Raises:
+        SummarizerConfigError: ``llm`` without ``summarizer_endpoint`` (or ``policy``), or an endpoint
+            without ``summarizer_model``.
+        ValueError: an unknown ``kind`` or profile.
+    """
+    from kit.profiles import get_profile
+
+    prof = get_profile(profile)
+    endpoint = (endpoint or "").strip()
+    profile_kind = str(prof.value("eval.summarizer", "extractive"))  # the recipe's (smoke extractive, paper llm)
+    if kind is None:
+        kind = "llm" if (endpoint or policy is not None) else profile_kind
+    if kind not in SUMMARIZERS:
+        raise ValueError(f"summarizer={kind!r}: must be one of {SUMMARIZERS}")
+    if kind == "extractive":
+        return ExtractiveSummarizer(fallback=profile_kind != "extractive")
+    if policy is None and not endpoint and prof.preflight:
+        from kit.profiles import stand_in_policy
+
+        policy = stand_in_policy("summarizer", max_new_tokens=32)
+    if policy is None:
+        if not endpoint:
+            raise SummarizerConfigError(
+                f"the {prof.name} profile summarizes web_extract pages with an LLM (WeAgent Table 4: \"summarized by a "
+                "LLM to at most 5,000 characters\"): set summarizer_endpoint and summarizer_model, or choose "
+                "summarizer='extractive' for the offline BM25 extract, labelled '(fallback)' on every page")
+        if not model:
+            raise SummarizerConfigError(f"summarizer_endpoint={endpoint} is set but summarizer_model is empty")
+        from kit.policy.openai_client import OpenAIChatPolicy
+        from kit.policy.scripted import CharTokenCounter
+
+        policy = OpenAIChatPolicy(endpoint, model, api_key=api_key, token_counter=CharTokenCounter(), max_retries=2)
+    return LLMSummarizer(policy, **llm_kwargs)
+
+
+def summarizer_from_config(cfg: Mapping[str, Any]) -> Summarizer:
+    """:func:`make_summarizer` from a config mapping (the ``kit`` section of ``configs/verl/*.yaml``):
+    ``summarizer`` (kind or null), ``summarizer_endpoint``, ``summarizer_model``,
+    ``summarizer_api_key_env`` (default ``OPENAI_API_KEY``), and the profile: ``profile`` if set, else
+    ``smoke`` when ``harness`` is ``smoke``, else ``paper``."""
+    import os
+
+    profile = cfg.get("profile") or ("smoke" if cfg.get("harness", "paper") == "smoke" else "paper")
+    key_env = cfg.get("summarizer_api_key_env") or "OPENAI_API_KEY"
+    return make_summarizer(cfg.get("summarizer_endpoint") or "", cfg.get("summarizer_model") or "", profile,
+                           kind=cfg.get("summarizer"), api_key=os.environ.get(key_env))
+
+
+def summarizer_labels(summarizer) -> list[str]:
+    """Run labels for a summarizer standing in for the profile's LLM: ``["summarizer: extractive (fallback)"]``."""
+    if isinstance(summarizer, ExtractiveSummarizer) and summarizer.fallback:
+        return ["summarizer: extractive (fallback)"]
+    return []

@@ -43,11 +43,38 @@ class Observation:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+# Pixels per vision-token side when a policy does not say (e.g. an API endpoint whose processor is
+# unknown). Kit choice: Qwen2/2.5-VL's 28 px (14-px patch x 2 merge); Qwen3-VL is 32 px (16 x 2).
+DEFAULT_VISION_TOKEN_PIXELS = 28
+
+
+def policy_vision_token_pixels(policy: Any) -> int:
+    """Side in pixels of one vision token of ``policy`` (``patch_size * merge_size`` of its processor).
+
+    Read from ``policy.vision_token_pixels`` if set, else from ``policy.token_counter.factor`` (a
+    :class:`kit.policy.tokens.QwenTokenCounter`), else :data:`DEFAULT_VISION_TOKEN_PIXELS` (28).
+    The harness sizes image caps given in vision tokens with it (Table 4's 512-token thumbnails).
+
+    Raises:
+        ValueError: the policy declares a non-positive or non-integer size.
+    """
+    px = getattr(policy, "vision_token_pixels", None)
+    if px is None:
+        px = getattr(getattr(policy, "token_counter", None), "factor", None)
+    if px is None:
+        return DEFAULT_VISION_TOKEN_PIXELS
+    if isinstance(px, bool) or not isinstance(px, int) or px <= 0:
+        raise ValueError(f"policy {getattr(policy, 'name', type(policy).__name__)!r} has vision_token_pixels={px!r}; "
+                         "expected a positive int (patch_size * merge_size, e.g. 28 or 32)")
+    return px
+
+
 @dataclass
 class ToolContext:
     """What an executor may use: the episode's registry (register images with ``registry.register_bytes``),
     backend, summarizer, code sandbox, config (budgets) and the current turn; :meth:`event` records an
-    event on the episode."""
+    event on the episode. ``vision_token_pixels``: the policy's pixels per vision-token side
+    (:func:`policy_vision_token_pixels`), for caps given in vision tokens."""
 
     registry: EvidenceRegistry
     backend: SearchBackend
@@ -57,6 +84,7 @@ class ToolContext:
     sandbox_factory: Callable[[], Any] | None = None  # -> kit.harness.code_exec.CodeSandbox
     sandbox: Any = None
     events: list[Event] = field(default_factory=list)
+    vision_token_pixels: int = DEFAULT_VISION_TOKEN_PIXELS
 
     def event(self, type_: EventType, **detail) -> None:
         """Record an event on the episode. An added tool records its own findings as

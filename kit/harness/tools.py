@@ -49,7 +49,8 @@ def _register_hits(ctx: ToolContext, hits: list[ImageHit], kind: str, tool_name:
         try:
             entry = ctx.registry.register_bytes(hit.content, kind, tool=tool_name, turn=ctx.turn, source_url=hit.image_url,
                                                 page_url=hit.page_url or None, title=hit.title or None,
-                                                max_vision_tokens=max_vision_tokens)
+                                                max_vision_tokens=max_vision_tokens,
+                                                vision_token_pixels=ctx.vision_token_pixels)
         except ImageError as e:
             ctx.event(EventType.IMAGE_REJECTED, tool=tool_name, url=hit.image_url, reason=e.message)
             out.append((hit, None, e.message))
@@ -120,7 +121,8 @@ async def web_search_for_image(args: dict[str, Any], ctx: ToolContext) -> Observ
 # ---------------------------------------------------------------------------------------------- reverse search
 async def web_search_based_on_image(args: dict[str, Any], ctx: ToolContext) -> Observation:
     """Table 4 reverse image search: related pages, optional knowledge-graph match, thumbnails (<=5
-    re-fed at <= 512 vision tokens each). Only registered relative filenames are accepted."""
+    re-fed at <= 512 vision tokens each, counted in the policy's own tokens: ``ctx.vision_token_pixels``,
+    28 px for Qwen2/2.5-VL, 32 px for Qwen3-VL). Only registered relative filenames are accepted."""
     names, num = _strings(args["image"]), args["num"]
     entries = [ctx.registry.resolve(n) for n in names]  # raises ImageError (a ToolError) on bad refs
     blocks: list[str] = []
@@ -386,7 +388,8 @@ def tool_specs(enabled: list[str] | None = None, extra: list[ToolSpec] | tuple[T
 
     Raises:
         ValueError: an enabled name is not a registered tool; an ``extra`` tool's name is also enabled
-            from the registry, or given twice.
+            from the registry, or given twice (a registered tool that is not enabled may be replaced by an
+            ``extra`` tool of the same name, e.g. :func:`kit.harness.toolsets.tool_set` ``("points_seeker")``).
     """
     pool = dict(_REGISTRY)
     if enabled is None:
@@ -399,8 +402,11 @@ def tool_specs(enabled: list[str] | None = None, extra: list[ToolSpec] | tuple[T
     for t in extra:
         if out.get(t.name) is t:
             continue
-        if t.name in out or (t.name in pool and pool[t.name] is not t):
-            raise ValueError(f"tool {t.name!r} given to the harness clashes with a registered or enabled tool")
+        # a registered tool that is not enabled may be shadowed (POINTS-Seeker's own web_search, with
+        # tools_enabled=[]); an enabled one may not: the model would see two tools of one name
+        if t.name in out:
+            raise ValueError(f"tool {t.name!r} given to the harness clashes with a registered or enabled tool "
+                             f"(leave {t.name!r} out of tools_enabled to use this one instead)")
         _check_clashes(t, out.values())
         out[t.name] = t
     return out

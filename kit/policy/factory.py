@@ -232,9 +232,17 @@ def eval_policy_kind(policy_kind: str | None, profile: str, model: str, endpoint
     return policy_kind or ("model" if named or profile != "smoke" else "demonstrator")
 
 
-def run_labels(profile: str, info: dict) -> list[str]:
-    """Labels of a run's outputs: ``["smoke"]`` for a tiny/scripted policy (meaningless outputs),
-    ``["smoke-budgets"]`` for a real model under the smoke profile's small budgets, else none."""
+def run_labels(profile, info: dict) -> list[str]:
+    """Labels of a run's outputs: ``["preflight"]`` for a preflight of a paper profile (tiny stand-ins at
+    the paper's settings), ``["smoke"]`` for a tiny/scripted policy (meaningless outputs),
+    ``["smoke-budgets"]`` for a real model under the smoke profile's small budgets, else none.
+    ``profile``: a name or a :class:`kit.profiles.Profile`."""
+    from kit.profiles import get_profile
+
+    prof = get_profile(profile)
+    if prof.preflight:
+        return list(prof.labels)
+    profile = prof.name
     if info.get("smoke"):
         return ["smoke"]
     return ["smoke-budgets"] if profile == "smoke" else []

@@ -173,6 +173,16 @@ class OpenAIChatPolicy:
             self._token_counter = QwenTokenCounter()
         return self._token_counter
 
+    @property
+    def vision_token_pixels(self) -> int:
+        """Pixels per vision-token side: the ``factor`` of the ``token_counter`` passed in (e.g.
+        ``counter_for("Qwen/Qwen3-VL-8B-Instruct")`` gives 32), else 28 — the served model's processor
+        is unknown, so the kit assumes Qwen2/2.5-VL geometry (kit choice; no tokenizer is loaded)."""
+        from kit.harness.tool_spec import DEFAULT_VISION_TOKEN_PIXELS
+
+        factor = getattr(self._token_counter, "factor", None)
+        return int(factor) if isinstance(factor, int) and factor > 0 else DEFAULT_VISION_TOKEN_PIXELS
+
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             headers = {"Content-Type": "application/json"}

@@ -57,6 +57,8 @@ class TransformersPolicy:
     Attributes:
         token_counter: :class:`kit.policy.tokens.QwenTokenCounter` built from the checkpoint's own
             tokenizer and image-processor limits.
+        vision_token_pixels: pixels per vision-token side of the checkpoint's processor
+            (``patch_size * merge_size``: 28 for Qwen2/2.5-VL, 32 for Qwen3-VL).
 
     Raises:
         FileNotFoundError: ``model_path`` is not a folder.
@@ -117,6 +119,9 @@ class TransformersPolicy:
         text_cfg = self.model.config.get_text_config()
         self.max_context_tokens = int(getattr(text_cfg, "max_position_embeddings", 0) or 0) or None
         self.token_counter = QwenTokenCounter.from_processor(self.processor, name=self.name)
+        # Pixels per vision-token side (patch_size * merge_size: 28 Qwen2/2.5-VL, 32 Qwen3-VL); the
+        # harness sizes its vision-token caps (Table 4 thumbnails) with it.
+        self.vision_token_pixels = int(self.processor.factor)
         self._lock = threading.Lock()  # one generate at a time; loop-agnostic, unlike asyncio.Lock
         self._torch = torch
 

@@ -29,6 +29,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "gspo_loss": "kit.rl.objective",
     "grpo_loss": "kit.rl.objective",
     "Eligibility": "kit.rl.eligibility",
+    "harness_config_for": "kit.rl.eligibility",
     "RewardBreakdown": "kit.rl.rewards",
     "score_records": "kit.rl.rewards",
     "rollout_groups": "kit.rl.rollout",

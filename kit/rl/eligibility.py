@@ -11,6 +11,8 @@ reason                      condition
 ``wall_clock``              the episode hit the wall-clock budget (status ``wall_clock``)
 ``error``                   the episode aborted (policy server died, bad input image, ...)
 ``synthesis_incomplete``    max-turn synthesis without a complete terminal ``<response>``
+``budget_exhausted``        the budget ended the episode without a synthesis turn (only without self-recovery)
+``invalid_action``          an invalid call / a turn without an action ended it (only without self-recovery)
 ``overlong``                a turn stayed overlong after its regeneration (``overlong_kept``)
 ``judge_error``             the reward could not be computed (judge failed or timed out)
 ``reward_nan``              the reward is not finite
@@ -21,8 +23,18 @@ Later stages add ``encode:<reason>`` (the record cannot be tokenized for trainin
 unclosed stays eligible with ``F = 0``: it is a model-side format error, exactly the signal the format
 term teaches, not a runtime failure.
 
-Vanilla GSPO (the Table 3 baseline) skips the runtime checks: every trajectory with a computable reward
-counts (``check_runtime=False``).
+Vanilla GSPO (the Table 3 baseline: "omits trajectory self-recovery and invalid-trajectory filtering")
+skips the runtime checks: every trajectory with a computable reward counts (``check_runtime=False``), and
+its rollouts run without self-recovery (:func:`harness_config_for`). Which algorithm recovers:
+
+=============  ==================  ======================================================================
+algorithm      self_recovery       why
+=============  ==================  ======================================================================
+``fa_gspo``    True (required)     §6.2: "recovers first and then filters"; False is refused (filtering
+                                   without recovery is no paper configuration)
+``gspo``       False (forced)      Table 3 caption; an explicit ``self_recovery=True`` is refused
+``grpo``       as configured       POINTS-Seeker §3.3 states no recovery rule: the harness config decides
+=============  ==================  ======================================================================
 """
 
 from __future__ import annotations
@@ -31,11 +43,14 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from kit.harness.config import HarnessConfig
 from kit.harness.episode import EpisodeRecord
 from kit.harness.events import EventType
 
-EXCLUSION_REASONS = ("context_limit", "wall_clock", "error", "synthesis_incomplete", "overlong", "judge_error",
-                     "reward_nan")
+EXCLUSION_REASONS = ("context_limit", "wall_clock", "error", "synthesis_incomplete", "budget_exhausted",
+                     "invalid_action", "overlong", "judge_error", "reward_nan")
+#: self_recovery each algorithm runs its rollouts with (None: as the harness config says); module docstring.
+SELF_RECOVERY: dict[str, bool | None] = {"fa_gspo": True, "gspo": False, "grpo": None}
 
 
 @dataclass(frozen=True)
@@ -48,7 +63,7 @@ class Eligibility:
 
 def runtime_exclusion(record: EpisodeRecord) -> str | None:
     """The runtime reason (first four/five rows of the module table) that excludes ``record``, or None."""
-    if record.status in ("context_limit", "wall_clock", "error"):
+    if record.status in ("context_limit", "wall_clock", "error", "budget_exhausted", "invalid_action"):
         return record.status
     if record.status == "max_turns_synthesis" and not record.trainable:
         return "synthesis_incomplete"
@@ -75,6 +90,35 @@ def check(record: EpisodeRecord, reward: float, *, judge_error: str | None = Non
     if reward is None or not math.isfinite(reward):
         return Eligibility(False, "reward_nan")
     return Eligibility(True)
+
+
+def harness_config_for(algorithm: str, config: HarnessConfig | None, *, explicit: bool | None = None) -> HarnessConfig:
+    """The harness config ``algorithm``'s rollouts run with (module docstring table).
+
+    Args:
+        algorithm: ``fa_gspo`` | ``gspo`` | ``grpo``.
+        config: the base config (None: :class:`HarnessConfig` paper defaults).
+        explicit: whether ``config.self_recovery`` was set on purpose (None: read pydantic's
+            ``model_fields_set``; a config rebuilt from ``model_dump()`` counts as explicit).
+    Returns:
+        ``config`` itself, or a copy with ``self_recovery=False`` for ``gspo``.
+    Raises:
+        ValueError: an unknown algorithm; ``fa_gspo`` with ``self_recovery=False``; ``gspo`` with an
+            explicit ``self_recovery=True``.
+    """
+    if algorithm not in SELF_RECOVERY:
+        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {sorted(SELF_RECOVERY)}")
+    cfg = config if config is not None else HarnessConfig()
+    want = SELF_RECOVERY[algorithm]
+    if want is None or cfg.self_recovery == want:
+        return cfg
+    if want:
+        raise ValueError("FA-GSPO recovers first and then filters (WeAgent §6.2): it needs self_recovery=True; "
+                         "for the Table 3 baseline without recovery use algorithm='gspo'")
+    if explicit if explicit is not None else "self_recovery" in cfg.model_fields_set:
+        raise ValueError("vanilla GSPO (WeAgent Table 3) runs without self-recovery, but the harness config sets "
+                         "self_recovery=True; leave it unset or False, or use algorithm='fa_gspo'")
+    return cfg.model_copy(update={"self_recovery": False})
 
 
 def exclusion_counts(items: list[Eligibility]) -> dict[str, int]:

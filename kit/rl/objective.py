@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit.recipes import paper_default as _P  # clip ranges: kit/recipes/*.yaml, section clip
+
 DELTA = 1e-6  # δ of Eq. 6
 MIN_ELIGIBLE = 2  # groups with fewer eligible trajectories are dropped (Eq. 6/7)
 
@@ -51,9 +53,10 @@ class AlgorithmSpec:
 
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {
-    "fa_gspo": AlgorithmSpec("fa_gspo", True, "weagent", "sequence", 3e-4, 4e-4),
-    "gspo": AlgorithmSpec("gspo", False, "weagent", "sequence", 3e-4, 4e-4),
-    "grpo": AlgorithmSpec("grpo", False, "points_seeker", "token", 0.2, 0.2),
+    "fa_gspo": AlgorithmSpec("fa_gspo", True, "weagent", "sequence", _P("clip.gspo_eps_lo"), _P("clip.gspo_eps_hi")),
+    "gspo": AlgorithmSpec("gspo", False, "weagent", "sequence", _P("clip.gspo_eps_lo"), _P("clip.gspo_eps_hi")),
+    "grpo": AlgorithmSpec("grpo", False, "points_seeker", "token", _P("clip.grpo_eps", "points_seeker"),
+                          _P("clip.grpo_eps", "points_seeker")),
 }
 
 

@@ -29,9 +29,10 @@ from typing import Any, Protocol
 from kit.harness.episode import EpisodeRecord
 from kit.harness.events import EventType
 from kit.harness.parsing import ParsedTurn, parse_turn
+from kit.recipes import paper_default as _P  # weights: kit/recipes/*.yaml, section reward
 
-WEAGENT_WEIGHTS = {"correct": 0.9, "format": 0.1}  # Eq. 5
-POINTS_SEEKER_WEIGHTS = {"correct": 0.7, "format": 0.2, "tool": 0.1}  # POINTS-Seeker §4.1
+WEAGENT_WEIGHTS = {k: _P(f"reward.{k}") for k in ("correct", "format")}  # Eq. 5
+POINTS_SEEKER_WEIGHTS = {k: _P(f"reward.{k}", "points_seeker") for k in ("correct", "format", "tool")}  # POINTS-Seeker §4.1
 
 
 class Judge(Protocol):
@@ -79,16 +80,24 @@ def turn_format_ok(parsed: ParsedTurn, *, terminal: bool) -> bool:
             and not parsed.calls and not parsed.calls_after_response)
 
 
-def format_ok(record: EpisodeRecord, *, all_turns: bool = False) -> bool:
+def format_ok(record: EpisodeRecord, *, all_turns: bool = False, protocol: str = "weagent_mmsearch") -> bool:
     """``F`` of Eq. 5 (the final assistant turn is a terminal turn of the grammar, see
     :func:`turn_format_ok`); ``all_turns``: POINTS-Seeker's ``S_format``, every earlier assistant turn
-    obeys the grammar too. A record without an assistant message scores False."""
+    obeys the grammar too. ``protocol``: the episode's ``HarnessConfig.protocol`` (its answer tag:
+    ``<response>``, or POINTS-Seeker's ``<answer>``). A record without an assistant message scores False.
+
+    Raises:
+        ValueError: an unknown ``protocol``."""
+    from kit.harness.prompts import turn_protocol
+
+    tag = turn_protocol(protocol).answer_tag
     turns = [m for m in record.messages if m.role == "assistant"]
     if not turns:
         return False
-    if not turn_format_ok(parse_turn(turns[-1].text(), turns[-1].tool_calls), terminal=True):
+    if not turn_format_ok(parse_turn(turns[-1].text(), turns[-1].tool_calls, answer_tag=tag), terminal=True):
         return False
-    return not all_turns or all(turn_format_ok(parse_turn(m.text(), m.tool_calls), terminal=False) for m in turns[:-1])
+    return not all_turns or all(turn_format_ok(parse_turn(m.text(), m.tool_calls, answer_tag=tag), terminal=False)
+                                for m in turns[:-1])
 
 
 def tool_ok(record: EpisodeRecord) -> bool:
@@ -117,18 +126,19 @@ async def judge_correct(judge: Judge, record: EpisodeRecord, timeout_s: float | 
 
 
 async def score_record(record: EpisodeRecord, judge: Judge, *, kind: str = "weagent",
-                       timeout_s: float | None = 60.0) -> RewardBreakdown:
+                       timeout_s: float | None = 60.0, protocol: str = "weagent_mmsearch") -> RewardBreakdown:
     """Reward of one trajectory.
 
     Args:
         kind: ``"weagent"`` (Eq. 5, FA-GSPO and GSPO) or ``"points_seeker"`` (GRPO baseline).
+        protocol: the episode's turn protocol, for the format term (:func:`format_ok`).
     Raises:
         ValueError: unknown ``kind``.
     """
     if kind not in ("weagent", "points_seeker"):
         raise ValueError(f"unknown reward kind {kind!r}; expected 'weagent' or 'points_seeker'")
     c, name, err = await judge_correct(judge, record, timeout_s)
-    f = float(format_ok(record, all_turns=kind == "points_seeker"))
+    f = float(format_ok(record, all_turns=kind == "points_seeker", protocol=protocol))
     t = float(tool_ok(record))
     if c is None:
         return RewardBreakdown(math.nan, None, f, t, name, err)
@@ -141,6 +151,7 @@ async def score_record(record: EpisodeRecord, judge: Judge, *, kind: str = "weag
 
 
 async def score_records(records: list[EpisodeRecord], judge: Judge, *, kind: str = "weagent",
-                        timeout_s: float | None = 60.0) -> list[RewardBreakdown]:
+                        timeout_s: float | None = 60.0, protocol: str = "weagent_mmsearch") -> list[RewardBreakdown]:
     """:func:`score_record` for many records, concurrently, in order."""
-    return list(await asyncio.gather(*(score_record(r, judge, kind=kind, timeout_s=timeout_s) for r in records)))
+    return list(await asyncio.gather(*(score_record(r, judge, kind=kind, timeout_s=timeout_s, protocol=protocol)
+                                       for r in records)))

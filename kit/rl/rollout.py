@@ -90,20 +90,23 @@ class RolloutBatch:
 
 
 def seeded_factory(policy: Policy, backend: SearchBackend, config: HarnessConfig, sampling: SamplingParams, *,
-                   base_seed: int = 0, labels: list[str] | tuple[str, ...] = ()) -> Callable[[Task, int], Harness]:
+                   base_seed: int = 0, labels: list[str] | tuple[str, ...] = (),
+                   summarizer=None) -> Callable[[Task, int], Harness]:
     """A ``(task, sample) -> Harness`` factory giving each sample of a group its own sampling seed
-    (``base_seed + 100_003·sample``; the harness varies it further per turn and attempt)."""
+    (``base_seed + 100_003·sample``; the harness varies it further per turn and attempt).
+    ``summarizer``: web_extract's (:func:`kit.harness.summarize.make_summarizer`; None: extractive)."""
 
     def make(task: Task, sample: int) -> Harness:
         seed = int(base_seed) + 100_003 * sample
-        return Harness(policy, backend, config, sampling=sampling.model_copy(update={"seed": seed}), labels=labels)
+        return Harness(policy, backend, config, sampling=sampling.model_copy(update={"seed": seed}), labels=labels,
+                       summarizer=summarizer)
 
     return make
 
 
 async def rollout_groups(harness: Harness | Callable[[Task, int], Harness], tasks: list[Task], group_size: int,
                          out_dir: str | Path, *, judge: Judge, spec: AlgorithmSpec, concurrency: int | None = None,
-                         judge_timeout_s: float | None = 60.0) -> RolloutBatch:
+                         judge_timeout_s: float | None = 60.0, protocol: str | None = None) -> RolloutBatch:
     """Sample ``group_size`` trajectories per task concurrently, score and check them.
 
     Args:
@@ -112,6 +115,8 @@ async def rollout_groups(harness: Harness | Callable[[Task, int], Harness], task
         judge: correctness judge (``RuleJudge`` by default in the trainer; ``LLMJudge`` optional).
         spec: the algorithm (decides runtime filtering and the reward kind).
         concurrency: concurrent episodes (default: all of them: ``len(tasks)·group_size``).
+        protocol: the episodes' turn protocol for the format reward (None: the harness's config's, or
+            WeAgent's for a factory).
     Raises:
         ValueError: ``group_size < 1`` or duplicate task ids.
     """
@@ -124,7 +129,9 @@ async def rollout_groups(harness: Harness | Callable[[Task, int], Harness], task
     by_id = {r.id: r for r in records}
     t1 = time.perf_counter()
     flat = [by_id[episode_id(t, s)] for t in tasks for s in range(group_size)]
-    scores = await score_records(flat, judge, kind=spec.reward, timeout_s=judge_timeout_s)
+    if protocol is None:
+        protocol = harness.config.protocol if isinstance(harness, Harness) else "weagent_mmsearch"
+    scores = await score_records(flat, judge, kind=spec.reward, timeout_s=judge_timeout_s, protocol=protocol)
     judge_s = time.perf_counter() - t1
     groups: list[list[Trajectory]] = []
     for g in range(len(tasks)):

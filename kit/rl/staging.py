@@ -16,6 +16,14 @@ three components. The kit implements each as configuration with its own document
   ``entropy_bonus``, ``widen_clip``, or ``rollback`` to the last healthy checkpoint), is logged, and a
   ``cooldown`` of steps passes before the next rescue. Thresholds are the kit's choices, not Long-MDR's.
 
+  *"Unsaturated" is the kit's reading* (the abstract says only that entropy collapses "before
+  performance has saturated"): a level test on one step, not a trend test. A step counts toward
+  ``patience`` when its entropy mean is below ``entropy_threshold`` **and** its mean rollout reward (the
+  batch mean of the trajectory rewards, Eq. 5 / GRPO reward, in [0, 1]) is strictly below
+  ``reward_saturation`` (default 0.9); a step failing either test resets the count; a skipped step
+  (reward or entropy None / NaN) neither counts nor resets. Whether the reward is still *improving* is
+  not checked (the plateau test above decides stage transitions, not rescues). OPD stages never rescue.
+
 Every stage start, transition, rescue, skipped step and training step is a line in the run log
 (``run_log.jsonl``); :func:`plot_run_log` draws reward and entropy with the transitions and rescues.
 """
@@ -34,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from kit.harness.config import HarnessConfig
 from kit.harness.events import RunEventType as R
+from kit.recipes import paper_default as _P  # rescue defaults: kit/recipes/long_mdr.yaml
 
 RescueAction = Literal["raise_temperature", "entropy_bonus", "widen_clip", "rollback"]
 
@@ -108,19 +117,21 @@ class Stage(BaseModel):
         return HarnessConfig(**{**base.model_dump(), **upd})
 
 
-def long_mdr_stages(opd_steps: int = 50, steps_per_stage: int = 200) -> list[Stage]:
-    """Paper-scale schedule (Long-MDR abstract: 10 → 20 → 50 → 75 turns, 32k → 128k context); call
-    budgets and wall clocks grow with the turns (the kit's choice)."""
-    return [
-        Stage("opd_warmup", "opd", max_turns=10, max_calls=16, max_context_tokens=32_768, wall_clock_s=900, steps=opd_steps),
-        Stage("h10", max_turns=10, max_calls=16, max_context_tokens=32_768, wall_clock_s=900, steps=steps_per_stage,
-              min_steps=50, plateau_window=20),
-        Stage("h20", max_turns=20, max_calls=32, max_context_tokens=65_536, wall_clock_s=1800, steps=steps_per_stage,
-              min_steps=50, plateau_window=20),
-        Stage("h50", max_turns=50, max_calls=80, max_context_tokens=131_072, wall_clock_s=3600, steps=steps_per_stage,
-              min_steps=50, plateau_window=20),
-        Stage("h75", max_turns=75, max_calls=120, max_context_tokens=131_072, wall_clock_s=5400),
-    ]
+def long_mdr_stages(opd_steps: int | None = None, steps_per_stage: int | None = None) -> list[Stage]:
+    """Paper-scale schedule: ``kit/recipes/long_mdr.yaml`` (Long-MDR abstract: 10 → 20 → 50 → 75 turns,
+    32k → 128k context; call budgets, wall clocks and step counts are the kit's, cited there).
+    ``opd_steps`` / ``steps_per_stage`` override the OPD stage's and the fixed-length RL stages' steps."""
+    from kit.recipes import load_recipe
+
+    out = []
+    for st in load_recipe("long_mdr").get("stages"):
+        st = dict(st)
+        if st.get("kind") == "opd" and opd_steps is not None:
+            st["steps"] = opd_steps
+        elif st.get("kind", "rl") == "rl" and st.get("steps") is not None and steps_per_stage is not None:
+            st["steps"] = steps_per_stage
+        out.append(Stage(**st))
+    return out
 
 
 MAX_STAGE_TURNS = 10_000  # parse_stages refuses larger horizons (the paper's longest stage has 75 turns)
@@ -183,15 +194,15 @@ class RescueConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    entropy_threshold: float = 0.3
-    reward_saturation: float = 0.9
-    patience: int = 2
-    cooldown: int = 5
-    action: RescueAction = "raise_temperature"
-    temperature_step: float = 0.1
-    max_temperature: float = 1.5
-    entropy_bonus: float = 1e-3
-    clip_widen_factor: float = 2.0
+    entropy_threshold: float = _P("rescue.entropy_threshold", "long_mdr")
+    reward_saturation: float = _P("rescue.reward_saturation", "long_mdr")
+    patience: int = _P("rescue.patience", "long_mdr")
+    cooldown: int = _P("rescue.cooldown", "long_mdr")
+    action: RescueAction = _P("rescue.action", "long_mdr")
+    temperature_step: float = _P("rescue.temperature_step", "long_mdr")
+    max_temperature: float = _P("rescue.max_temperature", "long_mdr")
+    entropy_bonus: float = _P("rescue.entropy_bonus", "long_mdr")
+    clip_widen_factor: float = _P("rescue.clip_widen_factor", "long_mdr")
 
     @field_validator("action", mode="before")
     @classmethod

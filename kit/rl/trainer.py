@@ -34,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import Task
 from kit.harness.events import RunEventType as R
-from kit.rl.eligibility import Eligibility, exclusion_counts
+from kit.recipes import paper_default as _P  # defaults: kit/recipes/weagent_mmsearch.yaml, section rl
+from kit.rl.eligibility import Eligibility, exclusion_counts, harness_config_for
 from kit.rl.logprobs import masked_log_softmax, masked_mean, token_logprobs
 from kit.rl.objective import AlgorithmSpec, algorithm, group_advantages, policy_loss
 from kit.rl.rollout import (
@@ -65,22 +66,22 @@ class RLConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    algorithm: str = "fa_gspo"
-    group_size: int = 8
-    prompts_per_step: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    lr: float = 5e-7
+    algorithm: str = _P("rl.algorithm")
+    group_size: int = _P("rl.group_size")
+    prompts_per_step: int = _P("rl.prompts_per_step")
+    temperature: float = _P("rl.temperature")
+    top_p: float = _P("rl.top_p")
+    lr: float = _P("rl.lr")
     eps_lo: float | None = None  # None: the algorithm's default (kit.rl.objective.ALGORITHMS)
     eps_hi: float | None = None
     updates_per_batch: int = 1
     micro_batch: int = 1
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = _P("rl.max_grad_norm")
     weight_decay: float = 0.0
     finetune: str = "full"  # "full" | "lora"
     lora_rank: int = 16
     lora_alpha: int = 32
-    freeze_vision: bool = True
+    freeze_vision: bool = _P("rl.freeze_vision")
     judge_timeout_s: float = 60.0
     rollout_concurrency: int | None = None
     save_every: int = 1
@@ -142,16 +143,20 @@ class RLTrainer:
         rescue: entropy rescue settings (None: off).
         judge: correctness judge (default ``RuleJudge("contains")``).
         teacher: :class:`kit.rl.opd.InProcessTeacher` for ``"opd"`` stages.
-        harness_config: base budgets (default :meth:`HarnessConfig.smoke` on CPU).
+        harness_config: base budgets (default :meth:`HarnessConfig.smoke` on CPU); ``algorithm="gspo"``
+            runs it with ``self_recovery=False`` (:func:`kit.rl.eligibility.harness_config_for`).
         labels: stored on every episode record (``"smoke"`` for tiny models).
+        summarizer: web_extract's summarizer in the rollouts (:func:`kit.harness.summarize.make_summarizer`;
+            None: extractive).
     Raises:
-        ValueError: no tasks, an OPD stage without a teacher, or bad settings.
+        ValueError: no tasks, an OPD stage without a teacher, bad settings, or a harness config the algorithm
+            refuses (``fa_gspo`` with ``self_recovery=False``, ``gspo`` with an explicit ``True``).
     """
 
     def __init__(self, model_path: str | Path, backend: SearchBackend, tasks: list[Task], out_dir: str | Path,
                  cfg: RLConfig | None = None, *, stages: list[Stage] | None = None, rescue: RescueConfig | None = None,
                  judge=None, teacher=None, harness_config: HarnessConfig | None = None,
-                 labels: list[str] | tuple[str, ...] = ()):
+                 labels: list[str] | tuple[str, ...] = (), summarizer=None):
         import torch
 
         from kit.policy.transformers_policy import TransformersPolicy
@@ -168,7 +173,9 @@ class RLTrainer:
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.labels = list(labels)
-        self.base_config = harness_config or HarnessConfig.smoke()
+        self.summarizer = summarizer
+        # the algorithm decides self-recovery (vanilla GSPO: none; FA-GSPO: required); every stage inherits it
+        self.base_config = harness_config_for(self.cfg.algorithm, harness_config or HarnessConfig.smoke())
         if judge is None:
             from kit.eval.judges import RuleJudge
 
@@ -180,10 +187,10 @@ class RLTrainer:
         self.model = self._prepare_model(self.policy.model)
         self.policy.model = self.model
         # The training view renders the same tool schemas the policy saw (the enabled tools).
-        from kit.harness.tools import tool_specs
+        from kit.harness.toolsets import config_tool_specs
 
         self.encoder = SFTEncoder(self.policy.processor,
-                                  tools=[sp.schema() for sp in tool_specs(self.base_config.tools_enabled).values()])
+                                  tools=[sp.schema() for sp in config_tool_specs(self.base_config).values()])
         self.collate = SFTCollator(self.encoder.pad_token_id)
         params = [p for p in self.model.parameters() if p.requires_grad]
         if not params:
@@ -240,12 +247,13 @@ class RLTrainer:
         sampling = SamplingParams(temperature=knobs.temperature, top_p=self.cfg.top_p,
                                   max_tokens=hcfg.max_response_tokens)
         factory = seeded_factory(self.policy, self.backend, hcfg, sampling, base_seed=self.cfg.seed + 7919 * step,
-                                 labels=self.labels)
+                                 labels=self.labels, summarizer=self.summarizer)
         t0 = time.perf_counter()
         self.model.eval()
         batch = await rollout_groups(factory, self.step_tasks(step), self.cfg.group_size,
                                      self.out / "rollouts" / f"step_{step:05d}", judge=self.judge, spec=self.spec,
-                                     concurrency=self.cfg.rollout_concurrency, judge_timeout_s=self.cfg.judge_timeout_s)
+                                     concurrency=self.cfg.rollout_concurrency, judge_timeout_s=self.cfg.judge_timeout_s,
+                                     protocol=hcfg.protocol)
         if stage.kind == "opd":
             m = self.opd_update(batch)
         else:

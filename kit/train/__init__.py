@@ -5,7 +5,10 @@
 * :mod:`kit.train.sft` — trainers: TRL ``SFTTrainer`` (CPU, multi-GPU through accelerate) and Unsloth
   ``FastVisionModel`` (one GPU, imported lazily), parameter groups, metrics.
 * :mod:`kit.train.curriculum` — short-to-long context curriculum: compacted transcripts, then full ones.
-* :mod:`kit.train.mixtures` — Agentic Seeding mixtures of hub sources with weights.
+* :mod:`kit.train.mixtures` — Agentic Seeding / SFT mixtures of hub sources with weights
+  (POINTS-Seeker A.2-A.3 specs); :mod:`kit.train.seeding` its Toucan and VQA (teacher-distilled) formats;
+  :mod:`kit.train.local_copies` tiny format-true local copies in hub layout.
+* :mod:`kit.train.packing` — packing to 32k tokens with sample boundaries kept (POINTS-Seeker §4.1).
 * :mod:`kit.train.sft_eval` — before/after evaluation: tool-call validity, format compliance, loss.
 
 Nothing here imports ``trl``, ``peft`` or ``unsloth`` at module import time (``trl`` costs ~10 s).
@@ -26,6 +29,10 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "Mixture": "kit.train.mixtures",
     "Source": "kit.train.mixtures",
     "sample_mixture": "kit.train.mixtures",
+    "load_mixture": "kit.train.mixtures",
+    "points_seeker_sft_config": "kit.train.sft",
+    "PackedSFTCollator": "kit.train.packing",
+    "write_local_copy": "kit.train.local_copies",
     "evaluate_sft": "kit.train.sft_eval",
     "compare": "kit.train.sft_eval",
 })

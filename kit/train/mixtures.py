@@ -12,15 +12,26 @@ machines); they are converted to :class:`EpisodeRecord` by a per-source ``format
 * ``"episodes"``: rows are episode records (``EpisodeRecord`` JSON) — also any local ``.jsonl``;
 * ``"messages"``: rows with a ``messages`` list of ``{"role", "content"}`` or a ShareGPT
   ``conversations`` list of ``{"from", "value"}`` (text chat SFT data, e.g. reasoning or
-  text-agentic traces; a ``tools`` column is ignored, the encoder renders its own).
+  text-agentic traces; a ``tools`` column is ignored, the encoder renders its own);
+* ``"toucan"`` and ``"vqa"``: see :mod:`kit.train.seeding` (Toucan-1.5M; image+question+answer rows
+  whose reasoning a teacher endpoint distills, POINTS-Seeker A.2).
 
-:data:`DEFAULT_MIXTURE` (``agentic_seeding.json``) is an example stage-I config; its hub names and
-weights are a starting point to edit, not the paper's (unpublished) mixture.
+Hub sources are fetched by id and ``revision`` through :func:`kit.hub.download.download` (the standard
+cache; offline mode serves the cache; a :class:`kit.hub.localhub.LocalHub` serves a local copy in hub
+layout, :func:`kit.train.local_copies.write_local_copy`) and read from the snapshot with ``datasets``
+(``subset`` = config, ``data_files`` = globs inside the repo). No revision: ``main``, with a warning,
+and the resolved commit goes into the report.
+
+Mixture specs (:data:`MIXTURES`): ``points_seeker_seeding`` (:data:`DEFAULT_MIXTURE`, the four
+sources POINTS-Seeker A.2 names, weights proportional to the sizes it states), ``points_seeker_sft``
+(A.3; sources the paper names without a hub id are required parameters) and
+``kit_open_alternatives`` (``agentic_seeding.json``, the kit's earlier example with other datasets).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,9 +54,16 @@ class Source:
     name: str
     kind: Kind
     weight: float
-    format: Literal["episodes", "messages"] = "messages"
+    format: Literal["episodes", "messages", "toucan", "vqa"] = "messages"
     split: str = "train"
     subset: str | None = None
+    revision: str | None = None  # hub revision (tag/branch/commit); None: "main" with a warning
+    data_files: list[str] | None = None  # globs inside the hub repo (also what is downloaded)
+    extra_files: list[str] | None = None  # further globs to download (image folders of "vqa" rows)
+    columns: dict[str, str] | None = None  # "vqa": {"image", "question", "answer"} column names
+    reasoning: Literal["teacher", "dataset_answer"] = "teacher"  # "vqa": see kit.train.seeding
+    stated_size: int | None = None  # the size the paper states (documentation; weights derive from it)
+    note: str = ""  # provenance / uncertainty of the hub id and layout
 
 
 @dataclass
@@ -67,7 +85,8 @@ class Mixture:
         """
         try:
             sources = [Source(**s) for s in d["sources"]]
-            mix = cls(sources=sources, size=int(d["size"]), seed=int(d.get("seed", 0)), name=d.get("name", "mixture"))
+            mix = cls(sources=sources, size=int(d["size"]), seed=int(d.get("seed", 0)), name=d.get("name", "mixture"),
+                      meta=dict(d.get("meta", {})))
         except (KeyError, TypeError) as e:
             raise MixtureError(f"bad mixture config: {e}") from e
         if not sources:
@@ -75,9 +94,11 @@ class Mixture:
         for s in sources:
             if not s.weight > 0:
                 raise MixtureError(f"source {s.name}: weight must be positive, got {s.weight}")
+            if s.name.startswith("REQUIRED:"):
+                raise MixtureError(f"source {s.name!r}: the paper names no hub id; pass a hub id or .jsonl path")
             if s.kind not in ("reasoning", "text_agentic", "multimodal_reasoning", "multimodal_agentic"):
                 raise MixtureError(f"source {s.name}: unknown kind {s.kind!r}")
-            if s.format not in ("episodes", "messages"):
+            if s.format not in ("episodes", "messages", "toucan", "vqa"):
                 raise MixtureError(f"source {s.name}: unknown format {s.format!r}")
         if mix.size <= 0:
             raise MixtureError(f"size must be positive, got {mix.size}")
@@ -98,24 +119,70 @@ class Mixture:
         return {s.name: n for s, n in zip(self.sources, q)}
 
 
-def _rows(src: Source) -> list[dict[str, Any]]:
+log = logging.getLogger(__name__)
+
+
+def load_source_rows(src: Source, cache_dir: str | Path | None = None) -> tuple[list[dict[str, Any]], Path | None, str | None]:
+    """``(rows, snapshot_folder, resolved_commit)`` of a source (folder and commit None for ``.jsonl``).
+
+    Raises:
+        MixtureError: a missing file; a hub source that cannot be downloaded or read.
+    """
     p = Path(src.name)
     if p.suffix == ".jsonl":
         if not p.is_file():
             raise MixtureError(f"source file {p} does not exist")
-        return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()], p.parent, None
+    from kit.hub.download import download
+
+    if src.revision is None:
+        log.warning("source %s: no revision pinned, loading 'main' (the resolved commit is reported)", src.name)
     try:
+        snap = download(src.name, revision=src.revision or "main", repo_type="dataset", cache_dir=cache_dir,
+                        allow_patterns=(list(src.data_files) + list(src.extra_files or []) + ["README.md"])
+                        if src.data_files else None)
         from datasets import load_dataset
 
-        ds = load_dataset(src.name, src.subset, split=src.split)
-    except Exception as e:  # hub unreachable, not cached, bad split: one clear error per source
-        raise MixtureError(f"cannot load source {src.name!r} (split {src.split}); it must be in the local "
-                           f"datasets cache when the Hub is unreachable: {type(e).__name__}: {e}") from e
-    return list(ds)
+        # explicit data_files define the files (a config name would then not exist); subset picks a README config
+        ds = load_dataset(str(snap.path), None if src.data_files else src.subset, data_files=src.data_files,
+                          split=src.split)
+    except Exception as e:  # hub unreachable, not cached, bad split or files: one clear error per source
+        raise MixtureError(f"cannot load source {src.name!r} (revision {src.revision or 'main'}, split {src.split}); "
+                           f"offline it must be in the hub cache or a local hub copy: {type(e).__name__}: {e}") from e
+    return list(ds), snap.path, snap.commit
+
+
+def _rows(src: Source) -> list[dict[str, Any]]:
+    return load_source_rows(src)[0]
 
 
 _SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "function_call": "assistant", "observation": "tool"}
-DEFAULT_MIXTURE = Path(__file__).with_name("agentic_seeding.json")
+MIXTURES = {
+    "points_seeker_seeding": Path(__file__).with_name("points_seeker_seeding.json"),  # A.2 sources, paper default
+    "points_seeker_sft": Path(__file__).with_name("points_seeker_sft.json"),  # A.3 sources
+    "kit_open_alternatives": Path(__file__).with_name("agentic_seeding.json"),  # kit variant, other datasets
+}
+DEFAULT_MIXTURE = MIXTURES["points_seeker_seeding"]
+
+
+def load_mixture(name_or_path: str | Path, replace: dict[str, dict[str, Any]] | None = None, **fields) -> Mixture:
+    """A mixture spec by :data:`MIXTURES` name or path, with sources replaced by name (``replace``:
+    ``{"REQUIRED:ocr_samples": {"name": "my/ocr", "weight": 15000}}`` merges into that source) and
+    top-level fields (``size``, ``seed``) overridden.
+
+    Raises:
+        MixtureError: unknown name; a replaced source not in the spec; a ``REQUIRED:`` source left.
+    """
+    path = MIXTURES.get(str(name_or_path), Path(name_or_path))
+    if not Path(path).is_file():
+        raise MixtureError(f"unknown mixture {name_or_path!r}; known: {sorted(MIXTURES)}")
+    d = json.loads(Path(path).read_text())
+    names = [s["name"] for s in d["sources"]]
+    for k in replace or {}:
+        if k not in names:
+            raise MixtureError(f"mixture {d.get('name')}: no source {k!r} to replace; sources: {names}")
+    d["sources"] = [{**s, **(replace or {}).get(s["name"], {})} for s in d["sources"]]
+    return Mixture.from_dict({**d, **fields})
 
 
 def row_to_record(row: dict[str, Any], src: Source, idx: int) -> EpisodeRecord:
@@ -124,6 +191,15 @@ def row_to_record(row: dict[str, Any], src: Source, idx: int) -> EpisodeRecord:
     Raises:
         MixtureError: a row without the fields its format needs.
     """
+    if src.format == "toucan":
+        from kit.train.seeding import SeedingRowError, toucan_record
+
+        try:
+            return toucan_record(row, src, idx)
+        except SeedingRowError as e:
+            raise MixtureError(str(e)) from e
+    if src.format == "vqa":
+        raise MixtureError(f"{src.name}: 'vqa' rows need images and a teacher; use sample_mixture")
     if src.format == "episodes":
         try:
             return EpisodeRecord.model_validate(row)
@@ -146,21 +222,45 @@ def row_to_record(row: dict[str, Any], src: Source, idx: int) -> EpisodeRecord:
                          messages=out, status="answered", trainable=True, labels=[f"mixture:{src.kind}"])
 
 
-def sample_mixture(mix: Mixture) -> tuple[list[EpisodeRecord], dict[str, Any]]:
+def sample_mixture(mix: Mixture, *, workspace: str | Path | None = None, distiller=None,
+                   cache_dir: str | Path | None = None) -> tuple[list[EpisodeRecord], dict[str, Any]]:
     """Draw ``mix.size`` records by weight; returns ``(records, report)`` where the report gives per
-    source the quota, the rows available and the records drawn.
+    source the quota, the rows available, the records drawn, the resolved hub commit and, for
+    ``"vqa"`` sources, the rows filtered out by the answer check (``filtered_answer_mismatch``).
+
+    Args:
+        workspace: folder for the images of ``"vqa"`` records (required when the mixture has one).
+        distiller: :data:`kit.train.seeding.Distiller` (teacher endpoint) for ``reasoning="teacher"``.
 
     Raises:
-        MixtureError: a source cannot be loaded or has malformed rows.
+        MixtureError: a source cannot be loaded or has malformed rows; a ``"vqa"`` source without a
+            workspace, or with ``reasoning="teacher"`` and no distiller.
     """
+    from kit.train.seeding import SeedingRowError, vqa_record
+
     rng = random.Random(mix.seed)
     quotas = mix.quotas()
     records, report = [], {}
     for src in mix.sources:
-        rows = _rows(src)
+        rows, root, commit = load_source_rows(src, cache_dir)
         take = min(quotas[src.name], len(rows))
         idx = rng.sample(range(len(rows)), take)
-        records += [row_to_record(rows[i], src, i) for i in idx]
-        report[src.name] = {"kind": src.kind, "quota": quotas[src.name], "available": len(rows), "drawn": take}
+        filtered = 0
+        if src.format == "vqa":
+            if workspace is None:
+                raise MixtureError(f"{src.name}: 'vqa' sources need a workspace for their images")
+            for i in idx:
+                try:
+                    r = vqa_record(rows[i], src, i, root=root, workspace=Path(workspace), distiller=distiller)
+                except SeedingRowError as e:
+                    raise MixtureError(str(e)) from e
+                if r is None:
+                    filtered += 1
+                else:
+                    records.append(r)
+        else:
+            records += [row_to_record(rows[i], src, i) for i in idx]
+        report[src.name] = {"kind": src.kind, "quota": quotas[src.name], "available": len(rows), "drawn": take,
+                            "filtered_answer_mismatch": filtered, "commit": commit, "revision": src.revision}
     rng.shuffle(records)
     return records, report

@@ -5,7 +5,10 @@
   and :mod:`kit.vfold.pages` (re-exported by :mod:`kit.vfold.render`);
 * :mod:`kit.vfold.fonts` — the free Verdana substitute (DejaVu Sans) and fallback fonts;
 * :mod:`kit.vfold.fold` — context strategies for the harness (no compression, discard history, LLM
-  summary, render everything, V-Fold) and :func:`~kit.vfold.fold.make_context_builder`;
+  summary, render everything, V-Fold) and :func:`~kit.vfold.fold.make_context_builder`; their base
+  (history meter, per-episode state) is :mod:`kit.vfold.base`;
+* :mod:`kit.vfold.modes` — V-Fold's named modes: ``"paper"`` (Table 8 layout, fold every stale
+  observation) and ``"kit"`` (flowed layout, fold only if smaller and lossless);
 * :mod:`kit.vfold.accounting` — text vs vision tokens per folded observation and per trajectory;
 * :mod:`kit.vfold.training` — the fully rendered trajectory variant of SFT records;
 * :mod:`kit.vfold.episodes` — a scripted long-horizon reader (not a model) for real long histories.
@@ -23,6 +26,9 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "SummaryContext": "kit.vfold.fold",
     "RenderAllContext": "kit.vfold.fold",
     "points_seeker_config": "kit.vfold.fold",
+    "VFOLD_MODES": "kit.vfold.modes",
+    "VFoldOptions": "kit.vfold.modes",
+    "vfold_options": "kit.vfold.modes",
     "trajectory_accounting": "kit.vfold.accounting",
     "render_trajectory": "kit.vfold.training",
     "render_dataset": "kit.vfold.training",

@@ -24,12 +24,16 @@ as text.
   images, code plots) keep their references and are re-fed as before; they are never turned into
   text. Rendered pages are registered in the episode's evidence registry as kind ``rendered_obs``
   (``<rendered_obs_3>``) — persistent, with provenance (tool, turn) — and each observation is
-  rendered once per episode, whatever the number of turns.
+  rendered once per episode, whatever the number of turns. Its ``mode`` (:mod:`kit.vfold.modes`):
+  ``"paper"`` — Table 8 layout, every stale observation folded (a lossy fold is an event
+  ``folded_lossy``); ``"kit"`` — flowed layout, an observation whose pages are not smaller or would
+  lose characters stays text. Every log entry carries the mode and its options (``"vfold"``).
 
 :func:`make_context_builder` maps ``HarnessConfig.context_strategy`` / ``context_tau`` /
-``context_keep`` to a builder (the harness calls it); :func:`points_seeker_config` is the
-POINTS-Seeker profile (V-Fold on, τ = 8k, k = 2), while WeAgent's paper profile
-(``HarnessConfig()``) keeps ``"full"``.
+``context_keep`` (and ``vfold_mode`` / ``vfold_layout`` / ``vfold_only_if_smaller`` /
+``vfold_require_lossless`` for ``vfold`` and ``render_all``) to a builder (the harness calls it);
+:func:`points_seeker_config` is the POINTS-Seeker profile (V-Fold on in paper mode, τ = 8k, k = 2),
+while WeAgent's paper profile (``HarnessConfig()``) keeps ``"full"``.
 
 Strategies keep per-episode state (render cache, decisions, summaries) keyed by the episode's
 registry, so one builder serves concurrent episodes. ``log(registry)`` returns the per-turn
@@ -39,18 +43,13 @@ decisions for accounting and notebooks.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import math
 import re
 import threading
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from kit.harness.config import HarnessConfig
 from kit.harness.context import (
-    MESSAGE_OVERHEAD_TOKENS,
     ContextBuilder,
     context_strategy_registry,
     make_context_builder,  # noqa: F401  (its old home: re-exported)
@@ -58,186 +57,21 @@ from kit.harness.context import (
 )
 from kit.harness.registry import EvidenceRegistry
 from kit.types import ContentPart, Message, SamplingParams, TokenCounter
-
-RENDERED_KIND = "rendered_obs"
-STRATEGIES = ("full", "discard", "summary", "render_all", "vfold")
-DEFAULT_TAU = 8192
-DEFAULT_KEEP = 2
-_IMAGE_FRAME = 2  # <|vision_start|> … <|vision_end|>
-
-
-# ------------------------------------------------------------------------------------------ counting
-class HistoryMeter:
-    """``Len(H_t)`` in tokens of the policy's counter: all messages after the system prompt.
-
-    With an exact counter (``count_message``) each message is rendered through the chat template
-    (cached per message object); otherwise text tokens + image tokens + a fixed framing estimate.
-    Image sizes come from the evidence registry.
-    """
-
-    def __init__(self, counter: TokenCounter):
-        self.counter = counter
-        self.exact = hasattr(counter, "count_message")
-        self._memo: dict[tuple[int, str | None], tuple[Message, int]] = {}
-
-    def message_tokens(self, m: Message, registry: EvidenceRegistry, previous_role: str | None = None) -> int:
-        """Tokens ``m`` adds to a prompt (see class docstring)."""
-        key = (id(m), previous_role)
-        hit = self._memo.get(key)
-        if hit is not None and hit[0] is m:
-            return hit[1]
-        sizes = []
-        for ref in m.image_refs():
-            try:
-                e = registry.resolve(ref)
-                sizes.append((e.width, e.height))
-            except Exception:  # unknown refs are the harness's concern; count a minimal image
-                sizes.append((28, 28))
-        if self.exact:
-            n = self.counter.count_message(m, sizes, previous_role)
-        else:
-            n = MESSAGE_OVERHEAD_TOKENS + (self.counter.count_text(m.text()) if m.text() else 0)
-            n += sum(self.counter.count_image(w, h) + _IMAGE_FRAME for w, h in sizes)
-        if len(self._memo) > 50_000:
-            self._memo.clear()
-        self._memo[key] = (m, n)
-        return n
-
-    def history_tokens(self, messages: list[Message], registry: EvidenceRegistry) -> int:
-        """Sum of :meth:`message_tokens` over the messages after the system prompt."""
-        total, prev = 0, None
-        for m in messages:
-            if m.role != "system":
-                total += self.message_tokens(m, registry, prev)
-            prev = m.role
-        return total
-
-
-# ------------------------------------------------------------------------------------------ state
-@dataclass
-class FoldedObservation:
-    """How one observation text was (or was not) folded; shared by all turns of an episode."""
-
-    key: str
-    chars: int
-    text_tokens: int
-    folded: bool
-    reason: str  # "folded", "empty", "not_smaller", "missing_glyphs", "truncated", "no_pages"
-    refs: list[str] = field(default_factory=list)  # registered page filenames
-    page_sizes: list[tuple[int, int]] = field(default_factory=list)
-    vision_tokens: int = 0
-    report: dict = field(default_factory=dict)
-
-
-@dataclass
-class _EpisodeState:
-    renders: dict[str, FoldedObservation] = field(default_factory=dict)
-    messages: dict[tuple, Message] = field(default_factory=dict)
-    log: list[dict] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
-    summary: str | None = None
-    summarized: int = 0  # number of interactions covered by ``summary``
-    renders_done: int = 0
-
-
-def _obs_key(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-# ------------------------------------------------------------------------------------------ base
-class FoldingContext(ContextBuilder):
-    """Base of the threshold-triggered strategies (see module docstring).
-
-    Args:
-        counter: the policy's token counter (``policy.token_counter``).
-        tau: trigger threshold τ in tokens (``Len(H_t) > τ``); 0 = always.
-        keep: ``k``, most recent observations/interactions kept as text.
-        refeed_images: False applies WeAgent's no-re-feed ablation to evidence images (rendered
-            pages are always shown: they *are* the observation).
-
-    Raises:
-        ValueError: negative ``tau`` or ``keep``.
-    """
-
-    name = "base"
-
-    def __init__(self, counter: TokenCounter, *, tau: int = DEFAULT_TAU, keep: int = DEFAULT_KEEP,
-                 refeed_images: bool = True):
-        super().__init__(refeed_images=refeed_images)
-        if tau < 0 or keep < 0:
-            raise ValueError(f"tau and keep must be >= 0, got tau={tau}, keep={keep}")
-        self.counter = counter
-        self.tau = tau
-        self.keep = keep
-        self.meter = HistoryMeter(counter)
-        self._states: weakref.WeakKeyDictionary[EvidenceRegistry, _EpisodeState] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-
-    def state(self, registry: EvidenceRegistry) -> _EpisodeState:
-        with self._lock:
-            st = self._states.get(registry)
-            if st is None:
-                st = self._states[registry] = _EpisodeState()
-            return st
-
-    def log(self, registry: EvidenceRegistry) -> list[dict]:
-        """Per-build decisions of the episode: history tokens, triggered, folded/dropped counts."""
-        return list(self.state(registry).log)
-
-    def events(self, registry: EvidenceRegistry) -> list[dict]:
-        """Notable per-episode events (summary fallbacks, observations kept as text and why)."""
-        return list(self.state(registry).events)
-
-    def build(self, messages: list[Message], registry: EvidenceRegistry) -> list[Message]:
-        """Model-facing messages for this turn (the input list is not modified)."""
-        st = self.state(registry)
-        n = self.meter.history_tokens(messages, registry)
-        triggered = n > self.tau
-        entry: dict[str, Any] = {"messages": len(messages), "history_tokens": n, "triggered": triggered}
-        out = self._apply(list(messages), registry, st, entry) if triggered else list(messages)
-        st.log.append(entry)
-        return self._refeed(out, registry)
-
-    def _apply(self, messages: list[Message], registry: EvidenceRegistry, st: _EpisodeState, entry: dict) -> list[Message]:
-        raise NotImplementedError
-
-    def _refeed(self, out: list[Message], registry: EvidenceRegistry) -> list[Message]:
-        if self.refeed_images:
-            return out
-        res = []
-        for m in out:
-            if m.role == "tool" and m.image_refs():
-                keep_parts, hidden = [], []
-                for p in m.content:
-                    if p.type == "image" and p.image and not _is_rendered(p.image, registry):
-                        hidden.append(p.image)
-                    else:
-                        keep_parts.append(p)
-                if hidden:
-                    keep_parts.append(ContentPart(type="text", text="[images saved but not shown: " + ", ".join(hidden) + "]"))
-                    m = m.model_copy(update={"content": keep_parts})
-            res.append(m)
-        return res
-
-
-def _is_rendered(ref: str, registry: EvidenceRegistry) -> bool:
-    try:
-        return registry.resolve(ref).kind == RENDERED_KIND
-    except Exception:
-        return False
-
-
-class FullContext(FoldingContext):
-    """No compression (Table 4): the full history every turn; logs ``Len(H_t)`` like the others."""
-
-    name = "full"
-
-    def __init__(self, counter: TokenCounter, *, refeed_images: bool = True, **_: Any):
-        super().__init__(counter, tau=0, keep=0, refeed_images=refeed_images)
-        self.tau = math.inf
-
-    def _apply(self, messages, registry, st, entry):
-        return messages
+from kit.vfold.base import (  # noqa: F401  (defined here before; re-exported)
+    _IMAGE_FRAME,
+    DEFAULT_KEEP,
+    DEFAULT_TAU,
+    RENDERED_KIND,
+    STRATEGIES,
+    FoldedObservation,
+    FoldingContext,
+    FullContext,
+    HistoryMeter,
+    _EpisodeState,
+    _is_rendered,
+    _obs_key,
+)
+from kit.vfold.modes import VFoldOptions, options_from_config, vfold_options
 
 
 # ------------------------------------------------------------------------------------------ interactions
@@ -451,40 +285,72 @@ class VFoldContext(FoldingContext):
 
     Args:
         counter, tau, keep, refeed_images: see :class:`FoldingContext` (τ = 8k, k = 2 as in the paper).
-        renderer: a :class:`kit.vfold.render.Renderer` (default: the shared Table 8 renderer).
+        renderer: a :class:`kit.vfold.render.Renderer`; default: the shared renderer of the mode's
+            ``layout``. An explicit renderer decides the layout (recorded; ``"custom"`` if neither).
         note: prefix each folded observation with a one-line text naming its page images
             (``[web_search result, rendered as page image(s): <rendered_obs_1>]``).
+        mode: ``"kit"`` (flowed layout, fold only if smaller and lossless) or ``"paper"`` (Table 8
+            layout, fold every stale observation); :mod:`kit.vfold.modes`.
+        layout: ``"table8"`` | ``"flowed"``; None = the mode's.
         only_if_smaller: keep an observation as text when its pages would cost at least as many
-            tokens as its text (tiny observations).
+            tokens as its text; None = the mode's.
         require_lossless: keep an observation as text when rendering would lose characters (no
-            font covers some, or the page cap truncated it); the reason is logged as an event.
+            font covers some, or the page cap truncated it); the reason is logged as an event
+            ``kept_as_text``. Off, such an observation is folded and an event ``folded_lossy`` says
+            what was lost. None = the mode's.
+
+    Raises:
+        ValueError: unknown mode or layout, or ``layout`` contradicting ``renderer``.
     """
 
     name = "vfold"
 
-    def __init__(self, counter: TokenCounter, *, renderer=None, note: bool = True, only_if_smaller: bool = True,
-                 require_lossless: bool = True, **kw: Any):
+    def __init__(self, counter: TokenCounter, *, renderer=None, note: bool = True, mode: str = "kit",
+                 layout: str | None = None, only_if_smaller: bool | None = None,
+                 require_lossless: bool | None = None, **kw: Any):
         super().__init__(counter, **kw)
+        self.options: VFoldOptions = vfold_options(
+            mode, layout=layout, only_if_smaller=only_if_smaller, require_lossless=require_lossless,
+            renderer_config=renderer.config if renderer is not None else None)
         if renderer is None:
+            from kit.vfold.modes import layout_config
             from kit.vfold.render import default_renderer
 
-            renderer = default_renderer()
+            renderer = default_renderer(layout_config(self.options.layout))
         self.renderer = renderer
         self.note = note
-        self.only_if_smaller = only_if_smaller
-        self.require_lossless = require_lossless
+        self._record = self.options.record()
+
+    @property
+    def only_if_smaller(self) -> bool:
+        return self.options.only_if_smaller
+
+    @property
+    def require_lossless(self) -> bool:
+        return self.options.require_lossless
 
     def _apply(self, messages, registry, st, entry):
         obs = [i for i, m in enumerate(messages) if m.role == "tool"]
         stale = obs[: max(0, len(obs) - self.keep)]
-        folded = 0
+        folded = lossy = larger = 0
         for i in stale:
             new = self.fold_message(messages[i], registry, st)
-            folded += new is not messages[i]
+            if new is not messages[i]:
+                fo = st.renders[_obs_key(messages[i].text())]
+                folded += 1
+                lossy += bool(fo.losses)
+                larger += fo.larger
             messages[i] = new
         entry["stale_observations"] = len(stale)
         entry["folded_observations"] = folded
+        entry["folded_lossy"] = lossy
+        entry["folded_larger"] = larger
         return messages
+
+    def build(self, messages: list[Message], registry: EvidenceRegistry) -> list[Message]:
+        out = super().build(messages, registry)
+        self.state(registry).log[-1]["vfold"] = self._record  # which mode produced this context
+        return out
 
     def fold_observation(self, text: str, m: Message, registry: EvidenceRegistry, st: _EpisodeState) -> FoldedObservation:
         """Render (once per episode and text) and decide; registers the pages when folding."""
@@ -500,26 +366,31 @@ class VFoldContext(FoldingContext):
             st.renders_done += 1
             sizes = res.page_sizes()
             vision = sum(self.counter.count_image(w, h) + _IMAGE_FRAME for w, h in sizes)
+            losses = [n for n, lost in (("missing_glyphs", res.missing_glyphs), ("truncated", res.truncated)) if lost]
             reason = "folded"
             if not res.pages:
                 reason = "no_pages"
-            elif self.require_lossless and res.missing_glyphs:
-                reason = "missing_glyphs"
-            elif self.require_lossless and res.truncated:
-                reason = "truncated"
+            elif self.require_lossless and losses:
+                reason = losses[0]
             elif self.only_if_smaller and vision >= text_tokens:
                 reason = "not_smaller"
+            rep = res.report()
             fo = FoldedObservation(key, len(text), text_tokens, reason == "folded", reason, page_sizes=sizes,
-                                   vision_tokens=vision, report=res.report())
+                                   vision_tokens=vision, report=rep)
+            detail = {k: rep[k] for k in ("chars", "rendered_chars", "missing_glyphs", "missing_sample")}
             if fo.folded:
+                fo.losses, fo.larger = losses, vision >= text_tokens
                 n = len(res.pages)
                 for k, png in enumerate(res.png()):
                     e = registry.register_bytes(png, RENDERED_KIND, tool=m.name, turn=m.turn,
                                                 title=f"observation of turn {m.turn} ({m.name}), page {k + 1}/{n}")
                     fo.refs.append(e.filename)
+                if losses:  # folded anyway (require_lossless off): never silently
+                    st.events.append({"type": "folded_lossy", "losses": losses, "turn": m.turn, "tool": m.name,
+                                      "detail": detail, "vfold": self._record})
             elif reason in ("missing_glyphs", "truncated"):
                 st.events.append({"type": "kept_as_text", "reason": reason, "turn": m.turn, "tool": m.name,
-                                  "detail": {k: res.report()[k] for k in ("chars", "rendered_chars", "missing_glyphs", "missing_sample")}})
+                                  "detail": detail, "vfold": self._record})
         st.renders[key] = fo
         return fo
 
@@ -555,16 +426,25 @@ class RenderAllContext(VFoldContext):
     def __init__(self, counter: TokenCounter, **kw: Any):
         kw.pop("tau", None)
         kw.pop("keep", None)
-        kw.setdefault("only_if_smaller", False)
+        if kw.get("only_if_smaller") is None:
+            kw["only_if_smaller"] = False
         super().__init__(counter, tau=0, keep=0, **kw)
         self.tau = -1  # trigger even on an empty history
 
 
 # ------------------------------------------------------------------------------------------ registration
+def _vfold_kwargs(config: HarnessConfig) -> dict[str, Any]:
+    # HarnessConfig.vfold_mode / vfold_layout / vfold_only_if_smaller / vfold_require_lossless
+    o = options_from_config(config)  # validates; None fields = the mode's values
+    return {"mode": o.mode, "layout": getattr(config, "vfold_layout", None),
+            "only_if_smaller": getattr(config, "vfold_only_if_smaller", None),
+            "require_lossless": getattr(config, "vfold_require_lossless", None)}
+
+
 def _with_common(cls):
     def factory(config: HarnessConfig, counter: TokenCounter, **opts: Any) -> ContextBuilder:
         return cls(counter, renderer=opts.get("renderer"), tau=config.context_tau, keep=config.context_keep,
-                   refeed_images=config.refeed_images)
+                   refeed_images=config.refeed_images, **_vfold_kwargs(config))
     return factory
 
 
@@ -581,7 +461,9 @@ def _discard_factory(config: HarnessConfig, counter: TokenCounter, **_: Any) -> 
 
 
 def _render_all_factory(config: HarnessConfig, counter: TokenCounter, **opts: Any) -> ContextBuilder:
-    return RenderAllContext(counter, renderer=opts.get("renderer"), refeed_images=config.refeed_images)
+    kw = _vfold_kwargs(config)
+    kw["only_if_smaller"] = False  # Table 4's Image Rendering renders every observation
+    return RenderAllContext(counter, renderer=opts.get("renderer"), refeed_images=config.refeed_images, **kw)
 
 
 for _name, _factory in (("discard", _discard_factory), ("summary", _summary_factory),
@@ -591,7 +473,9 @@ for _name, _factory in (("discard", _discard_factory), ("summary", _summary_fact
 
 
 def points_seeker_config(**overrides: Any) -> HarnessConfig:
-    """POINTS-Seeker profile: WeAgent's Table 5 budgets with V-Fold on (τ = 8k tokens, k = 2, §4.1)."""
-    base = dict(context_strategy="vfold", context_tau=DEFAULT_TAU, context_keep=DEFAULT_KEEP)
+    """POINTS-Seeker profile: WeAgent's Table 5 budgets with V-Fold on (τ = 8k tokens, k = 2, §4.1) in
+    its paper mode (Table 8 layout, every stale observation folded; :mod:`kit.vfold.modes`)."""
+    base: dict[str, Any] = dict(context_strategy="vfold", context_tau=DEFAULT_TAU, context_keep=DEFAULT_KEEP,
+                                vfold_mode="paper")
     base.update(overrides)
     return HarnessConfig(**base)

@@ -7,7 +7,7 @@ functions below, which build what every notebook needs (the local web over the s
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,24 +78,31 @@ def open_local_web(paths: str | os.PathLike | Sequence[str | os.PathLike] | None
     return LocalZimWeb(local_zim_paths(paths, data_dir=data_dir, names=names), **web_kwargs)
 
 
-def open_tool_cache(path: str | os.PathLike | None, mode: str = "readwrite") -> ToolCache:
+def open_tool_cache(path: str | os.PathLike | None, mode: str = "readwrite", *, refresh_after_s: float | None = None,
+                    clock: Callable[[], float] | None = None) -> ToolCache:
     """A :class:`kit.web.cache.ToolCache` for a notebook's ``cache_mode``: ``"readwrite"`` / ``"readonly"``
     on the SQLite file ``path``; ``"off"`` ignores ``path`` (nothing is read or written).
+    ``refresh_after_s``: entries older than this many seconds are refetched and replaced (§3.2
+    periodic refresh; ``readwrite`` only, a ``readonly`` snapshot never refreshes); ``None``: never.
+    ``clock``: the time source (default ``time.time``).
 
     Raises:
-        ValueError: an unknown mode; ``path`` is not a SQLite database (the message names it).
+        ValueError: an unknown mode; ``path`` is not a SQLite database (the message names it); a bad
+            ``refresh_after_s``.
         FileNotFoundError: ``"readonly"`` on a missing file. IsADirectoryError: ``path`` is a directory.
     """
     import sqlite3
+    import time
 
     from kit.web.cache import ToolCache
 
+    timing: dict[str, Any] = {"refresh_after_s": refresh_after_s, "clock": clock or time.time}
     if mode == "off":
-        return ToolCache(None, mode="off")
+        return ToolCache(None, mode="off", **timing)
     if path is not None and Path(path).is_dir():
         raise IsADirectoryError(f"tool cache path {os.fspath(path)!r} is a directory: give a SQLite file path")
     try:
-        cache = ToolCache(path, mode=mode)
+        cache = ToolCache(path, mode=mode, **timing)
         if cache._db is not None:  # a read-only connection opens lazily: read the schema now, not at the first hit
             cache._db.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as e:

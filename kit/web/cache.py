@@ -9,6 +9,13 @@ normalized request, time). Modes:
   backend and are not written;
 * ``off`` — no caching.
 
+Periodic refresh (§3.2: "Periodic refreshes prevent the pool from becoming a fixed offline corpus";
+the paper gives no interval): with ``refresh_after_s`` set, a ``readwrite`` cache treats an entry
+older than that as a miss, so the live backend is called again and its response replaces the entry
+(a failed refetch is not cached and leaves the old entry in place). ``None`` (the default) never
+refreshes. A ``readonly`` snapshot never refreshes, whatever ``refresh_after_s`` says: replay and RL
+workers must see the same stable snapshot (§3.2), so stale entries are served as they are.
+
 :class:`CachedBackend` wraps any :class:`~kit.types.SearchBackend`; a hit returns through the same
 types as a live call. Keys include the backend name, the operation, the normalized arguments and,
 for reverse image search, the sha256 of the image content. Failures are never cached.
@@ -18,11 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import sqlite3
 import threading
 import time
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,18 +70,34 @@ class ToolCache:
     Args:
         path: SQLite file (created in ``readwrite`` mode). ``None`` with mode ``off``.
         mode: ``readwrite`` | ``readonly`` | ``off``.
+        refresh_after_s: age in seconds after which a ``readwrite`` entry is refetched and replaced
+            (module docstring); ``None``: never. Ignored in ``readonly`` mode (a snapshot is stable).
+        clock: ``() -> seconds since the epoch`` stamping and ageing entries (default ``time.time``;
+            tests pass a fake clock).
+
+    ``stats``: ``hits``, ``misses`` (stale entries included), ``writes`` and, when
+    ``refresh_after_s`` is set, ``refreshed`` (stale entries treated as misses).
 
     Raises:
         FileNotFoundError: ``readonly`` on a missing file.
-        ValueError: unknown mode, or no path for a caching mode.
+        ValueError: unknown mode, no path for a caching mode, or ``refresh_after_s`` not a positive
+            finite number.
     """
 
-    def __init__(self, path: str | Path | None, mode: CacheMode = "readwrite"):
+    def __init__(self, path: str | Path | None, mode: CacheMode = "readwrite", *,
+                 refresh_after_s: float | None = None, clock: Callable[[], float] = time.time):
         if mode not in ("readwrite", "readonly", "off"):
             raise ValueError(f"unknown cache mode {mode!r}")
+        if refresh_after_s is not None and (isinstance(refresh_after_s, bool) or not isinstance(refresh_after_s, (int, float))
+                                            or not math.isfinite(refresh_after_s) or refresh_after_s <= 0):
+            raise ValueError(f"refresh_after_s must be a positive number of seconds or None, got {refresh_after_s!r}")
         self.mode = mode
         self.path = Path(path) if path is not None else None
+        self.refresh_after_s = None if refresh_after_s is None else float(refresh_after_s)
+        self.clock = clock
         self.stats = {"hits": 0, "misses": 0, "writes": 0}
+        if self.refresh_after_s is not None:  # only then: manifests of runs without refresh keep their shape
+            self.stats["refreshed"] = 0
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         if mode == "off":
@@ -92,11 +117,17 @@ class ToolCache:
             self._db.execute(_SCHEMA)
 
     def get(self, key: str) -> str | None:
-        """The cached response JSON for ``key``, or ``None`` (counted as hit / miss)."""
+        """The cached response JSON for ``key``, or ``None`` (counted as hit / miss). In ``readwrite``
+        mode with ``refresh_after_s``, an entry older than that is ``None`` too (``refreshed``), so
+        the caller fetches it live and :meth:`put` replaces it."""
         if self._db is None:
             return None
         with self._lock:
-            row = self._db.execute("SELECT response FROM entries WHERE key=?", (key,)).fetchone()
+            row = self._db.execute("SELECT response, created FROM entries WHERE key=?", (key,)).fetchone()
+        if row and self.mode == "readwrite" and self.refresh_after_s is not None \
+                and self.clock() - row[1] > self.refresh_after_s:
+            self.stats["refreshed"] += 1
+            row = None
         self.stats["hits" if row else "misses"] += 1
         return row[0] if row else None
 
@@ -106,7 +137,7 @@ class ToolCache:
             return
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO entries VALUES (?,?,?,?,?,?)",
-                             (key, backend, op, json.dumps(request, ensure_ascii=False), response_json, time.time()))
+                             (key, backend, op, json.dumps(request, ensure_ascii=False), response_json, self.clock()))
         self.stats["writes"] += 1
 
     def __len__(self) -> int:

@@ -35,6 +35,7 @@ from kit.harness.config import HarnessConfig
 from kit.harness.episode import Task
 from kit.harness.loop import Harness
 from kit.policy.tokens import chat_entry
+from kit.rl.verl import settings
 from kit.types import AssistantTurn, Message, PolicyError, SamplingParams, Usage
 
 logger = logging.getLogger(__name__)
@@ -140,17 +141,28 @@ def default_judge(kit_cfg: dict[str, Any]):
     return RuleJudge(kit_cfg.get("rule_mode", "contains"))
 
 
+def default_summarizer(kit_cfg: dict[str, Any]):
+    """web_extract's summarizer from ``kit.summarizer`` / ``kit.summarizer_endpoint`` / ``kit.summarizer_model``
+    (:func:`kit.harness.summarize.summarizer_from_config`: the LLM under ``harness: paper``; a missing
+    endpoint stops the worker with a message naming ``summarizer_endpoint``)."""
+    from kit.harness.summarize import summarizer_from_config
+
+    return summarizer_from_config(kit_cfg)
+
+
 @register(AGENT_NAME)
 class KitHarnessAgentLoop(AgentLoopBase):
     """verl agent loop running one kit harness episode per sample (module docstring).
 
     Dataset rows (``kit.rl.verl.data.tasks_to_parquet``) carry the kit :class:`Task` as
-    ``extra_info["task"]``. Class attributes ``backend_factory`` / ``judge_factory`` build the search
-    backend and judge from the ``kit`` config section (replace them to inject others).
+    ``extra_info["task"]``. Class attributes ``backend_factory`` / ``judge_factory`` /
+    ``summarizer_factory`` build the search backend, judge and web_extract summarizer from the ``kit``
+    config section (replace them to inject others).
     """
 
     backend_factory = staticmethod(default_backend)
     judge_factory = staticmethod(default_judge)
+    summarizer_factory = staticmethod(default_summarizer)
     _shared: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, *args, **kwargs):
@@ -160,9 +172,8 @@ class KitHarnessAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
 
     def _harness_config(self) -> HarnessConfig:
-        base = HarnessConfig.smoke() if self.kit_cfg.get("harness", "paper") == "smoke" else HarnessConfig()
-        over = dict(self.kit_cfg.get("harness_overrides", {}) or {})
-        return HarnessConfig(**{**base.model_dump(), **over})
+        # kit.rl.verl.settings: the same algorithm → self-recovery rule as the single-node trainer
+        return settings.harness_config(self.kit_cfg)
 
     def _get(self, key: str, factory):
         # one backend / judge per worker process, shared by its agent loops
@@ -171,7 +182,7 @@ class KitHarnessAgentLoop(AgentLoopBase):
         return self._shared[key]
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
-        from kit.harness.tools import tool_specs
+        from kit.harness.toolsets import config_tool_specs
         from kit.rl.eligibility import check
         from kit.rl.rewards import score_record
         from kit.train.sft_data import SFTDataError, SFTEncoder, record_images
@@ -185,15 +196,19 @@ class KitHarnessAgentLoop(AgentLoopBase):
                                   request_id=uuid.uuid4().hex, max_context_tokens=self.prompt_length + self.response_length)
         backend = self._get("backend", self.backend_factory)
         judge = self._get("judge", self.judge_factory)
+        summarizer = self._get("summarizer", self.summarizer_factory)
         root = Path(self.kit_cfg.get("workspace_root") or tempfile.gettempdir()) / "kit_verl_workspaces"
         ws = root / f"{task.id}-{uuid.uuid4().hex[:8]}"
         sp = SamplingParams(temperature=float(sampling_params.get("temperature", 1.0)),
                             top_p=float(sampling_params.get("top_p", 1.0)), max_tokens=cfg.max_response_tokens)
-        rec = await Harness(policy, backend, cfg, sampling=sp, labels=list(self.kit_cfg.get("labels", []))).run(task, ws)
-        reward = await score_record(rec, judge, kind="weagent", timeout_s=float(self.kit_cfg.get("judge_timeout_s", 60)))
-        check_runtime = self.kit_cfg.get("algorithm", "fa_gspo") == "fa_gspo"
+        rec = await Harness(policy, backend, cfg, sampling=sp, labels=list(self.kit_cfg.get("labels", [])),
+                            summarizer=summarizer).run(task, ws)
+        spec = settings.algorithm_of(self.kit_cfg)
+        reward = await score_record(rec, judge, kind=spec.reward, protocol=cfg.protocol,
+                                    timeout_s=float(self.kit_cfg.get("judge_timeout_s", 60)))
+        check_runtime = spec.check_runtime  # gspo: no filtering
         el = check(rec, reward.reward, judge_error=reward.judge_error, check_runtime=check_runtime)
-        enc = SFTEncoder(self.processor, tools=[s.schema() for s in tool_specs(cfg.tools_enabled).values()],
+        enc = SFTEncoder(self.processor, tools=[s.schema() for s in config_tool_specs(cfg).values()],
                          max_response_tokens=10**9, max_trajectory_tokens=10**9)
         reason = el.reason
         try:

@@ -1,0 +1,299 @@
+"""Paper recipes as data: one YAML file per paper, every value with its citation (issue "paper recipes").
+
+Files (package data beside this module): ``weagent_mmsearch.yaml`` (WeAgent-MMSearch), ``points_seeker.yaml``
+(POINTS-Seeker), ``long_mdr.yaml`` (the Long-MDR schedule and rescue), ``smoke.yaml`` (the CPU pipeline check:
+WeAgent's recipe with small budgets) and ``preflight.yaml`` (an overlay that shrinks only sizes and the model,
+so a paper recipe's objects can be built and stepped on 2 cores). A recipe file is::
+
+    name: weagent_mmsearch
+    title: WeAgent-MMSearch
+    paper: WeAgent-MMSearch (seeds/weagent_mmsearch.txt)
+    extends: null            # or the name of the recipe this one overrides
+    includes: [long_mdr]     # recipes whose sections are merged in (values of this file win)
+    harness:                 # a section; its keys are the fields of the section's config class
+      max_turns: {value: 20, source: "Table 5 (Episode: turn limit)"}
+      ...
+    rl:
+      lr: {value: 5.0e-7, source: "App. A (a constant learning rate of 5.0e-7)"}
+
+Each entry has ``value`` and ``source`` (the paper's section / table / equation), ``kit`` (the kit's own
+choice, one line why) or both (the source cites the paper's part of a value, ``kit`` explains the rest);
+``paper`` optionally quotes the paper where the kit's value is a reading of it (``"Kimi K2.x"`` →
+``"kimi-k2.6"``). Sections with a config class (:data:`SECTION_MODELS`) are validated by building that
+class from the section (an unknown key or a bad value fails at load).
+
+Raw values are read without validation by :func:`paper_default` (config classes take their defaults from
+the recipe files, so the number lives in one place) and validated by :func:`load_recipe`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+__all__ = ["RECIPE_DIR", "SECTION_MODELS", "Entry", "Recipe", "RecipeError", "load_recipe", "paper_default",
+           "recipe_names", "recipes_markdown"]
+
+RECIPE_DIR = Path(__file__).resolve().parent
+META_KEYS = ("name", "title", "paper", "extends", "includes", "description")
+# sections validated by a config class (module:Class); "stages" is a list of kit.rl.staging.Stage
+SECTION_MODELS: dict[str, str] = {
+    "harness": "kit.harness.config:HarnessConfig",
+    "rl": "kit.rl.trainer:RLConfig",
+    "rescue": "kit.rl.staging:RescueConfig",
+    "sft": "kit.train.sft:SFTTrainConfig",
+}
+
+
+class RecipeError(ValueError):
+    """A recipe file that is missing, malformed, uncited or fails its section's validation."""
+
+
+class Entry(BaseModel):
+    """One recipe value. ``origin``: the recipe file it came from (an inherited or included value keeps it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: Any
+    source: str | None = None
+    kit: str | None = None
+    paper: str | None = None
+    origin: str = ""
+
+    @model_validator(mode="after")
+    def _one_reason(self) -> Entry:
+        if self.source is None and self.kit is None:
+            raise ValueError("give 'source' (the paper's section/table/equation) or 'kit' (the kit's reason), or both")
+        for k in ("source", "kit"):
+            v = getattr(self, k)
+            if v is not None and not str(v).strip():
+                raise ValueError(f"'{k}' must not be empty")
+        return self
+
+    @property
+    def cited(self) -> bool:
+        """True when the value is the paper's (``source`` set and no ``kit`` part), False for a kit choice."""
+        return self.source is not None and self.kit is None
+
+
+def _path(name: str) -> Path:
+    if not isinstance(name, str) or not name.replace("_", "").isalnum():
+        raise RecipeError(f"bad recipe name {name!r}; choose one of {recipe_names()}")
+    p = RECIPE_DIR / f"{name}.yaml"
+    if not p.is_file():
+        raise RecipeError(f"unknown recipe {name!r}; choose one of {recipe_names()}")
+    return p
+
+
+def recipe_names() -> list[str]:
+    """Names of the recipe files shipped with the kit (sorted)."""
+    return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
+
+
+@cache
+def _raw(name: str) -> dict[str, Any]:
+    import yaml
+
+    path = _path(name)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise RecipeError(f"{path.name}: not valid YAML: {e}") from None
+    if not isinstance(data, dict) or data.get("name") != name:
+        raise RecipeError(f"{path.name}: a mapping whose 'name' is {name!r} expected")
+    return data
+
+
+@cache
+def _entries(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Entry]:
+    """``{"section.key": Entry}`` of ``name`` with its ``extends`` base and ``includes`` merged in."""
+    if name in _seen:
+        raise RecipeError(f"recipe cycle: {' -> '.join((*_seen, name))}")
+    data = _raw(name)
+    out: dict[str, Entry] = {}
+    base = data.get("extends")
+    if base:
+        out.update(_entries(base, (*_seen, name)))
+    for inc in data.get("includes") or []:
+        out.update(_entries(inc, (*_seen, name)))
+    for section, body in data.items():
+        if section in META_KEYS:
+            continue
+        if section == "stages":
+            out["stages"] = _entry(name, "stages", body)
+            continue
+        if not isinstance(body, dict):
+            raise RecipeError(f"{name}.yaml: section {section!r} must be a mapping of key: {{value, source|kit}}")
+        for key, e in body.items():
+            out[f"{section}.{key}"] = _entry(name, f"{section}.{key}", e)
+    return out
+
+
+def _entry(recipe: str, key: str, e: Any) -> Entry:
+    if not isinstance(e, dict) or "value" not in e:
+        raise RecipeError(f"{recipe}.yaml: {key}: an entry {{value: ..., source: ... | kit: ...}} expected, got {e!r}")
+    try:
+        return Entry(**e, origin=recipe)
+    except ValueError as err:
+        raise RecipeError(f"{recipe}.yaml: {key}: {err}") from None
+
+
+def paper_default(key: str, recipe: str = "weagent_mmsearch") -> Any:
+    """The raw value of ``key`` (``"section.name"``) in ``recipe``, unvalidated: config classes use it for
+    their field defaults, so a paper value is written once, in the recipe file, with its citation.
+
+    Raises:
+        RecipeError: an unknown recipe or key.
+    """
+    try:
+        return _entries(recipe)[key].value
+    except KeyError:
+        raise RecipeError(f"recipe {recipe!r} has no value {key!r}") from None
+
+
+class Recipe:
+    """A resolved recipe: ``entries`` maps ``"section.key"`` to an :class:`Entry`; ``overlays`` are the
+    recipes applied on top (e.g. ``("preflight",)``), whose entries win.
+
+    Use :meth:`get` for one value, :meth:`section` for a config section (``recipe.harness()`` builds the
+    :class:`~kit.harness.config.HarnessConfig`), :meth:`rows` for the documentation table.
+    """
+
+    def __init__(self, name: str, overlays: tuple[str, ...] = ()):
+        self.name = name
+        self.overlays = tuple(overlays)
+        meta = _raw(name)
+        self.title: str = meta.get("title", name)
+        self.paper: str = meta.get("paper", "")
+        self.description: str = meta.get("description", "")
+        entries = dict(_entries(name))
+        for o in self.overlays:
+            entries.update(_entries(o))
+        self.entries: dict[str, Entry] = entries
+
+    def __repr__(self) -> str:
+        return f"Recipe({self.name!r}{', overlays=' + repr(self.overlays) if self.overlays else ''})"
+
+    def get(self, key: str, default: Any = ...) -> Any:
+        """The value of ``key`` (``"section.name"``). Raises :class:`RecipeError` when absent and no default."""
+        if key in self.entries:
+            return self.entries[key].value
+        if default is not ...:
+            return default
+        raise RecipeError(f"recipe {self.label} has no value {key!r}")
+
+    def has(self, key: str) -> bool:
+        return key in self.entries
+
+    @property
+    def label(self) -> str:
+        return "+".join((self.name, *self.overlays))
+
+    def section(self, section: str) -> dict[str, Any]:
+        """``{key: value}`` of one section (empty when the recipe has none)."""
+        p = section + "."
+        return {k[len(p):]: e.value for k, e in self.entries.items() if k.startswith(p)}
+
+    def build(self, section: str, **overrides: Any) -> Any:
+        """The config object of ``section`` (:data:`SECTION_MODELS`) from the recipe with ``overrides``."""
+        if section not in SECTION_MODELS:
+            raise RecipeError(f"section {section!r} has no config class; known: {sorted(SECTION_MODELS)}")
+        mod, cls = SECTION_MODELS[section].split(":")
+        model = getattr(importlib.import_module(mod), cls)
+        return model(**{**self.section(section), **overrides})
+
+    def harness(self, **overrides: Any):
+        """The recipe's :class:`~kit.harness.config.HarnessConfig` with ``overrides``."""
+        return self.build("harness", **overrides)
+
+    def stages(self) -> list:
+        """The recipe's stage schedule as :class:`~kit.rl.staging.Stage` objects (``[]`` when it has none)."""
+        from kit.rl.staging import Stage
+
+        return [Stage(**s) for s in self.get("stages", [])]
+
+    def validate(self) -> Recipe:
+        """Build every section's config class and the stage list; raises :class:`RecipeError` on the first
+        failure (naming the recipe and section). Returns ``self``."""
+        for section in sorted({k.split(".", 1)[0] for k in self.entries} & set(SECTION_MODELS)):
+            try:
+                self.build(section)
+            except Exception as e:  # pydantic ValidationError and config checks: report as a recipe error
+                raise RecipeError(f"recipe {self.label}: section {section!r}: {e}") from None
+        try:
+            self.stages()
+        except Exception as e:
+            raise RecipeError(f"recipe {self.label}: stages: {e}") from None
+        return self
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per value: key, value, paper value (the value when cited, the paper's wording when
+        given, else ``None``), source or kit reason, origin file."""
+        out = []
+        for k in sorted(self.entries, key=_order):
+            e = self.entries[k]
+            out.append({"key": k, "value": e.value, "paper": e.paper if e.paper is not None else (e.value if e.cited else None),
+                        "source": e.source, "kit": e.kit, "origin": e.origin})
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready resolved view (``kit.cli recipe NAME --json``)."""
+        return {"name": self.name, "overlays": list(self.overlays), "title": self.title, "paper": self.paper,
+                "values": self.rows()}
+
+
+def _order(key: str) -> tuple[int, str]:
+    first = key.split(".", 1)[0]
+    rank = {"harness": 0, "tools": 1, "vfold": 2, "eval": 3, "data": 4, "sft": 5, "rl": 6, "rescue": 7, "stages": 8}
+    return rank.get(first, 9), key
+
+
+@cache
+def _load(name: str, overlays: tuple[str, ...]) -> Recipe:
+    return Recipe(name, overlays).validate()
+
+
+def load_recipe(name: str, overlays: tuple[str, ...] | list[str] = ()) -> Recipe:
+    """The validated recipe ``name`` with ``overlays`` applied in order (cached; treat it as read-only).
+
+    Raises:
+        RecipeError: an unknown name, a malformed or uncited entry, a section its config class refuses.
+    """
+    return _load(name, tuple(overlays))
+
+
+def _md_value(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:g}"
+    text = str(v) if not isinstance(v, (list, dict)) else __import__("json").dumps(v)
+    return text.replace("|", "\\|")
+
+
+def recipes_markdown() -> str:
+    """``docs/recipes.md``: for every recipe, key | paper value | kit value | source (generated; a test keeps
+    the committed page equal to this)."""
+    lines = ["# Recipes", "",
+             "Generated from `kit/recipes/*.yaml` by `kit.recipes.recipes_markdown()` (do not edit by hand; "
+             "`python -m kit.cli recipe NAME [--json]` prints one recipe). *paper*: the value the paper states "
+             "(— where it states none); *kit*: the value the kit runs; *source*: the paper's section, table or "
+             "equation, or *kit choice* with the reason.", ""]
+    for name in recipe_names():
+        r = load_recipe(name)
+        lines += [f"## `{name}`: {r.title}", ""]
+        if r.paper:
+            lines += [f"Paper: {r.paper}", ""]
+        if r.description:
+            lines += [r.description.strip(), ""]
+        lines += ["| key | paper | kit | source | from |", "|---|---|---|---|---|"]
+        for row in r.rows():
+            src = "; ".join(([row["source"]] if row["source"] else []) + ([f"*kit choice*: {row['kit']}"] if row["kit"] else []))
+            lines.append(f"| `{row['key']}` | {_md_value(row['paper'])} | {_md_value(row['value'])} | "
+                         f"{src.replace('|', '/')} | {row['origin']} |")
+        lines.append("")
+    return "\n".join(lines)

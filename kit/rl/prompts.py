@@ -1,0 +1,135 @@
+"""RL prompts from the places a paper run names them (WeAgent §4.5 "RL query filtering", §6.2; POINTS-Seeker A.4).
+
+:func:`load_rl_prompts` reads the data pipeline's RL split (``splits/rl_prompts.jsonl`` of notebook 02, one
+:class:`~kit.harness.episode.Task` per line), a saved RL mixture (:func:`kit.data.mixtures.save_dataset`:
+``arrow/`` or ``data/*.parquet``, rows of :func:`kit.data.mixtures.rl_row`) or a published one
+(``hub:dataset:owner/name@revision``, downloaded into the standard Hugging Face cache). Mixture rows carry
+their images embedded; they are written under ``image_dir`` so the harness can register them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from kit.harness.episode import Task
+
+__all__ = ["RLPromptError", "load_rl_prompts", "tasks_from_rl_rows"]
+
+
+class RLPromptError(ValueError):
+    """RL prompts that cannot be loaded: nothing at the path, a malformed line or row, a task without answer."""
+
+
+def _write_image(img: Any, image_dir: Path, row_id: str, i: int) -> str:
+    if isinstance(img, dict) and img.get("bytes"):
+        data = img["bytes"]
+        name = Path(str(img.get("path") or f"{i}.png")).name
+    else:
+        raise RLPromptError(f"row {row_id}: image {i} has no embedded bytes")
+    # content-addressed names: two rows with an image called "0.png" never overwrite each other
+    dest = image_dir / f"{hashlib.sha256(data).hexdigest()[:16]}_{name}"
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    return str(dest)
+
+
+def _undecoded(rows):
+    """A ``datasets.Dataset`` with its image columns left as stored bytes (not decoded to PIL images)."""
+    feats = getattr(rows, "features", None)
+    if not feats:
+        return rows
+    from datasets import Image, Sequence
+
+    for col in ("input_images", "target_image"):
+        f = feats.get(col)
+        if isinstance(f, Image):
+            rows = rows.cast_column(col, Image(decode=False))
+        elif isinstance(f, Sequence) and isinstance(f.feature, Image):
+            rows = rows.cast_column(col, Sequence(Image(decode=False)))
+        elif isinstance(f, list) and f and isinstance(f[0], Image):
+            rows = rows.cast_column(col, [Image(decode=False)])
+    return rows
+
+
+def tasks_from_rl_rows(rows, image_dir: str | Path) -> list[Task]:
+    """RL mixture rows (:func:`kit.data.mixtures.rl_row`) back into :class:`Task` objects; input and target
+    images are written under ``image_dir``.
+
+    Raises:
+        RLPromptError: a row without id, question or reference answer, or with an image without bytes.
+    """
+    out: list[Task] = []
+    image_dir = Path(image_dir)
+    rows = _undecoded(rows)
+    for n, row in enumerate(rows):
+        rid = str(row.get("id") or f"row{n}")
+        answers = [str(a) for a in (row.get("answers") or []) if str(a).strip()]
+        if not row.get("question") or not answers:
+            raise RLPromptError(f"RL prompt row {rid}: a question and a reference answer are required (RL needs a judgeable target)")
+        meta = row.get("metadata") or "{}"
+        try:
+            metadata = json.loads(meta) if isinstance(meta, str) else dict(meta)
+        except (ValueError, TypeError) as e:
+            raise RLPromptError(f"RL prompt row {rid}: metadata is not JSON: {e}") from None
+        metadata.setdefault("source", row.get("source"))
+        imgs = [_write_image(im, image_dir, rid, i) for i, im in enumerate(row.get("input_images") or [])]
+        target = row.get("target_image")
+        out.append(Task(id=rid, question=str(row["question"]), answers=answers, input_images=imgs,
+                        target_image=_write_image(target, image_dir, rid, -1) if target else None,
+                        metadata=metadata))
+    return out
+
+
+def _read_jsonl(p: Path) -> list[Task]:
+    tasks = []
+    with open(p, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                t = Task.model_validate_json(line)
+            except ValueError as e:
+                raise RLPromptError(f"{p}:{i}: not a task: {str(e).splitlines()[0]}") from None
+            if not [a for a in t.answers if str(a).strip()]:
+                raise RLPromptError(f"{p}:{i}: task {t.id} has no reference answer (RL needs a judgeable target)")
+            tasks.append(t)
+    return tasks
+
+
+def load_rl_prompts(source: str | Path, image_dir: str | Path, *, limit: int | None = None) -> list[Task]:
+    """RL prompts from ``source`` (see the module docstring), at most ``limit`` (in file order).
+
+    Raises:
+        RLPromptError: nothing loadable at ``source``, a malformed task or row, no prompts at all.
+        ValueError: a bad hub reference; kit.hub.download.DownloadError: the download failed.
+    """
+    from kit.hub.download import resolve_ref
+
+    p = Path(resolve_ref(str(source), repo_type="dataset"))
+    if p.is_dir() and (p / "datasets" / "rl_mixture").is_dir():
+        p = p / "datasets" / "rl_mixture"  # notebook 02's output folder: its final RL mixture (§4.5)
+    elif p.is_dir() and (p / "splits" / "rl_prompts.jsonl").is_file():
+        p = p / "splits" / "rl_prompts.jsonl"  # notebook 02's in-house RL split
+    elif p.is_dir() and (p / "rl_prompts.jsonl").is_file():
+        p = p / "rl_prompts.jsonl"
+    if p.is_file():
+        tasks = _read_jsonl(p)
+    elif p.is_dir() and (p / "arrow").is_dir():
+        from datasets import load_from_disk
+
+        tasks = tasks_from_rl_rows(load_from_disk(str(p / "arrow")), image_dir)
+    elif p.is_dir() and sorted(p.glob("data/*.parquet")):
+        from datasets import load_dataset
+
+        ds = load_dataset("parquet", data_files=[str(f) for f in sorted(p.glob("data/*.parquet"))], split="train")
+        tasks = tasks_from_rl_rows(ds, image_dir)
+    else:
+        raise RLPromptError(f"no RL prompts at {source}: expected a task .jsonl (notebook 02's splits/rl_prompts.jsonl), "
+                            "notebook 02's output folder, or a saved RL mixture (arrow/ or data/*.parquet)")
+    if not tasks:
+        raise RLPromptError(f"no RL prompts in {source}")
+    return tasks[:limit] if limit is not None else tasks
