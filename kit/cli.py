@@ -9,6 +9,7 @@
     python -m kit.cli fetch-zim wikipedia_en_100_mini_2022-10 [--sha256 HEX]   # the local web on a fresh machine
     python -m kit.cli doctor [--endpoint URL --model NAME] [--zim a.zim ...]     # preflight, one line per check
     python -m kit.cli recipe points_seeker [--json] [--preflight]   # a paper recipe's values and their sources
+    python -m kit.cli recipe weagent_mmsearch --verl [--stage h20]  # its verl launch's Hydra overrides
     python -m kit.cli notebook 05 --profile paper --preflight        # a paper profile at its settings, tiny sizes
 
 ``notebook`` writes the executed notebook and the notebook's outputs into its results folder.
@@ -44,7 +45,8 @@ NOTEBOOKS = {
 PROFILES = ("smoke", "paper", "points_seeker")  # kit.profiles.PROFILES (each selects a recipe: kit/recipes)
 SEQUENCE_FILE = "sequence.json"
 # parameters the command line sets itself: a -p for them would silently contradict the run's record
-RESERVED = {"profile": "--profile", "out_dir": "--out (a sequence: --run and --results-dir)"}
+RESERVED = {"profile": "--profile", "out_dir": "--out (a sequence: --run and --results-dir)",
+            "preflight": "--preflight (python -m kit.cli notebook NN --profile P --preflight)"}
 
 
 def reserved_problem(names, where: str = "") -> str | None:
@@ -53,6 +55,16 @@ def reserved_problem(names, where: str = "") -> str | None:
     if not hit:
         return None
     return (f"{where + ': ' if where else ''}" + "; ".join(f"-p {n} is not accepted: set it with {RESERVED[n]}" for n in hit))
+
+
+def profile_problem(declared, profile: str, where: str) -> str | None:
+    """One line when the notebook's parameters cell (``declared``) does not list ``profile`` among its
+    ``profile: Literal[...]`` values (notebook 02 is WeAgent's data pipeline only: no ``points_seeker``)."""
+    p = declared.get("profile")
+    if p is None or p.choices is None or profile in p.choices:
+        return None
+    return (f"{where} does not support profile {profile!r}: its parameters cell declares "
+            f"profile {' | '.join(map(repr, p.choices))}")
 
 
 class SequenceError(RuntimeError):
@@ -125,6 +137,9 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
     if problem:
         raise ParameterError(problem)
     declared = notebook_parameters(src)
+    problem = profile_problem(declared, profile, f"notebook {name}")
+    if problem:  # before any other rule: a paper profile's needs would hide it
+        raise ParameterError(problem)
     params = check_params(declared, params or {}, f"notebook {name}")
     check_combinations(declared, params, profile, f"notebook {name}", preflight=preflight)
     if preflight:
@@ -329,6 +344,9 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
     for key in plan["keys"]:
         where = f"notebook {key} ({NOTEBOOKS[key]})"
         try:
+            problem = profile_problem(declared[key], plan["profile"], where)
+            if problem:
+                raise ParameterError(problem)
             typed[key] = check_params(declared[key], _given(plan, key, declared[key]), where)
             check_combinations(declared[key], typed[key], plan["profile"], where)
         except ParameterError as e:
@@ -514,6 +532,16 @@ def _cmd_recipe(args) -> int:
     except RecipeError as e:
         print(f"recipe: {e}", file=sys.stderr)
         return 2
+    if args.verl or args.verl_stages:  # the verl launch's Hydra overrides (kit.rl.verl.recipe_config)
+        from kit.rl.verl.recipe_config import VerlConfigError, verl_overrides, verl_stages
+
+        try:
+            lines = ([v.name for v in verl_stages(r)] if args.verl_stages else verl_overrides(r, stage=args.stage))
+        except (VerlConfigError, RecipeError) as e:
+            print(f"recipe: {e}", file=sys.stderr)
+            return 2
+        print("\n".join(lines))
+        return 0
     if args.json:
         print(json.dumps(r.as_dict(), indent=2, default=str))
         return 0
@@ -552,6 +580,9 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("name", help="recipe name (kit/recipes/*.yaml), e.g. weagent_mmsearch, points_seeker, long_mdr")
     rc.add_argument("--json", action="store_true", help="JSON instead of a table")
     rc.add_argument("--preflight", action="store_true", help="with the preflight overlay applied")
+    rc.add_argument("--verl", action="store_true", help="the verl launch's Hydra overrides, one per line")
+    rc.add_argument("--stage", default=None, help="with --verl: the RL stage of the launch (default the first)")
+    rc.add_argument("--verl-stages", action="store_true", help="the RL stages verl runs, one launch each, one per line")
 
     sq = sub.add_parser("sequence", help="run 01 → 07 (or --only a subset) headless into results/<run>/")
     sq.add_argument("--run", required=True, help="run name: outputs go to results/<run>/<notebook>/")

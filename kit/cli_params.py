@@ -428,6 +428,16 @@ def _recipe_switch(profile: str, switch: str) -> str | None:
     return get_profile(profile).value(f"eval.{switch}", None)
 
 
+def _recipe_why(profile: str, switch: str, fallback: str) -> str:
+    """The citation of the profile's ``eval.<switch>`` (``"POINTS-Seeker §3.2.4 (...)"``), so an error names
+    the paper the profile runs, not WeAgent's section for every profile."""
+    from kit.profiles import get_profile
+
+    r = get_profile(profile).recipe_obj()
+    e = r.entries.get(f"eval.{switch}")
+    return f"{r.title} {e.source or e.kit}" if e is not None else fallback
+
+
 def check_combinations(declared: dict[str, Param], params: dict[str, Any], profile: str = "smoke",
                        where: str = "", *, preflight: bool = False) -> None:
     """Rules across parameters, checked before a notebook starts (no network):
@@ -457,7 +467,7 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
     if paper:
         missing = [f"{n} ({why})" for n, why in PAPER_NEEDS.items() if n in declared and not value.get(n)]
         if missing:
-            raise ParameterError(f"the paper profile{at} needs " + ", ".join(missing))
+            raise ParameterError(f"the {profile} profile{at} needs " + ", ".join(missing))
     for (switch, on), needed in NEEDS.items():
         # None: the profile's recipe value (eval.judge / eval.image_judge / eval.summarizer; kit.eval.judge_factory)
         by_profile = paper and switch in declared and value.get(switch) is None and _recipe_switch(profile, switch) == on
@@ -465,6 +475,7 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
             missing = [n for n in needed if n in declared and not value.get(n)]
             if missing and by_profile:
                 _, alt, why = PAPER_SWITCHES[switch]
+                why = _recipe_why(profile, switch, why)
                 raise ParameterError(f"the {profile} profile{at} uses {switch}={on!r} ({why}) and needs "
                                      f"{' and '.join(missing)}; or pass {switch}={alt!r} for the labelled fallback")
             if missing:

@@ -136,8 +136,13 @@ def stand_in_policy(role: str, *, max_new_tokens: int = 32):
     """The tiny in-process policy that stands in for a paper role's endpoint (answer judge, image judge,
     summarizer, expert, teacher) in a preflight: a real model call on :data:`PREFLIGHT_MODEL` (random
     weights), so the role's prompt, parsing and error paths run. ``role`` is only for the label."""
-    from kit.policy.factory import make_policy
+    import torch
 
-    policy, _info = make_policy(PREFLIGHT_MODEL, max_new_tokens=max_new_tokens)
-    policy.stand_in_for = role
+    from kit.models.tiny import build_tiny_checkpoint
+    from kit.policy.transformers_policy import TransformersPolicy
+
+    torch.set_num_threads(1)  # tiny models gain nothing from intra-op threads (see kit.policy.factory.make_policy)
+    path = build_tiny_checkpoint(PREFLIGHT_MODEL[len("tiny-"):], vocab="qwen", seed=0)
+    policy = TransformersPolicy(str(path), max_new_tokens=max_new_tokens)
+    policy.stand_in_for = role  # a preflight's stand-in, not the role's model (no smoke banner: the run says preflight)
     return policy

@@ -1,34 +1,57 @@
 #!/usr/bin/env bash
-# Launch FA-GSPO on verl with the kit's harness driving rollouts (configs/verl/fa_gspo.yaml).
+# Launch a paper recipe's RL on verl with the kit's harness driving rollouts (configs/verl/fa_gspo.yaml).
 #
-#   bash scripts/launch_verl.sh MODEL_DIR TRAIN_PARQUET VAL_PARQUET [hydra overrides ...]
+#   RECIPE=weagent_mmsearch bash scripts/launch_verl.sh MODEL_DIR TRAIN_PARQUET VAL_PARQUET [hydra overrides ...]
 #
+# RECIPE: weagent_mmsearch (default: FA-GSPO, 64 x 8, lr 5e-7, the Long-MDR stages h10 -> h20 -> h50 -> h75)
+#   | points_seeker (GRPO 0.7/0.2/0.1, 64 x 8, lr 1e-6, 60 steps at 10 turns, no V-Fold during RL) | smoke.
+#   Its values come from `python -m kit.cli recipe $RECIPE --verl --stage S` (every value cited in
+#   kit/recipes/*.yaml) and go before your overrides, so yours win. PREFLIGHT=1: the preflight overlay (sizes).
+# Stages: one verl run per RL stage of the recipe's schedule (STAGE=name runs only that one); each later
+#   stage resumes from the previous stage's last checkpoint (trainer.resume_mode=auto, same checkpoint folder).
+#   The OPD warmup of the Long-MDR schedule is not run here (notebook 05 with stages="opd:50" in process; pass
+#   its checkpoint as MODEL_DIR). See kit/rl/verl/recipe_config.py.
 # MODEL_DIR: a Qwen2.5-VL / Qwen3-VL checkpoint (the SFT model, WeAgent §6.2 initializes RL from it).
-# *_PARQUET: from kit.rl.verl.data.tasks_to_parquet (python -c below shows how).
+# *_PARQUET: from kit.rl.verl.data.tasks_to_parquet.
 # Environment: KIT_VERL_VENV (default <repo>/.venv-verl), NGPUS (default: all visible), NNODES (1),
-#   MMSEARCH_KIT_DATA (shared data with zim/ for the local web).
+#   MMSEARCH_KIT_DATA (shared data with zim/ for the local web), RECIPE, PREFLIGHT, STAGE.
 # Multi-node: start a Ray cluster first (ray start --head / --address=...), then run this on the head
 #   node with NNODES set; verl places rollout and training workers across the cluster.
-# Examples of overrides: data.train_batch_size=64 actor_rollout_ref.rollout.n=8 kit.harness=smoke
-#   kit.algorithm=gspo (vanilla GSPO baseline: algorithm.adv_estimator=grpo actor_rollout_ref.actor.policy_loss.loss_mode=gspo)
+# Examples of overrides: kit.judge_endpoint=http://judge:8000/v1 kit.summarizer_endpoint=http://llm:8000/v1
+#   kit.algorithm=gspo (vanilla GSPO baseline, WeAgent Table 3: no self-recovery, no runtime filtering)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${KIT_VERL_VENV:-$ROOT/.venv-verl}"
 if [ $# -lt 3 ]; then
-  sed -n '2,16p' "$0"; exit 2
+  sed -n '2,22p' "$0"; exit 2
 fi
 MODEL="$1"; TRAIN="$2"; VAL="$3"; shift 3
 [ -x "$VENV/bin/python" ] || { echo "no verl venv at $VENV: run scripts/setup_verl.sh" >&2; exit 1; }
 [ -d "$MODEL" ] || { echo "model folder $MODEL not found" >&2; exit 1; }
 for f in "$TRAIN" "$VAL"; do [ -f "$f" ] || { echo "data file $f not found" >&2; exit 1; }; done
+RECIPE="${RECIPE:-weagent_mmsearch}"
+RFLAGS=()
+[ "${PREFLIGHT:-0}" = "1" ] && RFLAGS+=(--preflight)
 NGPUS="${NGPUS:-$("$VENV/bin/python" -c 'import torch; print(max(torch.cuda.device_count(), 1))')}"
 NNODES="${NNODES:-1}"
 export KIT_ROOT="$ROOT"
 cd "$ROOT"
-exec "$VENV/bin/python" -m kit.rl.verl.main \
-  --config-path "$ROOT/configs/verl" --config-name fa_gspo \
-  data.train_files="$TRAIN" data.val_files="$VAL" \
-  actor_rollout_ref.model.path="$MODEL" \
-  trainer.n_gpus_per_node="$NGPUS" trainer.nnodes="$NNODES" \
-  trainer.default_local_dir="$ROOT/results/05_rl_long_mdr/verl_checkpoints" \
-  "$@"
+if [ -n "${STAGE:-}" ]; then
+  STAGES=("$STAGE")
+else
+  mapfile -t STAGES < <("$VENV/bin/python" -m kit.cli recipe "$RECIPE" "${RFLAGS[@]}" --verl-stages)
+  [ "${#STAGES[@]}" -gt 0 ] || { echo "recipe $RECIPE gives no verl stage" >&2; exit 1; }
+fi
+for S in "${STAGES[@]}"; do
+  mapfile -t RECIPE_OVERRIDES < <("$VENV/bin/python" -m kit.cli recipe "$RECIPE" "${RFLAGS[@]}" --verl --stage "$S")
+  [ "${#RECIPE_OVERRIDES[@]}" -gt 0 ] || { echo "no verl overrides for recipe $RECIPE stage $S" >&2; exit 1; }
+  echo "[launch_verl] recipe $RECIPE${PREFLIGHT:+ (preflight=$PREFLIGHT)}, stage $S" >&2
+  "$VENV/bin/python" -m kit.rl.verl.main \
+    --config-path "$ROOT/configs/verl" --config-name fa_gspo \
+    data.train_files="$TRAIN" data.val_files="$VAL" \
+    actor_rollout_ref.model.path="$MODEL" \
+    trainer.n_gpus_per_node="$NGPUS" trainer.nnodes="$NNODES" \
+    trainer.default_local_dir="$ROOT/results/05_rl_long_mdr/verl_checkpoints/$RECIPE" \
+    "${RECIPE_OVERRIDES[@]}" \
+    "$@"
+done

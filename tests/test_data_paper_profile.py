@@ -281,7 +281,7 @@ def test_notebook_02_event_range_defaults_to_the_profile():
     for name in ("event_start", "event_end", "event_window_days", "web_backend", "event_backend", "stable_fact"):
         assert defaults[name] is None, name
     src = "".join("".join(c["source"]) for c in cells)
-    assert "P.pick(SMOKE_EVENT_RANGE, PAPER_EVENT_RANGE)" in src and "resolve_web_backend(profile, web_backend)" in src
+    assert "P.size(SMOKE_EVENT_RANGE, PAPER_EVENT_RANGE)" in src and "resolve_web_backend(P, web_backend)" in src
 
 
 async def test_run_offline_sends_stages_2_to_4_to_the_stage_web(tmp_path, ray, data_dir):

@@ -146,10 +146,20 @@ async def test_a_saved_id_list_restricts_a_benchmark_before_the_limit_and_is_rep
     assert [t.id for t in lr.tasks] == late[:2]  # the subset first, then the limit
     assert lr.filtered == {f"subset: not in {p}": len(full.tasks) - 3}
     assert [x["id"] for x in lr.problems] == ["fvqa_absent"]
-    assert lr.info["subset"]["reference"] == "ref/r0" and lr.info["subset"]["ids"] == 4
+    assert lr.info["id_subset"]["reference"] == "ref/r0" and lr.info["id_subset"]["ids"] == 4
     label = summary_rows({"fvqa": lr}, [])[0]["subset"]
     assert label == f"id list {p} (4 ids, >= 11 rounds, reference ref/r0)"
     with pytest.raises(ValueError, match="no spec names them"):
         await load_benchmarks(["fvqa"], data_dir=data_dir, subset_ids={"livevqa": p})
     other = (await load_benchmarks(["livevqa"], data_dir=data_dir, subset_ids={"livevqa": p}))["livevqa"]
     assert other.tasks == [] and "is for 'fvqa', not 'livevqa'" in other.problems[0]["reason"]
+
+
+def test_a_hub_release_subset_name_is_not_read_as_an_id_list():
+    """A hub release records its own ``subset`` (the release's config name, e.g. "end2end"); the id-list
+    restriction has its own key, so the summary of a hub benchmark does not crash on the string."""
+    from kit.eval.loaders import LoadResult
+
+    lr = LoadResult("mmsearch", tasks=[])
+    lr.info["subset"] = "end2end"
+    assert summary_rows({"mmsearch": lr}, [])[0]["subset"] == "full"

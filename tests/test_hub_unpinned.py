@@ -6,27 +6,23 @@ published through ``HfApi`` in the releases' layouts; pinned benchmarks stay pin
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import inspect
-import io
 import json
 import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from conftest import png_bytes
 
 from kit.eval import hub_loaders
 from kit.eval.benchmarks import load_benchmark
-from kit.eval.crypto import encrypt_text
 from kit.eval.hub_loaders import (
     HUB_SOURCES,
-    MMSEARCH_PLUS_CANARY,
     UnpinnedRevisionWarning,
     load_hub_benchmark,
 )
+from kit.eval.hub_standin import standin_release_files
 from kit.eval.loaders import BenchmarkError
 from kit.eval.runner import load_benchmarks
 from kit.hub.localhub import LocalHub
@@ -36,38 +32,9 @@ FIVE = ("mmsearch", "mmsearch_plus", "simplevqa", "browsecomp_vl", "vdr_bench")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _parquet(rows: dict, features=None) -> bytes:
-    buf = io.BytesIO()
-    datasets.Dataset.from_dict(rows, features=features).to_parquet(buf)
-    return buf.getvalue()
-
-
-def _img(color=(200, 30, 30)) -> dict:
-    return {"bytes": png_bytes(color), "path": None}
-
-
 def release_files(name: str, n: int) -> dict[str, bytes]:
     """``{path in repo: bytes}`` of a release of ``n`` rows in the layout the registry reads."""
-    if name == "mmsearch":
-        feats = datasets.Features({"sample_id": datasets.Value("string"), "query": datasets.Value("string"),
-                                   "query_image": datasets.Image(), "gt_answer": datasets.Value("string")})
-        return {"end2end.parquet": _parquet({"sample_id": [str(i) for i in range(n)], "query": [f"Who made item {i}?" for i in range(n)],
-                                             "query_image": [_img()] * n, "gt_answer": [f"maker {i}" for i in range(n)]}, feats)}
-    if name == "mmsearch_plus":
-        enc = lambda s: encrypt_text(s, MMSEARCH_PLUS_CANARY)  # noqa: E731
-        feats = datasets.Features({"question": datasets.Value("string"), "answer": datasets.Sequence(datasets.Value("string")),
-                                   "num_images": datasets.Value("int32"), "img_1": datasets.Image()})
-        return {"data/train-00000-of-00001.parquet": _parquet(
-            {"question": [enc(f"Where is place {i}?") for i in range(n)], "answer": [[enc(f"city {i}")] for i in range(n)],
-             "num_images": [1] * n, "img_1": [_img()] * n}, feats)}
-    if name == "simplevqa":
-        b64 = base64.b64encode(png_bytes()).decode()
-        return {"data/test-00000-of-00001.parquet": _parquet(
-            {"data_id": list(range(n)), "image": [b64] * n, "question": [f"What bird {i}?" for i in range(n)],
-             "answer": [f"bird {i}" for i in range(n)], "language": ["EN"] * n})}
-    packed = json.dumps([{"filename": "a.jpg", "data": base64.b64encode(png_bytes()).decode()}])
-    rows = {"question": [f"Q{i} about a.jpg" for i in range(n)], "answer": [f"A{i}" for i in range(n)], "image_packed": [packed] * n}
-    return {f: _parquet(rows) for f in HUB_SOURCES[name].data_files}  # BC-VL: level 1 and level 2 files
+    return standin_release_files(name, n)
 
 
 def publish(hub: LocalHub, repo: str, files: dict[str, bytes], message: str) -> str:
@@ -82,7 +49,11 @@ def publish(hub: LocalHub, repo: str, files: dict[str, bytes], message: str) -> 
 
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
+    import huggingface_hub.constants as hf_constants
+
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    # synthetic releases under real repository ids: never in the user's Hugging Face cache
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path / "hf_cache"))
     h = LocalHub(tmp_path / "hub")
     with h.installed():
         yield h

@@ -125,13 +125,15 @@ def test_notebook_02_paper_profile_on_local_endpoint(tmp_path, data_dir, fake_ex
 
     url, fake = fake_expert_server
     out = tmp_path / "paper"
-    # web_backend="zim": no SERPER_API_KEY here, so the local web is chosen explicitly (and labelled)
+    # web_backend="zim": no SERPER_API_KEY here, so the local web is chosen explicitly (and labelled); the
+    # paper's LLM summarizer (Table 4) has no endpoint here either: its labelled extractive fallback
     run_notebook("02", "paper", {"expert_endpoint": url, "expert_model": "kimi-fake", "web_backend": "zim",
+                                 "summarizer": "extractive",
                                  "event_end": "2026-01-06", "event_topics": ["finance"], "max_seeds": 6, "depths": [2],
                                  "variants": 1, "samples": 1, "rl_group_size": 2, "vqa_n": 2,
                                  "zim_names": ["wikipedia_en_ray_charles_2015-06"], "holdout_seed_fraction": 0.3}, out)
     s = json.loads((out / "summary.json").read_text())
-    assert s["label"] == "expert:kimi-fake,local-web" and OFFLINE_LABEL not in s["label"]
+    assert s["label"] == "expert:kimi-fake,local-web,summarizer: extractive (fallback)" and OFFLINE_LABEL not in s["label"]
     assert s["stages"]["expert"] == "llm:openai:kimi-fake"
     assert fake.calls["hop"] > 0 and fake.calls["solve"] > 0 and fake.calls["fact"] > 0
     # stable seeds' facts read from the image by the expert, not pixel statistics (WeAgent §4.1)

@@ -125,7 +125,9 @@ def test_profiles_select_recipes():
     pre = get_profile("paper", preflight=True)
     assert pre.preflight and "preflight" in pre.labels and pre.default_model.startswith("tiny-")
     assert pre.value("rl.lr") == 5e-7 and pre.value("rl.group_size") == 2  # settings kept, sizes shrunk
-    assert pre.harness().max_turns == 20 and pre.harness().max_response_tokens < 100
+    h = pre.harness()  # the context, rules and tools stay the paper's; turns and response length are sizes
+    assert (h.max_context_tokens, h.wall_clock_s, h.tools_enabled) == (32_768, 900.0, paper.harness().tools_enabled)
+    assert h.max_turns < 20 and h.max_response_tokens < 100
     assert pre.size(1, 64) == 1 and paper.size(1, 64) == 64 and paper.size(1, 64, given=0) == 0
     with pytest.raises(ValueError, match="paper profile"):
         get_profile("smoke", preflight=True)

@@ -245,7 +245,7 @@ def test_notebook_02_takes_its_expert_from_the_named_roles():
 
     nb = nbformat.read(str(PROJECT_ROOT / "notebooks" / "02_data_synthesis.ipynb"), as_version=4)
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert "synthesis_policies(profile, expert_endpoint, expert_model, rl_endpoint, rl_model" in code
+    assert "synthesis_policies(P, expert_endpoint, expert_model, rl_endpoint, rl_model" in code
     assert not re.search(r"if (not )?SMOKE( else|:)\s*\n?\s*(def rl_harness|solver|from kit.data.expert)", code)
     assert "OfflineVQAConverter() if OFFLINE" in code and "offline=SMOKE" not in code
     assert '"smoke": SMOKE' not in code and "roles.manifest_model()" in code and "roles.labels" in code

@@ -33,6 +33,23 @@ _RL_SCHEMA = [
     ("metadata", "string (JSON)", "chain depth, modality, filter outcome")]
 
 
+#: Card notice of a run labelled ``preflight`` (kit.profiles: a paper recipe at tiny sizes, tiny stand-in models).
+PREFLIGHT_NOTE = ("**Preflight run** (label `preflight`): the paper recipe's settings at tiny sizes with tiny "
+                  "random-weight stand-in models; it checks that every stage runs and reports, its rows are not data.")
+
+
+def _notices(labels: Sequence[str], empty: Sequence[str], unit: str, total: int) -> str:
+    """Sentences a card adds for a preflight and for sources (or a whole set) with no rows."""
+    out = [PREFLIGHT_NOTE] if "preflight" in labels else []
+    if total == 0:
+        out.append(f"**Empty:** 0 {unit}. Every candidate was rejected or failed upstream; the filter table and "
+                   "the run's stage counts (`stage_counts.csv`, `*_rejected.jsonl`, `*_failed.jsonl`) give the reasons.")
+    elif empty:
+        out.append(f"Sources with no {unit}: {', '.join(empty)} (every candidate was rejected or failed upstream; "
+                   "see the run's stage counts).")
+    return " ".join(out)
+
+
 FACT_SOURCE_TEXT = {"expert": "read from the image by the expert model (fact_source=expert)",
                     "pixel_statistics": "computed from pixel statistics, tone and orientation "
                                         "(fact_source=pixel_statistics, the offline stand-in)"}
@@ -62,8 +79,12 @@ def _write(text: str, dataset_dir: str | Path | None, cards_dir: str | Path | No
 def mixture_card(stats: dict[str, Any], *, name: str, kind: str, dataset_dir: str | Path | None = None,
                  cards_dir: str | Path | None = None, filters: Sequence[dict[str, Any]] = (), smoke: bool = False,
                  offline: bool = False, run: str | None = None, description: str | None = None,
-                 license: str = "cc-by-sa-4.0", fact_sources: dict[str, int] | None = None) -> tuple[str, list[Path]]:
+                 license: str = "cc-by-sa-4.0", fact_sources: dict[str, int] | None = None,
+                 labels: Sequence[str] = ()) -> tuple[str, list[Path]]:
     """Render and write the card of an SFT (``kind="sft"``) or RL (``kind="rl"``) mixture.
+
+    ``labels``: the run's labels; each becomes a tag, and ``preflight`` adds :data:`PREFLIGHT_NOTE`. An
+    empty mixture, or sources with no rows (``stats["empty_sources"]``), are stated in the description.
 
     ``fact_sources``: stage-1 seeds per fact source (``{"expert": n, "pixel_statistics": m}``,
     :func:`kit.data.seeds.seed_summary`); stated in the description, so a reader sees whether the
@@ -89,10 +110,13 @@ def mixture_card(stats: dict[str, Any], *, name: str, kind: str, dataset_dir: st
     if fact_sources:
         description += (" In-house seed facts (WeAgent §4.1): " + ", ".join(
             f"{n} {FACT_SOURCE_TEXT.get(k, k)}" for k, n in sorted(fact_sources.items())) + ".")
+    notes = _notices(labels, stats.get("empty_sources", ()), unit, stats["total"])
+    description += f"\n\n{notes}" if notes else ""
+    tags = ["mmsearch-kit", "multimodal-search", "agent-trajectories" if kind == "sft" else "rl-prompts"] \
+        + (["synthetic-offline"] if offline else []) + (["smoke"] if smoke else [])
     text = render_dataset_card(
         "data_mixture.md", pretty_name=name, license=license,
-        tags=["mmsearch-kit", "multimodal-search", "agent-trajectories" if kind == "sft" else "rl-prompts"]
-        + (["synthetic-offline"] if offline else []) + (["smoke"] if smoke else []),
+        tags=tags + [t for t in labels if t not in tags],
         size_category=size_category_for(stats["total"]),
         description=description,
         offline=offline, smoke=smoke, total=stats["total"], unit=unit, images=stats.get("images", 0),
@@ -105,18 +129,23 @@ def mixture_card(stats: dict[str, Any], *, name: str, kind: str, dataset_dir: st
 
 def vistarget_card(split_counts: dict[str, int], *, name: str, dataset_dir: str | Path | None = None,
                    cards_dir: str | Path | None = None, verdicts: dict[str, int] | None = None, smoke: bool = False,
-                   offline: bool = False, run: str | None = None) -> tuple[str, list[Path]]:
+                   offline: bool = False, run: str | None = None, labels: Sequence[str] = ()) -> tuple[str, list[Path]]:
     """Render and write the card of a VisTarget-style task set (:mod:`kit.data.vistarget_build`).
 
     ``split_counts``: tasks per modality (``input_image`` / ``text_only``); ``verdicts``: counts of
-    imported human verdicts (``None``: not yet reviewed)."""
+    imported human verdicts (``None``: not yet reviewed); ``labels``: the run's labels (tags; a
+    ``preflight`` one adds :data:`PREFLIGHT_NOTE`). An empty set says so in its review note."""
     total = sum(split_counts.values())
     review = ("Not yet human-verified: the review export awaits verdicts." if not verdicts else
               "Human verdicts imported from the review file (accept / fix / reject):")
+    notes = _notices(labels, (), "tasks", total)
+    review = f"{notes} {review}" if notes else review
+    tags = ["mmsearch-kit", "vistarget", "benchmark"] + (["synthetic-offline"] if offline else []) \
+        + (["smoke"] if smoke else [])
     text = render_dataset_card(
         "vistarget_build.md", pretty_name=name, license="cc-by-sa-4.0",
-        tags=["mmsearch-kit", "vistarget", "benchmark"] + (["synthetic-offline"] if offline else [])
-        + (["smoke"] if smoke else []), size_category=size_category_for(total), offline=offline, smoke=smoke,
+        tags=tags + [t for t in labels if t not in tags], size_category=size_category_for(total), offline=offline,
+        smoke=smoke,
         split_table=md_table([{"modality": k, "tasks": v} for k, v in split_counts.items()]),
         review_note=review, verdict_table=md_table([{"verdict": k, "tasks": v} for k, v in (verdicts or {}).items()])
         if verdicts else "", commit=_commit(), run=run)

@@ -251,9 +251,13 @@ def tasks_from_episodes(records: Iterable[EpisodeRecord], out_path: str | Path) 
     return n
 
 
-def mixture_stats(ds) -> dict[str, Any]:
+def mixture_stats(ds, report: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Counts and shares (percent of the mixture, one decimal) per source and per origin, plus
-    images per row, for a dataset from :func:`build_sft_mixture` / :func:`build_rl_mixture`."""
+    images per row, for a dataset from :func:`build_sft_mixture` / :func:`build_rl_mixture`.
+
+    ``report``: the builder's draw report; a source it names that gave no row is listed with count 0
+    (``empty_sources`` names them), so an empty in-house part shows in the tables instead of vanishing
+    (a preflight's stand-in expert rejects every candidate)."""
     src = ds["source"]
     org = ds["origin"]
     total = len(src)
@@ -269,8 +273,15 @@ def mixture_stats(ds) -> dict[str, Any]:
         idx = [i for i, s in enumerate(src) if s == name]
         by_source.append({"source": name, "origin": origin_of[name], "count": len(idx), "share": share(len(idx)),
                           "images": sum(n_imgs[i] for i in idx)})
+    rep = report or {}
+    empty = sorted(name for name in rep if name not in origin_of)
+    by_source += [{"source": name, "origin": rep[name]["origin"], "count": 0, "share": 0.0, "images": 0} for name in empty]
+    by_source.sort(key=lambda r: r["source"])
     by_origin = [{"origin": o, "count": org.count(o), "share": share(org.count(o))} for o in ("in-house", "open-source")]
-    return {"total": total, "images": sum(n_imgs), "by_source": by_source, "by_origin": by_origin}
+    out = {"total": total, "images": sum(n_imgs), "by_source": by_source, "by_origin": by_origin}
+    if empty:
+        out["empty_sources"] = empty
+    return out
 
 
 def records_from_sft_dataset(ds, workspace_root: str | Path) -> list[EpisodeRecord]:

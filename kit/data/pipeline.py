@@ -52,7 +52,8 @@ async def run_offline(paths: Sequence[Path], out_dir: str | Path, *, n_tasks: in
                       policy_factory: Callable[[SynthTask, int], Any] | None = None, extra_seeds: Sequence[Any] = (),
                       labels: Sequence[str] | None = None, max_fact_share: float | None = None,
                       fact_reader: Any | None = None, stage_web: Any | None = None,
-                      summarizer: Any | None = None) -> dict[str, Any]:
+                      summarizer: Any | None = None, max_candidates: int | None = None,
+                      config: Any | None = None) -> dict[str, Any]:
     """Run every stage and return the counts (also written to ``out_dir/counts.json``).
 
     ``n_tasks`` caps the validated tasks sent to stage 4 (``None``: all). Seeds are expanded at every
@@ -68,7 +69,10 @@ async def run_offline(paths: Sequence[Path], out_dir: str | Path, *, n_tasks: in
     computing pixel statistics. ``stage_web`` is the backend of stages 2–4, already in the cache pool
     (:func:`kit.data.synthesis_web.open_synthesis_web`: the live web under the paper profile);
     ``None``: the cached local web that stage 1 reads. ``summarizer``: stage 4's web_extract
-    summarizer (:func:`kit.harness.summarize.make_summarizer`; None: extractive).
+    summarizer (:func:`kit.harness.summarize.make_summarizer`; None: extractive). ``max_candidates``:
+    stage 1's bound on stable-seed candidates tried (:func:`kit.data.seeds.stable_seeds`; a size).
+    ``config``: stage 4's :class:`~kit.harness.config.HarnessConfig` (None: Table 5's; a preflight passes
+    its recipe's, with the small response length).
     """
     from kit.data.expand import expand_seeds
     from kit.data.expert import OfflineExpander
@@ -88,7 +92,7 @@ async def run_offline(paths: Sequence[Path], out_dir: str | Path, *, n_tasks: in
 
     t = time.perf_counter()
     seed_files = await stable_seeds(web, graph, out, limit=max_seeds, max_fact_share=max_fact_share,
-                                    fact_reader=fact_reader)
+                                    fact_reader=fact_reader, max_candidates=max_candidates)
     seeds = seed_files.accepted.read() + list(extra_seeds)
     secs["stage1_seeds"] = time.perf_counter() - t
 
@@ -126,7 +130,7 @@ async def run_offline(paths: Sequence[Path], out_dir: str | Path, *, n_tasks: in
         train = train[:n_tasks]
     t = time.perf_counter()
     recs, outcomes = await sample_trajectories(train, web, out / "trajectories", samples=samples, slip=slip,
-                                               concurrency=concurrency, config=HarnessConfig(),
+                                               concurrency=concurrency, config=config or HarnessConfig(),
                                                labels=labels, policy_factory=policy_factory, summarizer=summarizer)
     splits = split_outcomes(train, recs, outcomes, out / "splits")
     secs["stage4_sample"] = time.perf_counter() - t

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
@@ -232,17 +233,28 @@ class StageFiles:
         self.accepted = JsonlStore(d / f"{name}.jsonl", model)
         self.rejected = JsonlStore(d / f"{name}_rejected.jsonl", Rejection)
         self.failed = JsonlStore(d / f"{name}_failed.jsonl", Failure)
+        #: why the stage stopped before its candidates ran out (a size bound), None otherwise
+        self.stopped: str | None = None
 
     def done_ids(self) -> set[str]:
         return self.accepted.ids() | self.rejected.ids() | self.failed.ids()
 
     def counts(self) -> dict[str, Any]:
+        """``{"accepted", "rejected", "failed", "reasons"}`` (rejections per reason), plus ``failures``
+        (failed items per kind) when some failed and ``stopped`` when a size bound stopped the stage."""
         rej = self.rejected.read()
         reasons: dict[str, int] = {}
         for r in rej:
             reasons[r.reason] = reasons.get(r.reason, 0) + 1
-        return {"accepted": len(self.accepted.read()), "rejected": len(rej), "failed": len(self.failed.read()),
-                "reasons": dict(sorted(reasons.items()))}
+        failed = self.failed.read()
+        out: dict[str, Any] = {"accepted": len(self.accepted.read()), "rejected": len(rej), "failed": len(failed),
+                               "reasons": dict(sorted(reasons.items()))}
+        if failed:  # failures by kind: the error's first word ("unparsable", "policy", ...)
+            kinds = Counter(f.error.split(":", 1)[0].strip() or "error" for f in failed)
+            out["failures"] = dict(sorted(kinds.items()))
+        if self.stopped:
+            out["stopped"] = self.stopped
+        return out
 
 
 def write_json(obj: Any, path: str | Path) -> Path:

@@ -172,7 +172,8 @@ def save_target(data: bytes, mime: str | None, image_dir: Path) -> tuple[Path, s
 
 async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path, *, max_images_per_page: int = 5,
                        limit: int | None = None, as_of: str | None = None,
-                       max_fact_share: float | None = None, fact_reader: Any | None = None) -> StageFiles:
+                       max_fact_share: float | None = None, fact_reader: Any | None = None,
+                       max_candidates: int | None = None) -> StageFiles:
     """Stage 1, stable-fact branch: one candidate per (article, image) among the first
     ``max_images_per_page`` images of every article of ``graph`` (those ``web_extract`` re-feeds).
 
@@ -190,16 +191,25 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
     computes :func:`pixel_fact` (``fact_source="pixel_statistics"``). Its endpoint failures after
     retries go to ``seeds_failed.jsonl``.
 
+    ``max_candidates`` bounds the candidates decided (accepted, rejected or failed, earlier runs'
+    included; a size: a preflight's stand-in expert rejects every fact, and without a bound the stage
+    would ask it about every image of the archives). The stage stops there; the rest stay undecided
+    (a rerun with a larger bound resumes), and ``files.stopped`` says why (None when the stage ran
+    out of candidates or reached ``limit``).
+
     Raises:
-        ValueError: ``max_fact_share`` outside (0, 1], or given without ``limit``.
+        ValueError: ``max_fact_share`` outside (0, 1], or given without ``limit``; ``max_candidates`` < 1.
     """
     import math
     from collections import Counter
 
     if max_fact_share is not None and (limit is None or not 0 < max_fact_share <= 1):
         raise ValueError("max_fact_share must be in (0, 1] and needs a limit")
+    if max_candidates is not None and max_candidates < 1:
+        raise ValueError(f"max_candidates must be >= 1, got {max_candidates}")
     out = Path(out_dir)
     files = StageFiles(out, "seeds", Seed)
+    files.stopped = None
     done = files.done_ids()
     kept = files.accepted.read()
     kept_ids = {s.id for s in kept}
@@ -207,9 +217,12 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
     quota = math.ceil(max_fact_share * limit) if max_fact_share is not None and limit is not None else None
     image_dir = out / "images"
     as_of = as_of or dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
-    accepted = 0
+    accepted = decided = 0
     for art in sorted(graph.articles.values(), key=lambda a: a.url):
         if limit is not None and accepted >= limit:
+            break
+        if max_candidates is not None and decided >= max_candidates:
+            files.stopped = f"max_candidates: {decided} candidates decided"
             break
         cands = [im for im in art.images if im.position <= max_images_per_page]
         if not cands:
@@ -217,6 +230,7 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
         ids = {im.url: "seed_" + hashlib.sha256(f"{art.url}|{im.url}".encode()).hexdigest()[:12] for im in cands}
         if all(i in done for i in ids.values()):
             accepted += sum(1 for i in ids.values() if i in kept_ids)  # rejected ones do not count
+            decided += len(ids)
             continue
         try:
             page = await web.fetch(art.url)
@@ -225,16 +239,22 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
                 if ids[im.url] not in done:
                     files.rejected.append(Rejection(id=ids[im.url], stage="seeds", reason="page_unreachable",
                                                     detail=str(e)))
+            decided += len(ids)
             continue
         by_url = {h.image_url: (i + 1, h) for i, h in enumerate(page.images)}
         for im in cands:
             sid = ids[im.url]
             if sid in done:  # decided by an earlier run: an accepted one still counts towards the limit
+                decided += 1
                 if sid in kept_ids:
                     accepted += 1
                     if limit is not None and accepted >= limit:
                         break
                 continue
+            if max_candidates is not None and decided >= max_candidates:
+                files.stopped = f"max_candidates: {decided} candidates decided"
+                break
+            decided += 1
             try:
                 seed = await _make_seed(sid, art, im.url, by_url, page.title or art.title, image_dir, as_of,
                                         getattr(web, "name", ""), fact_reader)
@@ -361,7 +381,8 @@ async def collect_event_seeds(harness, topics: Sequence[str], windows: Iterable[
 
 def _event_seed(rec, image_dir: Path, as_of: str) -> Seed:
     if rec.status not in ("answered", "max_turns_synthesis") or not rec.final_response:
-        raise SeedError("expert_no_answer", f"episode ended {rec.status}: {rec.error or ''}")
+        why = rec.error or ("no final response" if rec.status in ("answered", "max_turns_synthesis") else "")
+        raise SeedError("expert_no_answer", f"episode ended {rec.status}: {why}")
     text = rec.final_response
     m = re.search(r"\{.*\}", text, re.S)
     try:

@@ -320,6 +320,7 @@ async def convert_qa(items: Sequence[QAItem], converter: Converter, web: SearchB
     from kit.data.expert import ExpertError, with_retries
 
     out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)  # written even when nothing is converted (a zero-count stage)
     files = StageFiles(out, "vqa", VQAItem)
     done = files.done_ids()
     for qa in items:

@@ -264,7 +264,7 @@ def restrict_to_ids(lr: LoadResult, ids: str | Path | list[str], limit: int | No
     """Keep only the tasks of ``lr`` whose id is listed (a saved id list or a list of ids), in
     the benchmark's order, then cut to ``limit``. Tasks left out are counted in ``lr.filtered``
     (``"subset: not in <list>"``); a listed id the benchmark does not have is a problem.
-    Records ``info["subset"]`` (path, sha256, reference, counts). Returns ``lr`` (changed in place).
+    Records ``info["id_subset"]`` (path, sha256, reference, counts). Returns ``lr`` (changed in place).
 
     Raises:
         ProtocolError: an unreadable id list, or one saved for another benchmark.
@@ -282,5 +282,5 @@ def restrict_to_ids(lr: LoadResult, ids: str | Path | list[str], limit: int | No
         lr.problem(None, f"subset id {missing!r} is not a loaded task of {lr.benchmark} "
                    "(absent from the release, filtered by the protocol, or a load problem)", missing)
     lr.tasks = kept if limit is None else kept[:limit]
-    lr.info["subset"] = {k: meta.get(k) for k in ("path", "sha256", "reference", "min_rounds")} | {"ids": len(wanted)}
+    lr.info["id_subset"] = {k: meta.get(k) for k in ("path", "sha256", "reference", "min_rounds")} | {"ids": len(wanted)}
     return lr

@@ -143,7 +143,8 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
                          temperature: float = 0.6, judge=None, image_judge=None,
                          private_dir: str | Path | None = None, private_backend: SearchBackend | None = None,
                          summarizer=None, labels: list[str] | tuple[str, ...] = (), concurrency: int = 4,
-                         on_run: Callable[[str, str, int, list[ItemResult]], None] | None = None) -> EvalOutcome:
+                         on_run: Callable[[str, str, int, list[ItemResult]], None] | None = None,
+                         max_trials: int | None = None) -> EvalOutcome:
     """Run every benchmark × configuration × repeat and judge each episode.
 
     Args:
@@ -155,6 +156,7 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
             sensitive one its own tool cache outside ``out_dir``; default: ``backend``).
         repeats: runs per configuration (WeAgent: 3) where the configuration's protocol has no
             trials rule; ``points_seeker``: :meth:`EvalProtocol.trials` of the benchmark's task count.
+        max_trials: a cap on those runs (a size: a preflight runs each once); None: no cap.
         seed, temperature: sampling; repeat ``k`` uses seed ``seed + 1000 * k`` in every configuration.
         judge: :class:`RuleJudge` (default) or :class:`kit.eval.judges.LLMJudge`.
         image_judge: Target Match judge (default :class:`kit.eval.judges.PerceptualImageJudge`).
@@ -189,6 +191,8 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
         sensitive = is_sensitive(lr.tasks)
         for cname, cfg in configs.items():
             trials = cfg.eval_protocol().trials(len(lr.tasks), repeats)
+            if max_trials is not None:
+                trials = min(trials, max_trials)
             outcome.trials[(bench, cname)] = trials
             for r in range(trials):
                 run_dir = (private if sensitive else out / "runs") / bench / cname / f"r{r}"
@@ -224,7 +228,7 @@ def subset_label(lr: LoadResult) -> str:
     """What part of the benchmark was evaluated: ``"full"``, the protocol's filters, and a saved id
     list (the hard subset: its size, round threshold and reference run)."""
     parts = [f"filters {'+'.join(f)}" for f in [(lr.info.get("protocol") or {}).get("filters")] if f]
-    sub = lr.info.get("subset")
+    sub = lr.info.get("id_subset")
     if sub:
         rounds = f", >= {sub['min_rounds']} rounds" if sub.get("min_rounds") else ""
         ref = f", reference {sub['reference']}" if sub.get("reference") else ""

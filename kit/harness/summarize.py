@@ -217,6 +217,7 @@ def make_summarizer(endpoint: str = "", model: str = "", profile: Any = "smoke",
         from kit.profiles import stand_in_policy
 
         policy = stand_in_policy("summarizer", max_new_tokens=32)
+        llm_kwargs.setdefault("max_input_chars", int(prof.value("eval.summarizer_max_input_chars")))
     if policy is None:
         if not endpoint:
             raise SummarizerConfigError(

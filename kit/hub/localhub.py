@@ -307,12 +307,18 @@ class LocalHub:
     @contextlib.contextmanager
     def installed(self):
         """Route every ``huggingface_hub`` request to this hub inside the block (the library's
-        supported ``set_client_factory`` hook); the default client is restored afterwards."""
+        supported ``set_client_factory`` hook), with the snapshot cache under ``root/hf_cache``: files of
+        this hub are stored under real-looking repository ids and must never reach the user's Hugging Face
+        cache (an offline run would read them later). The default client and cache are restored afterwards."""
         import huggingface_hub
+        import huggingface_hub.constants as hf_constants
         from huggingface_hub.utils._http import default_client_factory
 
+        cache = hf_constants.HF_HUB_CACHE
+        hf_constants.HF_HUB_CACHE = str(self.root / "hf_cache")
         huggingface_hub.set_client_factory(self.client_factory)
         try:
             yield self
         finally:
             huggingface_hub.set_client_factory(default_client_factory)
+            hf_constants.HF_HUB_CACHE = cache

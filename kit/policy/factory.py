@@ -313,31 +313,47 @@ def make_policy(model: str = "", endpoint: str = "", *, api_key_env: str = "OPEN
 
 class SynthesisPolicies:
     """The models of notebook 02 (data synthesis): the ``expert`` (stages 2-4, VQA conversion, label
-    audit, solvability) and the ``rl`` policy whose rollouts filter RL queries (WeAgent §4), each an
-    :class:`~kit.policy.openai_client.OpenAIChatPolicy` or None (the offline stand-ins run instead).
+    audit, solvability, stable facts) and the ``rl`` policy whose rollouts filter RL queries (WeAgent §4),
+    each an :class:`~kit.policy.openai_client.OpenAIChatPolicy`, an in-process stand-in, or None (the
+    offline stand-ins run instead).
 
     A named expert or RL endpoint is used under every profile: the smoke profile only shrinks sizes
     (a named model is never silently replaced by the offline chain-follower). ``offline`` is True when
     no expert is named (stages 2-4 use the offline expander and chain-follower); ``labels`` mark the
     outputs (``synthetic-offline``/``smoke``, or ``expert:<model>`` plus ``smoke-budgets`` under smoke).
+
+    A preflight of a paper profile (``profile`` a :class:`kit.profiles.Profile` with ``preflight``, or
+    ``get_profile(name, preflight=True)``) without an expert endpoint runs every model role on
+    ``stand_in`` (default :func:`kit.profiles.stand_in_policy` ``("expert")``, a tiny random model), labelled
+    ``preflight``; ``stand_in`` is refused outside a preflight (a paper run names its expert).
     """
 
-    def __init__(self, profile: str, expert_endpoint: str, expert_model: str, rl_endpoint: str = "",
-                 rl_model: str = "", api_key: str | None = None):
+    def __init__(self, profile: Any, expert_endpoint: str, expert_model: str, rl_endpoint: str = "",
+                 rl_model: str = "", api_key: str | None = None, *, stand_in: Any | None = None):
         from kit.data import OFFLINE_LABEL
         from kit.policy.openai_client import OpenAIChatPolicy
+        from kit.profiles import get_profile
 
+        prof = get_profile(profile)
         for role, endpoint, model in (("expert", expert_endpoint, expert_model), ("rl", rl_endpoint, rl_model)):
             if model and not endpoint:
                 raise ModelUnavailable(f"{role}_model={model!r} is set but {role}_endpoint is empty: name the "
                                        f"OpenAI-compatible endpoint that serves it")
-        if profile != "smoke" and not (expert_endpoint and expert_model):
+        if stand_in is not None and not prof.preflight:
+            raise ValueError(f"a stand-in expert is for a preflight; the {prof.name} profile names its expert")
+        standing_in = prof.preflight and not expert_endpoint
+        if not prof.smoke and not standing_in and not (expert_endpoint and expert_model):
             raise ModelUnavailable("the paper profile needs expert_endpoint and expert_model (an OpenAI-compatible expert)")
-        self.profile, self.expert_endpoint, self.rl_endpoint = profile, expert_endpoint, rl_endpoint
+        self.profile, self.expert_endpoint, self.rl_endpoint = prof.name, expert_endpoint, rl_endpoint
+        self.preflight = prof.preflight
         self.expert = self.rl = None
         if expert_endpoint:
             name, _ = check_endpoint(expert_endpoint, expert_model, api_key)
             self.expert = OpenAIChatPolicy(expert_endpoint, name, api_key=api_key)
+        elif standing_in:
+            from kit.profiles import stand_in_policy
+
+            self.expert = stand_in if stand_in is not None else stand_in_policy("expert")
         if rl_endpoint:
             name, _ = check_endpoint(rl_endpoint, rl_model, api_key)
             self.rl = OpenAIChatPolicy(rl_endpoint, name, api_key=api_key)
@@ -347,32 +363,50 @@ class SynthesisPolicies:
         if self.offline:
             self.labels = [OFFLINE_LABEL, "smoke"]
         else:
-            self.labels = [f"expert:{self.expert.model}"] + (["smoke-budgets"] if profile == "smoke" else [])
+            self.labels = ([f"expert:{self.expert_name}"] + (["smoke-budgets"] if prof.smoke else [])
+                           + (["preflight"] if prof.preflight else []))
         if not self.offline or self.rl is not None:
-            announce(f"data synthesis: expert {self.expert.model + ' at ' + expert_endpoint if self.expert else 'offline'}"
-                     f"; RL rollouts {self.rl.model + ' at ' + (rl_endpoint or expert_endpoint) if self.rl else 'offline'}"
-                     f" (profile {profile})")
+            where = (f" at {expert_endpoint}" if expert_endpoint else " (in process, preflight stand-in)")
+            announce(f"data synthesis: expert {self.expert_name + where if self.expert else 'offline'}"
+                     f"; RL rollouts {policy_name(self.rl) if self.rl else 'offline'}"
+                     f" (profile {prof.name}{', preflight' if prof.preflight else ''})")
+
+    @property
+    def expert_name(self) -> str | None:
+        """The expert's served name (``openai``) or policy name (a stand-in); None offline."""
+        return policy_name(self.expert) if self.expert is not None else None
 
     def manifest_model(self) -> dict[str, Any]:
         """The manifest's ``model`` entry: ``smoke`` is True only for the offline stand-ins."""
         if self.offline and self.rl is None:
             return {"smoke": True, "model": None}
-        out: dict[str, Any] = {"smoke": False, "model": self.expert.model if self.expert else None}
-        if self.expert:
+        out: dict[str, Any] = {"smoke": False, "model": self.expert_name}
+        if self.preflight and not self.expert_endpoint:
+            out["stand_in"] = True
+        if self.expert_endpoint:
             out["expert_endpoint"] = self.expert_endpoint
         if self.rl is not None:
-            out["rl_model"] = self.rl.model
+            out["rl_model"] = policy_name(self.rl)
             if self.rl_endpoint:
                 out["rl_endpoint"] = self.rl_endpoint
         return out
 
 
-def synthesis_policies(profile: str, expert_endpoint: str, expert_model: str, rl_endpoint: str = "", rl_model: str = "",
-                       api_key: str | None = None) -> SynthesisPolicies:
-    """Notebook 02's expert and RL policies (:class:`SynthesisPolicies`).
+def policy_name(policy: Any) -> str:
+    """A policy's model name for labels: the served ``model`` of an endpoint policy, else its ``name``
+    (an in-process policy's ``model`` attribute is the network, not a name)."""
+    model = getattr(policy, "model", None)
+    return model if isinstance(model, str) else str(getattr(policy, "name", type(policy).__name__))
+
+
+def synthesis_policies(profile: Any, expert_endpoint: str, expert_model: str, rl_endpoint: str = "", rl_model: str = "",
+                       api_key: str | None = None, *, stand_in: Any | None = None) -> SynthesisPolicies:
+    """Notebook 02's expert and RL policies (:class:`SynthesisPolicies`); ``profile``: a name or a
+    :class:`kit.profiles.Profile` (a preflight without an expert endpoint: the tiny ``stand_in``).
 
     Raises:
         ModelUnavailable: a named endpoint is down or does not serve the named model, a model is named
-            without its endpoint, or the paper profile names no expert.
+            without its endpoint, or the paper profile (not a preflight) names no expert.
+        ValueError: ``stand_in`` outside a preflight.
     """
-    return SynthesisPolicies(profile, expert_endpoint, expert_model, rl_endpoint, rl_model, api_key)
+    return SynthesisPolicies(profile, expert_endpoint, expert_model, rl_endpoint, rl_model, api_key, stand_in=stand_in)

@@ -22,6 +22,9 @@ choice, one line why) or both (the source cites the paper's part of a value, ``k
 ``"kimi-k2.6"``). Sections with a config class (:data:`SECTION_MODELS`) are validated by building that
 class from the section (an unknown key or a bad value fails at load).
 
+A file is refused (:class:`RecipeError`) when it is over :data:`MAX_RECIPE_BYTES`, not UTF-8, repeats a key
+or uses YAML aliases, gives a non-finite number, or has an ``rl_run.stages`` schedule that does not resolve.
+
 Raw values are read without validation by :func:`paper_default` (config classes take their defaults from
 the recipe files, so the number lives in one place) and validated by :func:`load_recipe`.
 """
@@ -29,6 +32,7 @@ the recipe files, so the number lives in one place) and validated by :func:`load
 from __future__ import annotations
 
 import importlib
+import math
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,7 @@ __all__ = ["RECIPE_DIR", "SECTION_MODELS", "Entry", "Recipe", "RecipeError", "lo
 
 RECIPE_DIR = Path(__file__).resolve().parent
 META_KEYS = ("name", "title", "paper", "extends", "includes", "description")
+MAX_RECIPE_BYTES = 256 * 1024  # ~30x the largest recipe; PyYAML parses ~100 KB/s, so a huge file would stall a run
 # sections validated by a config class (module:Class); "stages" is a list of kit.rl.staging.Stage
 SECTION_MODELS: dict[str, str] = {
     "harness": "kit.harness.config:HarnessConfig",
@@ -66,6 +71,8 @@ class Entry(BaseModel):
 
     @model_validator(mode="after")
     def _one_reason(self) -> Entry:
+        if not _finite(self.value):  # NaN / inf: not JSON (`kit.cli recipe --json`), never a paper value
+            raise ValueError(f"value must be finite (no NaN or infinity), got {self.value!r}")
         if self.source is None and self.kit is None:
             raise ValueError("give 'source' (the paper's section/table/equation) or 'kit' (the kit's reason), or both")
         for k in ("source", "kit"):
@@ -78,6 +85,44 @@ class Entry(BaseModel):
     def cited(self) -> bool:
         """True when the value is the paper's (``source`` set and no ``kit`` part), False for a kit choice."""
         return self.source is not None and self.kit is None
+
+
+def _finite(v: Any) -> bool:
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, dict):
+        return all(_finite(x) for x in v.values())
+    if isinstance(v, (list, tuple)):
+        return all(_finite(x) for x in v)
+    return True
+
+
+def _loader():
+    """A safe YAML loader that refuses duplicate keys (the later one would silently drop a cited value) and
+    aliases (``*name``: a few lines can expand to gigabytes in the JSON view; a recipe writes each value once)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a recipe",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+
+        def construct_mapping(self, node, deep=False):
+            seen: set = set()
+            for k, _ in node.value:
+                key = self.construct_object(k, deep=deep)
+                try:
+                    dup = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: SafeConstructor reports it
+                    continue
+                if dup:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", k.start_mark)
+            return super().construct_mapping(node, deep)
+
+    return Loader
 
 
 def _path(name: str) -> Path:
@@ -99,12 +144,27 @@ def _raw(name: str) -> dict[str, Any]:
     import yaml
 
     path = _path(name)
+    raw = path.read_bytes()
+    if len(raw) > MAX_RECIPE_BYTES:
+        raise RecipeError(f"{path.name}: too large ({len(raw):,} bytes > {MAX_RECIPE_BYTES:,}); a recipe is a few KB")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(raw.decode("utf-8"), Loader=_loader())  # a SafeLoader subclass
+    except UnicodeDecodeError as e:
+        raise RecipeError(f"{path.name}: not UTF-8 text: {e}") from None
     except yaml.YAMLError as e:
         raise RecipeError(f"{path.name}: not valid YAML: {e}") from None
     if not isinstance(data, dict) or data.get("name") != name:
         raise RecipeError(f"{path.name}: a mapping whose 'name' is {name!r} expected")
+    for k in ("title", "paper", "description", "extends"):
+        if data.get(k) is not None and not isinstance(data[k], str):
+            raise RecipeError(f"{path.name}: {k!r} must be text (extends: one recipe name), got {data[k]!r}")
+    inc = data.get("includes")
+    if inc is not None and not (isinstance(inc, list) and all(isinstance(x, str) for x in inc)):
+        raise RecipeError(f"{path.name}: 'includes' must be a list of recipe names, got {inc!r}")
+    bad = [k for k, v in data.items() if not isinstance(k, str)
+           or (isinstance(v, dict) and k != "stages" and any(not isinstance(x, str) for x in v))]
+    if bad:
+        raise RecipeError(f"{path.name}: section and key names must be text; section(s) {bad!r} are not")
     return data
 
 
@@ -136,6 +196,8 @@ def _entries(name: str, _seen: tuple[str, ...] = ()) -> dict[str, Entry]:
 def _entry(recipe: str, key: str, e: Any) -> Entry:
     if not isinstance(e, dict) or "value" not in e:
         raise RecipeError(f"{recipe}.yaml: {key}: an entry {{value: ..., source: ... | kit: ...}} expected, got {e!r}")
+    if "origin" in e:  # the loader records the file a value came from; a file cannot claim another's
+        raise RecipeError(f"{recipe}.yaml: {key}: 'origin' is set by the loader, not written in a recipe")
     try:
         return Entry(**e, origin=recipe)
     except ValueError as err:
@@ -228,6 +290,13 @@ class Recipe:
             self.stages()
         except Exception as e:
             raise RecipeError(f"recipe {self.label}: stages: {e}") from None
+        if self.has("rl_run.stages"):  # the RL schedule notebook 05 and verl resolve: a bad spec fails here
+            from kit.rl.staging import resolve_schedule
+
+            try:
+                resolve_schedule(self, self.harness(**self.section("rl_rollout")))
+            except Exception as e:
+                raise RecipeError(f"recipe {self.label}: rl_run.stages: {e}") from None
         return self
 
     def rows(self) -> list[dict[str, Any]]:
@@ -257,13 +326,13 @@ def _load(name: str, overlays: tuple[str, ...]) -> Recipe:
     return Recipe(name, overlays).validate()
 
 
-def load_recipe(name: str, overlays: tuple[str, ...] | list[str] = ()) -> Recipe:
+def load_recipe(name: str, overlays: tuple[str, ...] | list[str] | str = ()) -> Recipe:
     """The validated recipe ``name`` with ``overlays`` applied in order (cached; treat it as read-only).
 
     Raises:
         RecipeError: an unknown name, a malformed or uncited entry, a section its config class refuses.
     """
-    return _load(name, tuple(overlays))
+    return _load(name, (overlays,) if isinstance(overlays, str) else tuple(overlays))
 
 
 def _md_value(v: Any) -> str:
@@ -282,7 +351,15 @@ def recipes_markdown() -> str:
              "Generated from `kit/recipes/*.yaml` by `kit.recipes.recipes_markdown()` (do not edit by hand; "
              "`python -m kit.cli recipe NAME [--json]` prints one recipe). *paper*: the value the paper states "
              "(— where it states none); *kit*: the value the kit runs; *source*: the paper's section, table or "
-             "equation, or *kit choice* with the reason.", ""]
+             "equation, or *kit choice* with the reason.", "",
+             "A notebook's `profile` selects a recipe: `smoke` → `smoke` (WeAgent's with CPU budgets), `paper` → "
+             "`weagent_mmsearch` (which includes `long_mdr`), `points_seeker` → `points_seeker`. "
+             "`--preflight` (`python -m kit.cli notebook NN --profile paper --preflight`) applies the `preflight` "
+             "overlay on top: the recipe's settings with sizes shrunk and tiny stand-in models, so every object of "
+             "the paper run is built and stepped on a CPU (`tests/test_preflight.py` runs it for every notebook "
+             "under every recipe that applies). The config classes (`HarnessConfig`, `RLConfig`, `SFTTrainConfig`, "
+             "`RescueConfig`, the clip ranges, reward weights and evaluation protocols) take their defaults from "
+             "these files.", ""]
     for name in recipe_names():
         r = load_recipe(name)
         lines += [f"## `{name}`: {r.title}", ""]

@@ -183,6 +183,41 @@ def parse_stages(spec: str, base: HarnessConfig, *, max_context_tokens: int = 13
     return out
 
 
+def resolve_schedule(recipe, base: HarnessConfig, spec: str | None = None) -> list[Stage]:
+    """The stage list of ``spec`` (default the recipe's ``rl_run.stages``) for a resolved
+    :class:`~kit.recipes.Recipe`: ``"long_mdr"`` is the one Long-MDR schedule (``kit/recipes/long_mdr.yaml``),
+    anything else a :func:`parse_stages` list grown from ``base``. Under an overlay (the preflight: sizes only)
+    the stages grow from the recipe's own harness, not the shrunk one, and then every stage runs
+    ``rl_run.stage_steps`` steps with at most ``stage_budgets.max_turns`` turns.
+
+    Raises:
+        ValueError: a bad ``spec`` (:func:`parse_stages`).
+    """
+    from kit.recipes import load_recipe
+
+    spec = str(spec or recipe.get("rl_run.stages"))
+    if spec == "long_mdr":
+        stages = load_recipe("long_mdr").stages()
+    else:
+        grow = base
+        if recipe.overlays:  # budgets grow from the paper's turns (3 preflight turns would triple h10's context)
+            own = load_recipe(recipe.name)
+            grow = own.harness(**own.section("rl_rollout"))
+        stages = parse_stages(spec, grow)
+    n1, turns = recipe.get("rl_run.stage_steps", None), recipe.get("stage_budgets.max_turns", None)
+    if n1 is None and turns is None:
+        return stages
+    out = []
+    for s in stages:
+        upd: dict[str, Any] = {}
+        if n1 is not None:
+            upd.update(steps=int(n1), min_steps=1)
+        if turns is not None:
+            upd["max_turns"] = min(s.max_turns or int(turns), int(turns))
+        out.append(Stage(**{**s.model_dump(), **upd}))  # validated again
+    return out
+
+
 class RescueConfig(BaseModel):
     """Entropy-triggered rescue (see module docstring). Entropy in nats per generated token.
 

@@ -10,5 +10,6 @@ transformers < 5.11 and is never imported by the kit's CPU path.
   (``response_mask`` 0 on tool observations and harness interventions, and on every token of an
   excluded trajectory), the images through ``multi_modal_data``, and the Eq. 5 reward.
 
-Configuration: ``configs/verl/fa_gspo.yaml``; launch: ``scripts/launch_verl.sh``.
+Configuration: ``configs/verl/fa_gspo.yaml`` with a paper recipe's values from :mod:`kit.rl.verl.recipe_config`
+(``python -m kit.cli recipe NAME --verl``); launch: ``RECIPE=NAME scripts/launch_verl.sh``.
 """

@@ -12,7 +12,9 @@ Why re-tokenize instead of concatenating each turn's ids: the harness rebuilds t
 (image re-feed limits, V-Fold), so turn prompts are not prefixes of one another; the training view is
 the final transcript, exactly as the single-node trainer sees it.
 
-Settings come from the ``kit`` section of the verl config (``configs/verl/fa_gspo.yaml``).
+Settings come from the ``kit`` section of the verl config (``configs/verl/fa_gspo.yaml``), read through
+:mod:`kit.rl.verl.settings`: with ``kit.recipe`` set (what ``python -m kit.cli recipe NAME --verl`` writes)
+the harness, its stage budgets (``kit.stage``), the judge and the summarizer are the recipe's.
 """
 
 from __future__ import annotations
@@ -132,22 +134,16 @@ def default_backend(kit_cfg: dict[str, Any]):
 
 
 def default_judge(kit_cfg: dict[str, Any]):
-    """``kit.judge``: ``rule`` (RuleJudge contains) or ``llm`` (``kit.judge_endpoint``/``kit.judge_model``,
-    falling back to the rule judge when the endpoint fails)."""
-    from kit.eval.judges import LLMJudge, RuleJudge
-
-    if kit_cfg.get("judge", "rule") == "llm":
-        return LLMJudge.from_endpoint(kit_cfg["judge_endpoint"], kit_cfg["judge_model"], fallback=RuleJudge())
-    return RuleJudge(kit_cfg.get("rule_mode", "contains"))
+    """The reward's answer judge: :func:`kit.rl.verl.settings.judge` (recipe mode: the recipe's
+    ``eval.judge`` and ``eval.judge_model``; a paper recipe's LLM judge needs ``kit.judge_endpoint``)."""
+    return settings.judge(kit_cfg)
 
 
 def default_summarizer(kit_cfg: dict[str, Any]):
-    """web_extract's summarizer from ``kit.summarizer`` / ``kit.summarizer_endpoint`` / ``kit.summarizer_model``
-    (:func:`kit.harness.summarize.summarizer_from_config`: the LLM under ``harness: paper``; a missing
-    endpoint stops the worker with a message naming ``summarizer_endpoint``)."""
-    from kit.harness.summarize import summarizer_from_config
-
-    return summarizer_from_config(kit_cfg)
+    """web_extract's summarizer: :func:`kit.rl.verl.settings.summarizer` (recipe mode: the recipe's
+    ``eval.summarizer``, the LLM in both paper recipes; a missing endpoint stops the worker with a message
+    naming ``summarizer_endpoint``)."""
+    return settings.summarizer(kit_cfg)
 
 
 @register(AGENT_NAME)
@@ -172,7 +168,8 @@ class KitHarnessAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
 
     def _harness_config(self) -> HarnessConfig:
-        # kit.rl.verl.settings: the same algorithm → self-recovery rule as the single-node trainer
+        # kit.rl.verl.settings: the recipe's harness with this launch's stage budgets, and the same
+        # algorithm → self-recovery rule as the single-node trainer
         return settings.harness_config(self.kit_cfg)
 
     def _get(self, key: str, factory):

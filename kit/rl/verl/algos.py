@@ -20,6 +20,11 @@ verl passes one), divided by ``N`` and multiplied by the data-parallel size, as 
 so gradients average to the global mean. ``log ρ`` is clamped at :data:`MAX_LOG_RATIO` before ``exp``
 (verl's GSPO overflow guard). Nothing of Eq. 4/6/7 is re-implemented here: this module only moves
 verl's tensors into the kit's functions.
+
+Policy loss ``kit_grpo`` (POINTS-Seeker §3.2.4, the kit's GRPO): :func:`kit.rl.objective.grpo_loss`
+(token-level ratios clipped per token, averaged over each trajectory's model-generated tokens) with the
+same row weights and aggregation as ``fa_gspo``; the advantages come from the same ``fa_gspo`` estimator
+(eligible-only, Eq. 7 weights folded in), as :mod:`kit.rl.objective` weights GRPO like Eq. 7.
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est, register_policy_loss
 
-from kit.rl.objective import group_advantages, gspo_loss
+from kit.rl.objective import group_advantages, grpo_loss, gspo_loss
 
 NAME = "fa_gspo"
+GRPO_NAME = "kit_grpo"
 MAX_LOG_RATIO = 10.0  # verl's clamp on the sequence log-ratio (exp overflow guard)
 
 
@@ -69,27 +75,24 @@ def compute_fa_gspo_advantage(token_level_rewards: torch.Tensor, response_mask: 
     return a, a
 
 
-@register_policy_loss(NAME)
-def compute_fa_gspo_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
-                                response_mask: torch.Tensor, loss_agg_mode: str = "seq-mean-token-mean",
-                                config: Any = None, rollout_is_weights: torch.Tensor | None = None
-                                ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Sequence-level clipped FA-GSPO loss (module docstring). Shapes ``[B, T]``; returns
-    ``(loss, metrics)``. ``loss_agg_mode`` is ignored: Eq. 7 fixes the aggregation."""
+def _rows(advantages, response_mask, log_prob, config, rollout_is_weights):
+    """verl's tensors → the kit loss's inputs: mask, per-row advantage (the Eq. 7 weight already folded
+    in), row weights (0 on an excluded row: all-zero mask; × the mean rollout importance weight), clip."""
     mask = response_mask.to(log_prob.dtype)
     lengths = mask.sum(-1)
     live = lengths > 0
-    if not bool(live.any()):
-        return (log_prob * 0.0).sum(), {"actor/pg_clipfrac": 0.0, "actor/ppo_kl": 0.0, "actor/fa_gspo_rows": 0}
-    clip_lo = getattr(config, "clip_ratio_low", None) or getattr(config, "clip_ratio", 0.2)
-    clip_hi = getattr(config, "clip_ratio_high", None) or getattr(config, "clip_ratio", 0.2)
     n = lengths.clamp_min(1.0)
-    a = (advantages * mask).sum(-1) / n  # the row's advantage (the Eq. 7 weight already folded in)
-    weights = live.to(torch.float64)  # an excluded row (all-zero mask) gets weight 0: not in the loss
+    a = (advantages * mask).sum(-1) / n
+    weights = live.to(torch.float64)
     if rollout_is_weights is not None:
         weights = weights * ((rollout_is_weights * mask).sum(-1) / n).to(torch.float64)
-    neg_sum, stats = gspo_loss(log_prob, old_log_prob, mask, a, weights, eps_lo=clip_lo, eps_hi=clip_hi,
-                               max_log_ratio=MAX_LOG_RATIO)
+    clip_lo = getattr(config, "clip_ratio_low", None) or getattr(config, "clip_ratio", 0.2)
+    clip_hi = getattr(config, "clip_ratio_high", None) or getattr(config, "clip_ratio", 0.2)
+    return mask, live, a, weights, clip_lo, clip_hi
+
+
+def _aggregate(name: str, neg_sum, stats, mask, live, log_prob, old_log_prob, config):
+    """Divide by verl's global batch and multiply by the data-parallel size (verl's own aggregation)."""
     info = getattr(config, "global_batch_info", None) or {}
     dp = int(info.get("dp_size", 1) or 1)
     total = info.get("global_batch_size") or int(mask.shape[0])
@@ -98,5 +101,37 @@ def compute_fa_gspo_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tens
         m = mask[live]
         metrics = {"actor/pg_clipfrac": stats["clip_frac"],
                    "actor/ppo_kl": float((-(log_prob[live] - old_log_prob[live]) * m).sum() / m.sum()),
-                   "actor/fa_gspo_ratio_mean": stats["ratio_mean"], "actor/fa_gspo_rows": stats["rows"]}
+                   f"actor/{name}_ratio_mean": stats["ratio_mean"], f"actor/{name}_rows": stats["rows"]}
     return loss, metrics
+
+
+def _empty(name: str, log_prob):
+    return (log_prob * 0.0).sum(), {"actor/pg_clipfrac": 0.0, "actor/ppo_kl": 0.0, f"actor/{name}_rows": 0}
+
+
+@register_policy_loss(NAME)
+def compute_fa_gspo_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
+                                response_mask: torch.Tensor, loss_agg_mode: str = "seq-mean-token-mean",
+                                config: Any = None, rollout_is_weights: torch.Tensor | None = None
+                                ) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Sequence-level clipped FA-GSPO loss (module docstring). Shapes ``[B, T]``; returns
+    ``(loss, metrics)``. ``loss_agg_mode`` is ignored: Eq. 7 fixes the aggregation."""
+    mask, live, a, weights, lo, hi = _rows(advantages, response_mask, log_prob, config, rollout_is_weights)
+    if not bool(live.any()):
+        return _empty(NAME, log_prob)
+    neg_sum, stats = gspo_loss(log_prob, old_log_prob, mask, a, weights, eps_lo=lo, eps_hi=hi, max_log_ratio=MAX_LOG_RATIO)
+    return _aggregate(NAME, neg_sum, stats, mask, live, log_prob, old_log_prob, config)
+
+
+@register_policy_loss(GRPO_NAME)
+def compute_kit_grpo_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
+                                 response_mask: torch.Tensor, loss_agg_mode: str = "seq-mean-token-mean",
+                                 config: Any = None, rollout_is_weights: torch.Tensor | None = None
+                                 ) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Token-level clipped GRPO loss (module docstring, :func:`kit.rl.objective.grpo_loss`). Shapes
+    ``[B, T]``; returns ``(loss, metrics)``; ``loss_agg_mode`` is ignored."""
+    mask, live, a, weights, lo, hi = _rows(advantages, response_mask, log_prob, config, rollout_is_weights)
+    if not bool(live.any()):
+        return _empty(GRPO_NAME, log_prob)
+    neg_sum, stats = grpo_loss(log_prob, old_log_prob, mask, a, weights, eps_lo=lo, eps_hi=hi)
+    return _aggregate(GRPO_NAME, neg_sum, stats, mask, live, log_prob, old_log_prob, config)
