@@ -24,9 +24,8 @@ def _manifest(out):
 @pytest.mark.parametrize("key, profile", CASES, ids=[f"{k}-{p}" for k, p in CASES])
 def test_paper_profile_preflights(tmp_path, data_dir, key, profile):
     from kit.cli import run_notebook
-    from kit.recipes import load_recipe
-
     from kit.paths import PROJECT_ROOT
+    from kit.recipes import load_recipe
 
     out = tmp_path / f"nb{key}"
     # notebook 07 publishes (to a local stand-in Hub) and replays the committed smoke evaluation
