@@ -11,6 +11,8 @@
     python -m kit.cli recipe points_seeker [--json] [--preflight]   # a paper recipe's values and their sources
     python -m kit.cli recipe weagent_mmsearch --verl [--stage h20]  # its verl launch's Hydra overrides
     python -m kit.cli notebook 05 --profile paper --preflight        # a paper profile at its settings, tiny sizes
+    python -m kit.cli serve-mcp a.zim [b.zim ...] --transport stdio|http [--port 8765]  # the 5 tools over MCP
+    python -m kit.cli view RUN_DIR [OTHER_RUN_DIR] [-o OUT] [--inspect-log OUT.json]  # static run viewer (docs/viewer.md)
 
 ``notebook`` writes the executed notebook and the notebook's outputs into its results folder.
 ``sequence`` runs 01 → 07 (or a chosen subset, in order) into ``results/<run>/<notebook>/``, writes
@@ -30,7 +32,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.cli_params import ParameterError, check_combinations, check_params, notebook_parameters, preflight_endpoints
+from kit.cli_params import (
+    ParameterError,
+    absolute_paths,
+    check_combinations,
+    check_params,
+    notebook_parameters,
+    preflight_endpoints,
+)
 from kit.paths import PROJECT_ROOT
 
 NOTEBOOKS = {
@@ -140,7 +149,7 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
     problem = profile_problem(declared, profile, f"notebook {name}")
     if problem:  # before any other rule: a paper profile's needs would hide it
         raise ParameterError(problem)
-    params = check_params(declared, params or {}, f"notebook {name}")
+    params = absolute_paths(declared, check_params(declared, params or {}, f"notebook {name}"))  # cells run in notebooks/
     check_combinations(declared, params, profile, f"notebook {name}", preflight=preflight)
     if preflight:
         if profile == "smoke":
@@ -150,7 +159,7 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
         if "preflight" in params:
             raise ParameterError("-p preflight is not accepted: use --preflight")
     if check_endpoints:
-        preflight_endpoints(declared, params)  # the caller names the notebook
+        preflight_endpoints(declared, params, profile=profile)  # the caller names the notebook
     out.mkdir(parents=True, exist_ok=True)
     parameters = {"profile": profile, "out_dir": str(out), **params, **({"preflight": True} if preflight else {})}
     dest = out / f"{name}.ipynb"
@@ -357,7 +366,8 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         for key in plan["keys"]:
             if state["steps"][key]["status"] != "ok":
                 try:
-                    preflight_endpoints(declared[key], typed[key], f"notebook {key} ({NOTEBOOKS[key]})")
+                    preflight_endpoints(declared[key], typed[key], f"notebook {key} ({NOTEBOOKS[key]})",
+                                        profile=plan["profile"])
                 except (ModelUnavailable, ParameterError) as e:
                     raise SequenceError(str(e)) from e
     for key in fresh:
@@ -525,39 +535,33 @@ def _cmd_fetch_zim(args) -> int:
 
 
 def _cmd_recipe(args) -> int:
-    from kit.recipes import RecipeError, load_recipe
+    from kit.recipes.show import cmd_recipe  # the table, --json and --verl views
 
-    try:
-        r = load_recipe(args.name, ("preflight",) if args.preflight else ())
-    except RecipeError as e:
-        print(f"recipe: {e}", file=sys.stderr)
-        return 2
-    if args.verl or args.verl_stages:  # the verl launch's Hydra overrides (kit.rl.verl.recipe_config)
-        from kit.rl.verl.recipe_config import VerlConfigError, verl_overrides, verl_stages
+    return cmd_recipe(args)
 
-        try:
-            lines = ([v.name for v in verl_stages(r)] if args.verl_stages else verl_overrides(r, stage=args.stage))
-        except (VerlConfigError, RecipeError) as e:
-            print(f"recipe: {e}", file=sys.stderr)
-            return 2
-        print("\n".join(lines))
-        return 0
-    if args.json:
-        print(json.dumps(r.as_dict(), indent=2, default=str))
-        return 0
-    print(f"{r.label}: {r.title}" + (f" ({r.paper})" if r.paper else ""))
-    rows = r.rows()
-    width = max(len(x["key"]) for x in rows)
-    for x in rows:
-        src = "; ".join(([x["source"]] if x["source"] else []) + ([f"kit choice: {x['kit']}"] if x["kit"] else []))
-        print(f"  {x['key']:<{width}}  {json.dumps(x['value'], default=str)}  [{x['origin']}] {src}")
-    return 0
+
+def _cmd_view(args) -> int:
+    from kit.view import cli as view_cli
+
+    return view_cli.cmd(args)
 
 
 def _cmd_doctor(args) -> int:
     from kit import doctor
 
     return doctor.cmd(args)
+
+
+def _cmd_serve_web(args) -> int:
+    from kit.serve import web_cli
+
+    return web_cli.cmd(args)
+
+
+def _cmd_serve_mcp(args) -> int:
+    from kit.serve import mcp_cli
+
+    return mcp_cli.run_cli(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -583,6 +587,8 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--verl", action="store_true", help="the verl launch's Hydra overrides, one per line")
     rc.add_argument("--stage", default=None, help="with --verl: the RL stage of the launch (default the first)")
     rc.add_argument("--verl-stages", action="store_true", help="the RL stages verl runs, one launch each, one per line")
+    rc.add_argument("--stages", default=None,
+                    help="with --verl/--verl-stages: the schedule (a named one such as weagent, or e.g. h10:200,h20)")
 
     sq = sub.add_parser("sequence", help="run 01 → 07 (or --only a subset) headless into results/<run>/")
     sq.add_argument("--run", required=True, help="run name: outputs go to results/<run>/<notebook>/")
@@ -629,13 +635,24 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("source", help="Kiwix archive name (e.g. wikipedia_en_100_mini_2022-10) or URL of a .zim file")
     fz.add_argument("--sha256", default=None, help="expected sha256 (full or a prefix of >= 8 hex characters)")
     fz.add_argument("--dest", default=None, help="target folder (default: <kit cache>/zim, found by zim_paths)")
+
+    from kit.serve import mcp_cli
+
+    mcp_cli.add_parser(sub)  # serve-mcp (kit/serve/mcp_cli.py)
+    from kit.serve import web_cli
+
+    web_cli.add_parser(sub)  # serve-web (kit/serve/web_cli.py)
+    from kit.view import cli as view_cli
+
+    view_cli.add_parser(sub)  # view (kit/view/cli.py)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return {"notebook": _cmd_notebook, "sequence": _cmd_sequence, "publish": _cmd_publish, "download": _cmd_download,
-            "replay": _cmd_replay, "fetch-zim": _cmd_fetch_zim, "doctor": _cmd_doctor, "recipe": _cmd_recipe}[args.cmd](args)
+            "replay": _cmd_replay, "fetch-zim": _cmd_fetch_zim, "doctor": _cmd_doctor, "recipe": _cmd_recipe,
+            "serve-mcp": _cmd_serve_mcp, "serve-web": _cmd_serve_web, "view": _cmd_view}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -344,31 +344,47 @@ def check_params(declared: dict[str, Param], params: dict[str, Any], where: str 
     return {k: coerce(declared[k], v, where) for k, v in params.items()}
 
 
-def named_endpoints(declared: dict[str, Param], params: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def recipe_model(profile: str, prefix: str) -> str:
+    """The served name the profile's recipe gives role ``prefix`` (``"judge_"`` → ``eval.judge_model``:
+    WeAgent ``kimi-k2.6``, POINTS-Seeker ``qwen3-235b-a22b``), or ``""`` when it names none (the main
+    ``endpoint``, an expert). What the notebooks use when ``<prefix>model`` is left empty
+    (:mod:`kit.eval.judge_factory`, :func:`kit.harness.summarize.make_summarizer`)."""
+    if not prefix:
+        return ""
+    from kit.profiles import get_profile
+
+    return str(get_profile(profile).value(f"eval.{prefix}model", None) or "")
+
+
+def named_endpoints(declared: dict[str, Param], params: dict[str, Any],
+                    profile: str = "smoke") -> list[tuple[str, str, str, str]]:
     """``(parameter, endpoint, model, api-key variable)`` for every ``*endpoint`` parameter whose value
     (override, else default) is a non-empty string; the model is the matching ``*model`` parameter
-    and the key variable the matching ``*api_key_env`` (else ``api_key_env``, else ``OPENAI_API_KEY``)."""
+    (empty: the profile recipe's, :func:`recipe_model`) and the key variable the matching
+    ``*api_key_env`` (else ``api_key_env``, else ``OPENAI_API_KEY``)."""
     value = {k: params.get(k, p.default) for k, p in declared.items()}
     out = []
     for name in sorted(declared):
         if not name.endswith("endpoint") or not isinstance(value[name], str) or not value[name].strip():
             continue
         prefix = name[: -len("endpoint")]
-        model = value.get(prefix + "model") or ""
+        model = value.get(prefix + "model") or recipe_model(profile, prefix)
         key_env = value.get(prefix + "api_key_env") or value.get("api_key_env") or "OPENAI_API_KEY"
         out.append((name, value[name].strip(), str(model), str(key_env)))
     return out
 
 
 def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], where: str = "",
-                        timeout_s: float = 5.0) -> list[str]:
-    """Check every named endpoint of a notebook run (reachable, serves the named model), and a ``model``
+                        timeout_s: float = 5.0, *, profile: str = "smoke") -> list[str]:
+    """Check every named endpoint of a notebook run (reachable, serves the named model), a ``model``
     named without an endpoint (a local checkpoint folder, :func:`kit.policy.factory.local_model_problem`),
-    before it starts.
+    the checkpoint references of :data:`CHECKPOINT_PARAMS` and ``rl_prompts``
+    (:func:`kit.rl.prompts.rl_prompts_problem`), before it starts.
 
     Returns one line per endpoint checked. Raises :class:`kit.policy.factory.ModelUnavailable` (one
     line naming the parameter) at the first one that cannot be used. The main ``endpoint`` may omit
-    its model when the server serves exactly one; any other (``judge_endpoint`` …) needs its model.
+    its model when the server serves exactly one; any other (``judge_endpoint`` …) left without its
+    model is asked for the ``profile`` recipe's (:func:`recipe_model`), and needs one when the recipe has none.
     """
     import os
 
@@ -376,10 +392,11 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
 
     lines = []
     prefix = f"{where}: " if where else ""
-    endpoints = named_endpoints(declared, params)
+    endpoints = named_endpoints(declared, params, profile)
     for name, endpoint, model, key_env in endpoints:
         if not model and name != "endpoint":
-            raise ModelUnavailable(f"{prefix}{name}={endpoint} is set but {name[:-len('endpoint')]}model is empty")
+            raise ModelUnavailable(f"{prefix}{name}={endpoint} is set but {name[:-len('endpoint')]}model is empty "
+                                   f"(the {profile} recipe names no model for it)")
         try:
             served, _ = check_endpoint(endpoint, model, os.environ.get(key_env), timeout_s)
         except ModelUnavailable as e:  # its message names the endpoint already
@@ -403,19 +420,44 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
             if problem:
                 raise ModelUnavailable(f"{prefix}{problem}")
             lines.append(f"{prefix}{name} {value!r} is a checkpoint reference")
+    source = params.get("rl_prompts", declared["rl_prompts"].default) if "rl_prompts" in declared else ""
+    if isinstance(source, str) and source:
+        from kit.rl.prompts import rl_prompts_problem
+
+        problem = rl_prompts_problem(source)
+        if problem:
+            raise ModelUnavailable(f"{prefix}{problem}")
+        lines.append(f"{prefix}rl_prompts {source!r} holds RL prompts")
     return lines
 
 
+def absolute_paths(declared: dict[str, Param], params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with every :data:`PATH_PARAMS` value that is a relative path existing from the caller's
+    folder made absolute: the notebooks run inside ``notebooks/``, where ``results/02_data_synthesis``
+    names nothing. Other values (``hub:`` references, ``tiny-<arch>``, missing paths) are kept for the checks."""
+    out = dict(params)
+    for name in PATH_PARAMS:
+        v = out.get(name)
+        if name in declared and isinstance(v, str) and v and not v.startswith(("hub:", "tiny-")):
+            p = Path(v).expanduser()
+            if not p.is_absolute() and p.exists():
+                out[name] = str(p.resolve())
+    return out
+
+
 # model-like parameters that are not served: which references each notebook can load
-CHECKPOINT_PARAMS = {"base_model": {"tiny": True, "hub": True}, "sft_model": {"tiny": False, "hub": False}}
-# (switch parameter, value) -> parameters that must then be non-empty
-# an empty judge_model / image_judge_model is the recipe's served name (kit.eval.judge_factory)
-NEEDS = {("judge", "llm"): ("judge_endpoint",),
-         ("image_judge", "vlm"): ("image_judge_endpoint",),
+CHECKPOINT_PARAMS = {"base_model": {"tiny": True, "hub": True}, "sft_model": {"tiny": False, "hub": False},
+                     "teacher_model": {"tiny": True, "hub": True}}  # notebook 05's OPD teacher (_checkpoint)
+# parameters naming a local path (or a hub: reference) that a notebook reads
+PATH_PARAMS = (*CHECKPOINT_PARAMS, "rl_prompts")
+# (switch parameter, value) -> parameters that must then be non-empty; an empty <role>_model is the
+# recipe's served name (eval.<role>_model: kit.eval.judge_factory, kit.harness.summarize), so only a
+# recipe without one needs it named (:func:`recipe_model`)
+NEEDS = {("judge", "llm"): ("judge_endpoint", "judge_model"),
+         ("image_judge", "vlm"): ("image_judge_endpoint", "image_judge_model"),
          ("summarizer", "llm"): ("summarizer_endpoint", "summarizer_model")}
-# switch -> (its value under the paper profile when left None, the labelled offline alternative, why)
-PAPER_SWITCHES = {"judge": ("llm", "rule", "WeAgent §7.1"), "image_judge": ("vlm", "phash", "WeAgent §5.2"),
-                  "summarizer": ("llm", "extractive", "WeAgent Table 4")}
+# switch -> its labelled offline alternative (the paper value and its citation are the recipe's eval.<switch>)
+PAPER_SWITCHES = {"judge": "rule", "image_judge": "phash", "summarizer": "extractive"}
 # parameters a paper-profile run must name (the notebooks stop in their first cells otherwise)
 PAPER_NEEDS = {"expert_endpoint": "an OpenAI-compatible expert", "expert_model": "the expert's served name",
                "base_model": "the checkpoint to train"}
@@ -428,14 +470,14 @@ def _recipe_switch(profile: str, switch: str) -> str | None:
     return get_profile(profile).value(f"eval.{switch}", None)
 
 
-def _recipe_why(profile: str, switch: str, fallback: str) -> str:
+def _recipe_why(profile: str, switch: str) -> str:
     """The citation of the profile's ``eval.<switch>`` (``"POINTS-Seeker §3.2.4 (...)"``), so an error names
     the paper the profile runs, not WeAgent's section for every profile."""
     from kit.profiles import get_profile
 
     r = get_profile(profile).recipe_obj()
     e = r.entries.get(f"eval.{switch}")
-    return f"{r.title} {e.source or e.kit}" if e is not None else fallback
+    return f"{r.title} {e.source or e.kit}" if e is not None else f"recipe {r.label}"
 
 
 def check_combinations(declared: dict[str, Param], params: dict[str, Any], profile: str = "smoke",
@@ -444,9 +486,10 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
 
     * a ``<role>_model`` given while its ``<role>_endpoint`` is empty (a model nothing serves);
     * ``judge="llm"`` needs ``judge_endpoint`` and ``judge_model``; ``image_judge="vlm"`` and
-      ``summarizer="llm"`` their endpoints and models; under the paper profile a switch left None is
-      the paper's (:data:`PAPER_SWITCHES`: llm / vlm / llm), so it needs them too unless the labelled
-      fallback is passed;
+      ``summarizer="llm"`` their endpoints and models; an empty model is the recipe's served name
+      (:func:`recipe_model`), so it is needed only where the recipe names none; under a paper profile a
+      switch left None is the recipe's (``eval.judge`` …), so it needs them too unless the labelled
+      fallback of :data:`PAPER_SWITCHES` is passed;
     * ``policy_kind="demonstrator"`` while a model or endpoint is named (:func:`kit.policy.factory.eval_policy_kind`);
     * the paper profile needs the parameters of :data:`PAPER_NEEDS` that the notebook declares.
 
@@ -472,10 +515,10 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
         # None: the profile's recipe value (eval.judge / eval.image_judge / eval.summarizer; kit.eval.judge_factory)
         by_profile = paper and switch in declared and value.get(switch) is None and _recipe_switch(profile, switch) == on
         if value.get(switch) == on or by_profile:
-            missing = [n for n in needed if n in declared and not value.get(n)]
+            missing = [n for n in needed if n in declared and not value.get(n)
+                       and not (n.endswith("_model") and recipe_model(profile, n[: -len("model")]))]
             if missing and by_profile:
-                _, alt, why = PAPER_SWITCHES[switch]
-                why = _recipe_why(profile, switch, why)
+                alt, why = PAPER_SWITCHES[switch], _recipe_why(profile, switch)
                 raise ParameterError(f"the {profile} profile{at} uses {switch}={on!r} ({why}) and needs "
                                      f"{' and '.join(missing)}; or pass {switch}={alt!r} for the labelled fallback")
             if missing:

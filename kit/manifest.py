@@ -108,7 +108,7 @@ def env_snapshot(names=ENV_VARS) -> dict[str, str]:
 
 def write_manifest(run_dir: str | Path, *, config: dict[str, Any], seed: int | None, data_files: list[str | Path] = (),
                    model: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
-                   seeds: dict[str, int] | None = None) -> Path:
+                   seeds: dict[str, int] | None = None, stand_ins: dict[str, str] | None = None) -> Path:
     """Write ``run_dir/manifest.json`` and return its path.
 
     Args:
@@ -117,9 +117,22 @@ def write_manifest(run_dir: str | Path, *, config: dict[str, Any], seed: int | N
         data_files: files or folders whose content the run read; each is hashed (:func:`tree_sha256`).
         model: policy identity (name, path or endpoint, smoke flag); a local ``path`` is hashed.
         extra: further top-level keys (labels, cache statistics).
-        A listed path that does not exist is recorded as ``"missing"``.
+        stand_ins: for a preflight (``config["preflight"]`` true): ``{role: what ran}`` overriding the default
+            of :func:`kit.profiles.preflight_stand_ins` (e.g. a warm-started stand-in policy).
+        A listed path that does not exist is recorded as ``"missing"``. A preflight manifest always gets a
+        top-level ``stand_ins`` (every paper role: the model it stands in for and what really ran), so no
+        preflight output passes for a run of the paper's judge, summarizer, expert or teacher.
+
+    Raises:
+        ValueError: ``stand_ins`` for a run that is not a preflight, or an unknown role or profile.
     """
     run_dir = Path(run_dir)
+    if stand_ins and not config.get("preflight"):
+        raise ValueError("stand_ins are recorded for a preflight (config['preflight'] true) only")
+    if config.get("preflight"):  # what really ran for every paper role (a tiny stand-in), not the recipe's model
+        from kit.profiles import preflight_stand_ins
+
+        extra = {**(extra or {}), "stand_ins": preflight_stand_ins(config.get("profile", "paper"), stand_ins)}
     run_dir.mkdir(parents=True, exist_ok=True)
     data = {}
     for p in data_files:

@@ -17,6 +17,7 @@ turn it into a :class:`Profile` with :func:`get_profile`::
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -77,16 +78,18 @@ class Profile(BaseModel):
 
     def harness(self, *, real_model: bool = False, **overrides: Any):
         """The profile's :class:`~kit.harness.config.HarnessConfig` with ``overrides``: smoke budgets
-        (:meth:`HarnessConfig.smoke`) when ``smoke`` is set, else Table 5's; built from the flag, so a
-        custom profile works without being named anywhere else. ``real_model``: a named real model keeps
-        Table 5's response length under smoke (the paper budgets have it already)."""
+        (:meth:`HarnessConfig.smoke`) when ``smoke`` is set, else the recipe's (``harness`` section, with the
+        preflight overlay when set); built from the flag, so a custom profile works without being named
+        anywhere else. ``real_model``: a named real model keeps Table 5's response length under smoke (the
+        paper budgets have it already). Only ``overrides`` count as set (``model_fields_set``): a recipe
+        value is not the caller's choice (:func:`kit.rl.eligibility.explicit_self_recovery`)."""
         from kit.harness.config import HarnessConfig
 
         if self.smoke:
             return HarnessConfig.smoke(real_model=real_model, **overrides)
-        if self.recipe == "weagent_mmsearch" and not self.preflight:
-            return HarnessConfig(**overrides)  # the class defaults are this recipe's values
-        return self.recipe_obj().harness(**overrides)
+        cfg = self.recipe_obj().harness(**overrides)  # validated here
+        values = {k: getattr(cfg, k) for k in HarnessConfig.model_fields}
+        return HarnessConfig.model_construct(_fields_set=set(overrides), **values)
 
     def pick(self, smoke_value: T, paper_value: T, *, given: T | None = None) -> T:
         """``given`` when it is not None (a caller's explicit value, 0 included), else ``smoke_value``
@@ -132,10 +135,63 @@ def get_profile(name: str | Profile, *, preflight: bool = False) -> Profile:
                                    "default_model": PREFLIGHT_MODEL})
 
 
+#: the paper roles a preflight runs on a tiny stand-in: role -> the recipe key naming the paper's model (None: the
+#: run names it, e.g. the SFT checkpoint or the OPD teacher; the recipe gives no served model)
+STAND_IN_ROLES: dict[str, str | None] = {
+    "policy": "paper_only.base_model", "answer judge": "eval.judge_model", "image judge": "eval.image_judge_model",
+    "summarizer": "eval.summarizer_model", "expert": "paper_only.expert_model", "OPD teacher": None}
+
+
+#: what :func:`preflight_stand_ins` records for a role the notebook does not override
+DEFAULT_STAND_IN = f"{PREFLIGHT_MODEL} (random weights, in process) where this notebook uses the role"
+
+
+def stand_in_name(paper_model: str) -> str:
+    """The label of a model that stands in for ``paper_model`` in a preflight, e.g. ``"tiny stand-in
+    (tiny-qwen2_vl, random weights) for kimi-k2.6"`` (what a preflight's judge names record instead of the
+    paper's model)."""
+    return f"tiny stand-in ({PREFLIGHT_MODEL}, random weights) for {paper_model}"
+
+
+def preflight_stand_ins(profile: str | Profile, ran: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """What really ran for each paper role (:data:`STAND_IN_ROLES`) of a preflight of ``profile``:
+    ``{role: {"stands_in_for": the recipe's model (or the parameter naming it), "ran": what ran}}``. ``ran``
+    overrides the default :data:`DEFAULT_STAND_IN` per role (e.g. a warm-started
+    stand-in policy). Written by :func:`kit.manifest.write_manifest` into every preflight manifest.
+
+    Raises:
+        ValueError: an unknown profile, or a role in ``ran`` that is not in :data:`STAND_IN_ROLES`.
+    """
+    prof = get_profile(profile, preflight=True)
+    bad = sorted(set(ran or {}) - set(STAND_IN_ROLES))
+    if bad:
+        raise ValueError(f"unknown stand-in roles {bad}; known: {sorted(STAND_IN_ROLES)}")
+    out = {}
+    for role, key in STAND_IN_ROLES.items():
+        named = prof.value(key, None) if key else None
+        out[role] = {"stands_in_for": str(named) if named else {"policy": "base_model", "OPD teacher": "teacher_model"}
+                     .get(role, "the run's endpoint"),
+                     "ran": (ran or {}).get(role, DEFAULT_STAND_IN)}
+    return out
+
+
 def stand_in_policy(role: str, *, max_new_tokens: int = 32):
     """The tiny in-process policy that stands in for a paper role's endpoint (answer judge, image judge,
     summarizer, expert, teacher) in a preflight: a real model call on :data:`PREFLIGHT_MODEL` (random
-    weights), so the role's prompt, parsing and error paths run. ``role`` is only for the label."""
+    weights), so the role's prompt, parsing and error paths run. ``role`` is only for the label
+    (``policy.stand_in_for``). Cached per process and per ``(role, max_new_tokens)``: a preflight builds each
+    role's model once, however many judges / summarizers it makes (``stand_in_policy.cache_clear()`` drops them).
+
+    Raises:
+        ValueError: ``max_new_tokens`` below 1.
+    """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    return _stand_in_policy(str(role), int(max_new_tokens))
+
+
+@functools.cache
+def _stand_in_policy(role: str, max_new_tokens: int):
     import torch
 
     from kit.models.tiny import build_tiny_checkpoint
@@ -146,3 +202,6 @@ def stand_in_policy(role: str, *, max_new_tokens: int = 32):
     policy = TransformersPolicy(str(path), max_new_tokens=max_new_tokens)
     policy.stand_in_for = role  # a preflight's stand-in, not the role's model (no smoke banner: the run says preflight)
     return policy
+
+
+stand_in_policy.cache_clear = _stand_in_policy.cache_clear  # type: ignore[attr-defined]

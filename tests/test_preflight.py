@@ -36,6 +36,9 @@ def test_paper_profile_preflights(tmp_path, data_dir, key, profile):
     recipe = load_recipe("weagent_mmsearch" if profile == "paper" else profile, ["preflight"])  # settings + preflight sizes
     assert cfg["recipe"] == recipe.label and cfg["preflight"] is True
     assert "preflight" in m["labels"] and "smoke" not in m["labels"]
+    from kit.profiles import STAND_IN_ROLES  # what really ran for every paper role (tiny stand-ins), not its model
+
+    assert set(m["stand_ins"]) == set(STAND_IN_ROLES) and all(v["ran"] for v in m["stand_ins"].values())
     if key == "01":
         h = cfg["harness"]
         assert (h["max_turns"], h["max_context_tokens"], h["protocol"]) == (
@@ -56,6 +59,15 @@ def test_paper_profile_preflights(tmp_path, data_dir, key, profile):
         rl, h = cfg["rl"], cfg["harness"]
         assert (rl["algorithm"], rl["lr"], rl["temperature"]) == (recipe.get("rl.algorithm"), recipe.get("rl.lr"),
                                                                   recipe.get("rl.temperature"))
+        # at least one real RL update under the recipe's objective (kit.rl.preflight), counted from the run's metrics
+        from kit.rl.preflight import is_rl_update
+
+        steps = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text().splitlines()]
+        updates = [s for s in steps if is_rl_update(s)]
+        assert updates and m["summary"]["rl_updates"] == len(updates)
+        assert all(s["kind"] == "rl" and s["advantage_abs_mean"] > 0 and s["loss"] is not None for s in updates)
+        assert "tiny stand-in" in cfg["judge"] and m["stand_ins"]["answer judge"]["stands_in_for"] == recipe.get(
+            "eval.judge_model")
         assert rl["freeze_vision"] is True and rl["group_size"] == 2  # settings kept; the group is a size
         if profile == "paper":  # the one Long-MDR schedule, every stage once, an OPD teacher stand-in
             assert [s["name"] for s in cfg["schedule"]] == [s.name for s in load_recipe("long_mdr").stages()]
@@ -92,3 +104,15 @@ def test_paper_command_without_a_teacher_stops_before_the_kernel(tmp_path, capsy
                "-p", "judge", "rule", "-p", "summarizer", "extractive", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and "teacher_model" in err and "OPD" in err
+
+
+@pytest.mark.slow
+def test_nb05_preflight_fails_loudly_without_a_real_rl_update(tmp_path, data_dir, capsys):
+    """A preflight whose RL steps never update (here: a stand-in warm-started for one step, no extra steps) exits
+    non-zero with kit.rl.preflight's message, instead of passing on OPD or skipped steps (~30 s)."""
+    from kit.cli import main
+
+    rc = main(["notebook", "05", "--profile", "points_seeker", "--preflight", "-p", "warm_steps", "1",
+               "-p", "warm_full_steps", "0", "-p", "preflight_rl_steps", "0", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc != 0 and "PreflightError" in err and "no RL step performed a real policy update" in err

@@ -103,6 +103,7 @@ def test_paper_schedule_and_validation(tmp_path):
     log.write("skip", 1, reason="no_training_group")
     fig = plot_run_log(RunLog(tmp_path / "l.jsonl").events, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000 and len(fig.axes) == 2
+    assert (tmp_path / "p.svg").read_text().count("<svg") == 1 and fig.axes[0].get_ylabel() == "mean reward"
 
 
 def test_parse_stages_builds_the_notebook_schedule_and_refuses_bad_specs():

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from kit.data.expert import Expert, ExpertError, with_retries
 from kit.data.records import Chain, Failure, Rejection, Seed, StageFiles
+from kit.recipes import paper_default
 from kit.types import PolicyError
 
-DEPTHS = (2, 3, 4)
+DEPTHS = tuple(paper_default("data.hop_depths"))  # §4.2: d ∈ {2, 3, 4} (kit/recipes/weagent_mmsearch.yaml)
 AnchorImage = Callable[[str], Awaitable["tuple[str, str] | None"]]
 
 

@@ -45,8 +45,6 @@ PAPER_SCORING = {b: "llm" for b in ("mmbrowsecomp", "mmsearch", "mmsearch_plus",
 
 ANSWER_JUDGES = ("rule", "llm")
 IMAGE_JUDGES = ("phash", "vlm")
-#: (answer judge, image judge) by profile smoke flag (kept for callers; the profile's recipe decides).
-PROFILE_JUDGES = {True: ("rule", "phash"), False: ("llm", "vlm")}
 
 
 class JudgeConfigError(ValueError):
@@ -90,11 +88,32 @@ def resolve_judge_kinds(profile="smoke", judge: str | None = None, image_judge: 
     return ans, img
 
 
-def _openai_policy(endpoint: str, model: str, api_key: str | None):
-    from kit.policy.openai_client import OpenAIChatPolicy
-    from kit.policy.scripted import CharTokenCounter
+def _judge_policy(profile, role: str, policy, endpoint: str, model: str, api_key: str | None,
+                  missing: str) -> tuple[Any, str]:
+    """``(policy, served model)`` of an LLM / VLM judge: ``policy`` as given, else a preflight's stand-in, else
+    an :class:`~kit.policy.openai_client.OpenAIChatPolicy` on ``endpoint``. ``model`` empty: the recipe's
+    ``eval.<role>_model`` (``role``: ``"judge"`` | ``"image_judge"``).
 
-    return OpenAIChatPolicy(endpoint, model, api_key=api_key, token_counter=CharTokenCounter(), max_retries=2)
+    Raises:
+        JudgeConfigError: no policy, no stand-in and no endpoint (``missing`` is the message).
+    """
+    endpoint = (endpoint or "").strip()
+    if policy is None and not endpoint:
+        policy = _stand_in(profile, {"judge": "answer judge", "image_judge": "image judge"}[role])
+    if policy is None and not endpoint:
+        raise JudgeConfigError(missing)
+    default = DEFAULT_JUDGE_MODEL if role == "judge" else DEFAULT_IMAGE_JUDGE_MODEL
+    model = model or _profile_model(profile, f"eval.{role}_model", default)
+    if getattr(policy, "stand_in_for", None):  # a preflight's tiny stand-in: its name says so, not the paper's model
+        from kit.profiles import stand_in_name
+
+        model = stand_in_name(model)
+    if policy is None:
+        from kit.policy.openai_client import OpenAIChatPolicy
+        from kit.policy.scripted import CharTokenCounter
+
+        policy = OpenAIChatPolicy(endpoint, model, api_key=api_key, token_counter=CharTokenCounter(), max_retries=2)
+    return policy, model
 
 
 def make_answer_judge(judge: str | None = None, *, profile="smoke", endpoint: str = "", model: str = "",
@@ -123,15 +142,11 @@ def make_answer_judge(judge: str | None = None, *, profile="smoke", endpoint: st
     kind, _ = resolve_judge_kinds(profile, judge, None)
     if kind == "rule":
         return RuleJudge(rule_mode, fallback=_profile_judges(profile)[0] != "rule")
-    if policy is None and not (endpoint or "").strip():
-        policy = _stand_in(profile, "answer judge")
-    if policy is None and not (endpoint or "").strip():
-        raise JudgeConfigError(
-            f"the {get_name(profile)} profile scores answers with the LLM judge (WeAgent §7.1: \"Results are scored by "
-            f"Kimi K2.6\"): set judge_endpoint (served model: judge_model, default {DEFAULT_JUDGE_MODEL!r}), or choose "
-            "judge='rule' for the rule judge, labelled '(fallback)' on every result")
-    model = model or _profile_model(profile, "eval.judge_model", DEFAULT_JUDGE_MODEL)
-    pol = policy if policy is not None else _openai_policy(endpoint.strip(), model, api_key)
+    pol, model = _judge_policy(
+        profile, "judge", policy, endpoint, model, api_key,
+        f"the {get_name(profile)} profile scores answers with the LLM judge (WeAgent §7.1: \"Results are scored by "
+        f"Kimi K2.6\"): set judge_endpoint (served model: judge_model, default {DEFAULT_JUDGE_MODEL!r}), or choose "
+        "judge='rule' for the rule judge, labelled '(fallback)' on every result")
     return LLMJudge(pol, model, VerdictCache(cache_path), fallback=RuleJudge(rule_mode) if rule_on_endpoint_error else None)
 
 
@@ -153,15 +168,11 @@ def make_image_judge(image_judge: str | None = None, *, profile="smoke", endpoin
     _, kind = resolve_judge_kinds(profile, None, image_judge)
     if kind == "phash":
         return PerceptualImageJudge(fallback=_profile_judges(profile)[1] != "phash")
-    if policy is None and not (endpoint or "").strip():
-        policy = _stand_in(profile, "image judge")
-    if policy is None and not (endpoint or "").strip():
-        raise JudgeConfigError(
-            f"the {get_name(profile)} profile decides Target Match with a VLM judge (WeAgent §5.2): set "
-            f"image_judge_endpoint (served model: image_judge_model, default {DEFAULT_IMAGE_JUDGE_MODEL!r}), or choose "
-            "image_judge='phash' for the perceptual-hash judge, labelled '(fallback)' on every result")
-    model = model or _profile_model(profile, "eval.image_judge_model", DEFAULT_IMAGE_JUDGE_MODEL)
-    pol = policy if policy is not None else _openai_policy(endpoint.strip(), model, api_key)
+    pol, model = _judge_policy(
+        profile, "image_judge", policy, endpoint, model, api_key,
+        f"the {get_name(profile)} profile decides Target Match with a VLM judge (WeAgent §5.2): set "
+        f"image_judge_endpoint (served model: image_judge_model, default {DEFAULT_IMAGE_JUDGE_MODEL!r}), or choose "
+        "image_judge='phash' for the perceptual-hash judge, labelled '(fallback)' on every result")
     return VLMImageJudge(pol, model, VerdictCache(cache_path))
 
 

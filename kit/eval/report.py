@@ -1,6 +1,6 @@
 """Paper-style reports: Table 1 (rows = configurations, columns = benchmarks, Avg.) as CSV,
 Markdown and HTML; Figure 6 (VisTarget stage-wise rates) and a tool-use figure like POINTS-Seeker
-Fig. 7 as self-contained plotly HTML.
+Fig. 7 as plotly figures; :func:`write_figure` writes them as offline HTML + PNG + SVG (kit.figures).
 
 Cells read ``mean ± std`` over runs (WeAgent Table 1), a bare mean for a single run, and ``–`` for
 an unavailable result.
@@ -75,19 +75,22 @@ def write_table1(rows: list[dict[str, Any]], benchmarks: Sequence[str], out_dir:
 
 def figure6(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = None, title: str = ""):
     """Figure 6: per configuration, Accuracy, Image Cite, Target Match (conditioned on citing) and
-    Match+Acc (conditioned on a match) in percent; points are means over runs, bars ± std."""
+    Match+Acc (conditioned on a match) in percent; grouped bars are means over runs, whiskers ± std.
+    The four metrics are categories, so they are bars, never joined by a line."""
     import plotly.graph_objects as go
 
     labels = config_labels or {}
     fig = go.Figure()
     x = list(EQ2_LABELS.values())
     for r in rows:
-        fig.add_trace(go.Scatter(
-            x=x, y=[r[k]["mean"] for k in EQ2_LABELS], mode="lines+markers", name=labels.get(r["config"], r["config"]),
+        name = labels.get(r["config"], r["config"])
+        fig.add_trace(go.Bar(
+            x=x, y=[r[k]["mean"] for k in EQ2_LABELS], name=name,
             error_y={"type": "data", "array": [r[k]["std"] for k in EQ2_LABELS], "visible": True},
-            hovertemplate="%{x}: %{y:.2f}%<extra>" + labels.get(r["config"], r["config"]) + f" (n={r['n']})</extra>"))
+            hovertemplate="%{x}: %{y:.2f}%<extra>" + name + f" (n={r['n']:,d})</extra>"))
     fig.update_layout(title=title or "Final-answer and stage-wise visual-evidence metrics (WeAgent eq. 2)",
-                      yaxis_title="%", yaxis_range=[0, 105], template="plotly_white", legend_title="configuration")
+                      barmode="group", xaxis_title="metric (WeAgent eq. 2)", yaxis_title="share of episodes (%)",
+                      yaxis_range=[0, 105], template="plotly_white", legend_title="configuration")
     return fig
 
 
@@ -111,16 +114,19 @@ def tool_use_figure(rows: list[dict[str, Any]], config_labels: dict[str, str] | 
         fig.add_trace(go.Bar(x=xs, y=[r["tool_share"].get(t, 0.0) for r in rows], name=t, legendgroup="tools",
                              legendgrouptitle_text="tools"), row=1, col=2)
     fig.update_layout(barmode="stack", title=title or "Tool usage analysis", template="plotly_white",
-                      xaxis={"tickangle": -35}, xaxis2={"tickangle": -35})
+                      xaxis={"tickangle": -35, "title": "benchmark · configuration"},
+                      xaxis2={"tickangle": -35, "title": "benchmark · configuration"},
+                      yaxis={"title": "interaction turns per episode"}, yaxis2={"title": "share of tool calls (%)"})
     return fig
 
 
-def write_figure(fig, path: str | Path) -> Path:
-    """Write a plotly figure as HTML (plotly.js from its CDN keeps the file small)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.write_html(str(path), include_plotlyjs="cdn", full_html=True)
-    return path
+def write_figure(fig, path: str | Path, *, smoke: bool = False) -> Path:
+    """Write a plotly figure as ``<stem>.html`` (plotly.js shipped beside it: renders offline),
+    ``<stem>.png`` and ``<stem>.svg`` (:func:`kit.figures.save_figure`); returns the HTML path.
+    ``smoke``: the title is made to say "smoke"."""
+    from kit.figures import save_figure
+
+    return save_figure(fig, path, smoke=smoke).html
 
 
 def tool_use_frame(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = None) -> pd.DataFrame:

@@ -186,7 +186,8 @@ def make_summarizer(endpoint: str = "", model: str = "", profile: Any = "smoke",
     the verl agent loop) builds it here.
 
     Args:
-        endpoint, model, api_key: the summarizer's OpenAI-compatible endpoint and served name.
+        endpoint, model, api_key: the summarizer's OpenAI-compatible endpoint and served name (``model``
+            empty: the recipe's ``eval.summarizer_model``).
         profile: ``"smoke"`` | ``"paper"`` | a :class:`kit.profiles.Profile`.
         kind: ``"llm"`` | ``"extractive"`` | None: ``llm`` when an endpoint or ``policy`` is given, else
             the profile's (smoke extractive, paper llm).
@@ -199,7 +200,7 @@ def make_summarizer(endpoint: str = "", model: str = "", profile: Any = "smoke",
 
     Raises:
         SummarizerConfigError: ``llm`` without ``summarizer_endpoint`` (or ``policy``), or an endpoint
-            without ``summarizer_model``.
+            without ``summarizer_model`` where the recipe names none (``eval.summarizer_model``).
         ValueError: an unknown ``kind`` or profile.
     """
     from kit.profiles import get_profile
@@ -224,8 +225,10 @@ def make_summarizer(endpoint: str = "", model: str = "", profile: Any = "smoke",
                 f"the {prof.name} profile summarizes web_extract pages with an LLM (WeAgent Table 4: \"summarized by a "
                 "LLM to at most 5,000 characters\"): set summarizer_endpoint and summarizer_model, or choose "
                 "summarizer='extractive' for the offline BM25 extract, labelled '(fallback)' on every page")
+        model = model or str(prof.value("eval.summarizer_model", None) or "")  # "": the recipe's served name
         if not model:
-            raise SummarizerConfigError(f"summarizer_endpoint={endpoint} is set but summarizer_model is empty")
+            raise SummarizerConfigError(f"summarizer_endpoint={endpoint} is set but summarizer_model is empty "
+                                        f"(the {prof.name} recipe names none)")
         from kit.policy.openai_client import OpenAIChatPolicy
         from kit.policy.scripted import CharTokenCounter
 

@@ -16,6 +16,7 @@ from kit.harness.errors import ImageError, ToolError
 from kit.harness.events import EventType
 from kit.harness.registry import RASTER_SUFFIXES
 from kit.harness.tool_spec import Executor, Observation, ToolContext, ToolSpec, execute, tool  # noqa: F401 (re-exported)
+from kit.recipes import paper_default
 from kit.types import BackendError, ImageHit
 
 
@@ -249,6 +250,16 @@ _NUM = lambda lo, hi, d: {"type": "integer", "minimum": lo, "maximum": hi, "defa
                           "description": f"number of results per query ({lo}-{hi}, default {d})"}
 
 
+def _arg(key: str) -> Any:
+    """A Table 4 argument range from ``tool_args`` of kit/recipes/weagent_mmsearch.yaml."""
+    return paper_default(f"tool_args.{key}")
+
+
+def _num(key: str) -> dict[str, Any]:
+    r = _arg(key)
+    return _NUM(r["min"], r["max"], r["default"])
+
+
 def _str_or_list(max_items: int, what: str) -> dict[str, Any]:
     return {"anyOf": [{"type": "string", "minLength": 1, "pattern": r"\S"},
                       {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"\S"}, "minItems": 1,
@@ -264,7 +275,8 @@ NATIVE_TOOLS: dict[str, ToolSpec] = {
             "web_search",
             "General web search. Returns titles, URLs, snippets and publication times; the query language "
             "selects the search locale automatically.",
-            {"type": "object", "properties": {"query": _str_or_list(5, "search query"), "num": _NUM(1, 5, 3)},
+            {"type": "object", "properties": {"query": _str_or_list(_arg("web_search_queries"), "search query"),
+                                              "num": _num("web_search_num")},
              "required": ["query"]},
             web_search, refeed_limit=0,
             aliases=("search", "websearch", "google_search", "bing_search", "search_web", "text_search"),
@@ -275,7 +287,8 @@ NATIVE_TOOLS: dict[str, ToolSpec] = {
             "web_search_for_image",
             "Text-to-image search. Localizes thumbnails, returns their titles, domains and relative file "
             "names, and shows you up to four of the images directly.",
-            {"type": "object", "properties": {"query": _str_or_list(3, "image search query"), "num": _NUM(1, 10, 5)},
+            {"type": "object", "properties": {"query": _str_or_list(_arg("image_search_queries"), "image search query"),
+                                              "num": _num("image_search_num")},
              "required": ["query"]},
             web_search_for_image, refeed_limit="image_search_refeed",
             aliases=("image_search", "search_image", "search_images", "text_to_image_search", "web_image_search",
@@ -288,8 +301,8 @@ NATIVE_TOOLS: dict[str, ToolSpec] = {
             "Reverse image search. Takes the relative file name of an image registered in this episode "
             "(or a list of up to 5) and returns related pages, an optional knowledge-graph match and "
             "thumbnails (up to five shown to you).",
-            {"type": "object", "properties": {"image": _str_or_list(5, "registered relative image file name"),
-                                              "num": _NUM(1, 8, 5)},
+            {"type": "object", "properties": {"image": _str_or_list(_arg("reverse_search_images"), "registered relative image file name"),
+                                              "num": _num("reverse_search_num")},
              "required": ["image"]},
             web_search_based_on_image, refeed_limit="reverse_search_refeed",
             aliases=("reverse_image_search", "image_reverse_search", "search_by_image", "lens_search",
@@ -303,8 +316,8 @@ NATIVE_TOOLS: dict[str, ToolSpec] = {
             "Fetches HTML or PDF pages and returns a goal-conditioned Markdown summary per URL (at most "
             "5,000 characters each); up to five page images are saved and shown to you.",
             {"type": "object", "properties": {
-                "urls": {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"\S"}, "minItems": 1, "maxItems": 5,
-                         "description": "up to 5 URLs"},
+                "urls": {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"\S"}, "minItems": 1,
+                         "maxItems": _arg("extract_urls"), "description": f"up to {_arg('extract_urls')} URLs"},
                 "goal": {"type": "string", "description": "what to look for on the pages (optional)"}},
              "required": ["urls"]},
             web_extract, persist_exempt=True, refeed_limit="extract_refeed",

@@ -25,6 +25,13 @@ class from the section (an unknown key or a bad value fails at load).
 A file is refused (:class:`RecipeError`) when it is over :data:`MAX_RECIPE_BYTES`, not UTF-8, repeats a key
 or uses YAML aliases, gives a non-finite number, or has an ``rl_run.stages`` schedule that does not resolve.
 
+Sections without a config class: ``schedules`` (named RL stage schedules, :meth:`Recipe.schedule`, resolved by
+:func:`kit.rl.staging.resolve_schedule`: WeAgent's ``weagent`` is one stage at Table 5's budgets), ``verl``
+(the verl launch's constants, :mod:`kit.rl.verl.recipe_config`), ``tool_args`` / ``sft_data`` / ``advantage``
+(values the code reads with :func:`paper_default`) and ``paper_only`` (values the paper states that the kit
+records but does not run; each needs a ``source``). Under an overlay, :attr:`Recipe.replaced` keeps the
+recipe's own entries the overlay replaced (``kit.cli recipe NAME --preflight`` shows both).
+
 Raw values are read without validation by :func:`paper_default` (config classes take their defaults from
 the recipe files, so the number lives in one place) and validated by :func:`load_recipe`.
 """
@@ -233,8 +240,13 @@ class Recipe:
         self.paper: str = meta.get("paper", "")
         self.description: str = meta.get("description", "")
         entries = dict(_entries(name))
+        #: ``{"section.key": Entry}`` of the recipe's own values an overlay replaced (``kit.cli recipe --preflight``)
+        self.replaced: dict[str, Entry] = {}
         for o in self.overlays:
-            entries.update(_entries(o))
+            for k, e in _entries(o).items():
+                if k in entries and k not in self.replaced:
+                    self.replaced[k] = entries[k]
+                entries[k] = e
         self.entries: dict[str, Entry] = entries
 
     def __repr__(self) -> str:
@@ -278,6 +290,23 @@ class Recipe:
 
         return [Stage(**s) for s in self.get("stages", [])]
 
+    def schedule(self, name: str) -> list:
+        """The named stage schedule ``schedules.<name>`` as :class:`~kit.rl.staging.Stage` objects (e.g.
+        WeAgent's one Table 5 stage, ``schedules.weagent``).
+
+        Raises:
+            RecipeError: no such schedule, or one that is not a non-empty list of stages.
+        """
+        from kit.rl.staging import Stage
+
+        key = f"schedules.{name}"
+        if key not in self.entries:
+            raise RecipeError(f"recipe {self.label} has no schedule {name!r}; named ones: {sorted(self.section('schedules'))}")
+        spec = self.entries[key].value
+        if not isinstance(spec, list) or not spec or not all(isinstance(s, dict) for s in spec):
+            raise RecipeError(f"recipe {self.label}: {key} must be a non-empty list of stages, got {spec!r}")
+        return [Stage(**s) for s in spec]
+
     def validate(self) -> Recipe:
         """Build every section's config class and the stage list; raises :class:`RecipeError` on the first
         failure (naming the recipe and section). Returns ``self``."""
@@ -290,6 +319,14 @@ class Recipe:
             self.stages()
         except Exception as e:
             raise RecipeError(f"recipe {self.label}: stages: {e}") from None
+        for name in self.section("schedules"):
+            try:
+                self.schedule(name)
+            except Exception as e:
+                raise RecipeError(f"recipe {self.label}: schedules.{name}: {e}") from None
+        uncited = [k for k, e in self.entries.items() if k.startswith("paper_only.") and not e.source]
+        if uncited:  # a value the kit does not run is there only because the paper states it
+            raise RecipeError(f"recipe {self.label}: {uncited}: a paper_only value needs its 'source'")
         if self.has("rl_run.stages"):  # the RL schedule notebook 05 and verl resolve: a bad spec fails here
             from kit.rl.staging import resolve_schedule
 
@@ -301,12 +338,12 @@ class Recipe:
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per value: key, value, paper value (the value when cited, the paper's wording when
-        given, else ``None``), source or kit reason, origin file."""
+        given, else ``None``), source or kit reason, origin file, and ``replaced``: the recipe's own value an
+        overlay replaced (``{"value", "paper", "source", "kit", "origin"}``, else ``None``)."""
         out = []
         for k in sorted(self.entries, key=_order):
-            e = self.entries[k]
-            out.append({"key": k, "value": e.value, "paper": e.paper if e.paper is not None else (e.value if e.cited else None),
-                        "source": e.source, "kit": e.kit, "origin": e.origin})
+            out.append({"key": k, **_row(self.entries[k]),
+                        "replaced": _row(self.replaced[k]) if k in self.replaced else None})
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -315,10 +352,16 @@ class Recipe:
                 "values": self.rows()}
 
 
+def _row(e: Entry) -> dict[str, Any]:
+    return {"value": e.value, "paper": e.paper if e.paper is not None else (e.value if e.cited else None),
+            "source": e.source, "kit": e.kit, "origin": e.origin}
+
+
 def _order(key: str) -> tuple[int, str]:
     first = key.split(".", 1)[0]
-    rank = {"harness": 0, "tools": 1, "vfold": 2, "eval": 3, "data": 4, "sft": 5, "rl": 6, "rescue": 7, "stages": 8}
-    return rank.get(first, 9), key
+    rank = {"harness": 0, "tools": 1, "vfold": 2, "eval": 3, "data": 4, "sft": 5, "rl": 6, "rescue": 7, "stages": 8,
+            "paper_only": 11}
+    return rank.get(first, 10 if first == "verl" else 9), key
 
 
 @cache
@@ -349,7 +392,9 @@ def recipes_markdown() -> str:
     the committed page equal to this)."""
     lines = ["# Recipes", "",
              "Generated from `kit/recipes/*.yaml` by `kit.recipes.recipes_markdown()` (do not edit by hand; "
-             "`python -m kit.cli recipe NAME [--json]` prints one recipe). *paper*: the value the paper states "
+             "`python -m kit.cli recipe NAME [--json] [--preflight]` prints one recipe: key, kit value, paper "
+             "value, source; under `--preflight` a value the overlay replaces reads `preflight 3 <- recipe 20`). "
+             "*paper*: the value the paper states "
              "(— where it states none); *kit*: the value the kit runs; *source*: the paper's section, table or "
              "equation, or *kit choice* with the reason.", "",
              "A notebook's `profile` selects a recipe: `smoke` → `smoke` (WeAgent's with CPU budgets), `paper` → "
@@ -359,7 +404,9 @@ def recipes_markdown() -> str:
              "the paper run is built and stepped on a CPU (`tests/test_preflight.py` runs it for every notebook "
              "under every recipe that applies). The config classes (`HarnessConfig`, `RLConfig`, `SFTTrainConfig`, "
              "`RescueConfig`, the clip ranges, reward weights and evaluation protocols) take their defaults from "
-             "these files.", ""]
+             "these files. `schedules.NAME` rows are named RL stage schedules (`-p stages NAME` in notebook 05, "
+             "`SCHEDULE=NAME` for `scripts/launch_verl.sh`); `verl.*` rows are the verl launch's constants; "
+             "`paper_only.*` rows are values the paper states that the kit records but does not run.", ""]
     for name in recipe_names():
         r = load_recipe(name)
         lines += [f"## `{name}`: {r.title}", ""]

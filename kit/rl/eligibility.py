@@ -92,14 +92,29 @@ def check(record: EpisodeRecord, reward: float, *, judge_error: str | None = Non
     return Eligibility(True)
 
 
+def explicit_self_recovery(config: HarnessConfig) -> bool:
+    """Whether ``config.self_recovery`` is the caller's choice rather than the recipe's value.
+
+    It is when pydantic records it as set (``model_fields_set``: a recipe-built config from
+    :meth:`kit.profiles.Profile.harness` records only the caller's overrides), except for a config rebuilt
+    from ``model_dump()`` (every field set) whose value equals the recipe's ``harness.self_recovery``: a copy
+    of the recipe, not a choice.
+    """
+    fields = config.model_fields_set
+    if "self_recovery" not in fields:
+        return False
+    rebuilt = fields >= set(type(config).model_fields)
+    return not (rebuilt and config.self_recovery == type(config).model_fields["self_recovery"].default)
+
+
 def harness_config_for(algorithm: str, config: HarnessConfig | None, *, explicit: bool | None = None) -> HarnessConfig:
     """The harness config ``algorithm``'s rollouts run with (module docstring table).
 
     Args:
         algorithm: ``fa_gspo`` | ``gspo`` | ``grpo``.
         config: the base config (None: :class:`HarnessConfig` paper defaults).
-        explicit: whether ``config.self_recovery`` was set on purpose (None: read pydantic's
-            ``model_fields_set``; a config rebuilt from ``model_dump()`` counts as explicit).
+        explicit: whether ``config.self_recovery`` was set on purpose (None: :func:`explicit_self_recovery`;
+            the recipe's own value, from a profile or a ``model_dump()`` copy, is not).
     Returns:
         ``config`` itself, or a copy with ``self_recovery=False`` for ``gspo``.
     Raises:
@@ -115,7 +130,7 @@ def harness_config_for(algorithm: str, config: HarnessConfig | None, *, explicit
     if want:
         raise ValueError("FA-GSPO recovers first and then filters (WeAgent §6.2): it needs self_recovery=True; "
                          "for the Table 3 baseline without recovery use algorithm='gspo'")
-    if explicit if explicit is not None else "self_recovery" in cfg.model_fields_set:
+    if explicit if explicit is not None else explicit_self_recovery(cfg):
         raise ValueError("vanilla GSPO (WeAgent Table 3) runs without self-recovery, but the harness config sets "
                          "self_recovery=True; leave it unset or False, or use algorithm='fa_gspo'")
     return cfg.model_copy(update={"self_recovery": False})

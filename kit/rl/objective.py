@@ -32,7 +32,7 @@ from typing import Any
 
 from kit.recipes import paper_default as _P  # clip ranges: kit/recipes/*.yaml, section clip
 
-DELTA = 1e-6  # δ of Eq. 6
+DELTA = float(_P("advantage.delta"))  # δ of Eq. 6 (kit/recipes/weagent_mmsearch.yaml)
 MIN_ELIGIBLE = 2  # groups with fewer eligible trajectories are dropped (Eq. 6/7)
 
 

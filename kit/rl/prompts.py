@@ -16,7 +16,7 @@ from typing import Any
 
 from kit.harness.episode import Task
 
-__all__ = ["RLPromptError", "load_rl_prompts", "tasks_from_rl_rows"]
+__all__ = ["RLPromptError", "load_rl_prompts", "rl_prompts_problem", "tasks_from_rl_rows"]
 
 
 class RLPromptError(ValueError):
@@ -100,6 +100,50 @@ def _read_jsonl(p: Path) -> list[Task]:
     return tasks
 
 
+def _locate(p: Path) -> tuple[str, Path] | None:
+    """Where the RL prompts under local path ``p`` are: ``("jsonl" | "arrow" | "parquet", path)``, or None."""
+    if p.is_dir() and (p / "datasets" / "rl_mixture").is_dir():
+        p = p / "datasets" / "rl_mixture"  # notebook 02's output folder: its final RL mixture (§4.5)
+    elif p.is_dir() and (p / "splits" / "rl_prompts.jsonl").is_file():
+        p = p / "splits" / "rl_prompts.jsonl"  # notebook 02's in-house RL split
+    elif p.is_dir() and (p / "rl_prompts.jsonl").is_file():
+        p = p / "rl_prompts.jsonl"
+    if p.is_file():
+        return "jsonl", p
+    if p.is_dir() and (p / "arrow").is_dir():
+        return "arrow", p / "arrow"
+    if p.is_dir() and sorted(p.glob("data/*.parquet")):
+        return "parquet", p
+    return None
+
+
+_FORMS = ("expected a task .jsonl (notebook 02's splits/rl_prompts.jsonl), notebook 02's output folder, a saved "
+          "RL mixture (arrow/ or data/*.parquet) or hub:dataset:owner/name@revision")
+
+
+def rl_prompts_problem(source: str | Path) -> str | None:
+    """Why :func:`load_rl_prompts` cannot read ``source`` (one line), or None; offline, nothing is loaded:
+    a ``hub:`` reference must be a well-formed dataset reference (downloaded by the notebook), a local path
+    must hold one of the forms of the module docstring. Used by ``python -m kit.cli notebook 05`` before
+    the kernel starts."""
+    from kit.hub.download import _REF
+
+    source = str(source)
+    if source.startswith("hub:"):
+        m = _REF.match(source)
+        if not m:
+            return f"rl_prompts={source!r} is not a hub reference: expected hub:dataset:owner/name@revision"
+        if m.group(1) == "model":
+            return f"rl_prompts={source!r} names a model repository: RL prompts are a dataset (hub:dataset:owner/name@revision)"
+        return None
+    p = Path(source).expanduser()
+    if not p.exists():
+        return f"rl_prompts={source!r} does not exist ({_FORMS})"
+    if _locate(p) is None:
+        return f"no RL prompts at rl_prompts={source!r}: {_FORMS}"
+    return None
+
+
 def load_rl_prompts(source: str | Path, image_dir: str | Path, *, limit: int | None = None) -> list[Task]:
     """RL prompts from ``source`` (see the module docstring), at most ``limit`` (in file order).
 
@@ -109,27 +153,21 @@ def load_rl_prompts(source: str | Path, image_dir: str | Path, *, limit: int | N
     """
     from kit.hub.download import resolve_ref
 
-    p = Path(resolve_ref(str(source), repo_type="dataset"))
-    if p.is_dir() and (p / "datasets" / "rl_mixture").is_dir():
-        p = p / "datasets" / "rl_mixture"  # notebook 02's output folder: its final RL mixture (§4.5)
-    elif p.is_dir() and (p / "splits" / "rl_prompts.jsonl").is_file():
-        p = p / "splits" / "rl_prompts.jsonl"  # notebook 02's in-house RL split
-    elif p.is_dir() and (p / "rl_prompts.jsonl").is_file():
-        p = p / "rl_prompts.jsonl"
-    if p.is_file():
+    found = _locate(Path(resolve_ref(str(source), repo_type="dataset")))
+    if found is None:
+        raise RLPromptError(f"no RL prompts at {source}: {_FORMS}")
+    kind, p = found
+    if kind == "jsonl":
         tasks = _read_jsonl(p)
-    elif p.is_dir() and (p / "arrow").is_dir():
+    elif kind == "arrow":
         from datasets import load_from_disk
 
-        tasks = tasks_from_rl_rows(load_from_disk(str(p / "arrow")), image_dir)
-    elif p.is_dir() and sorted(p.glob("data/*.parquet")):
+        tasks = tasks_from_rl_rows(load_from_disk(str(p)), image_dir)
+    else:
         from datasets import load_dataset
 
         ds = load_dataset("parquet", data_files=[str(f) for f in sorted(p.glob("data/*.parquet"))], split="train")
         tasks = tasks_from_rl_rows(ds, image_dir)
-    else:
-        raise RLPromptError(f"no RL prompts at {source}: expected a task .jsonl (notebook 02's splits/rl_prompts.jsonl), "
-                            "notebook 02's output folder, or a saved RL mixture (arrow/ or data/*.parquet)")
     if not tasks:
         raise RLPromptError(f"no RL prompts in {source}")
     return tasks[:limit] if limit is not None else tasks

@@ -186,18 +186,25 @@ def parse_stages(spec: str, base: HarnessConfig, *, max_context_tokens: int = 13
 def resolve_schedule(recipe, base: HarnessConfig, spec: str | None = None) -> list[Stage]:
     """The stage list of ``spec`` (default the recipe's ``rl_run.stages``) for a resolved
     :class:`~kit.recipes.Recipe`: ``"long_mdr"`` is the one Long-MDR schedule (``kit/recipes/long_mdr.yaml``),
-    anything else a :func:`parse_stages` list grown from ``base``. Under an overlay (the preflight: sizes only)
+    a name of the recipe's ``schedules`` section is that named schedule (``"weagent"``: WeAgent-MMSearch as
+    written, one RL stage at Table 5's budgets, no OPD warmup), anything else a :func:`parse_stages` list grown
+    from ``base``. Under an overlay (the preflight: sizes only)
     the stages grow from the recipe's own harness, not the shrunk one, and then every stage runs
     ``rl_run.stage_steps`` steps with at most ``stage_budgets.max_turns`` turns.
 
     Raises:
-        ValueError: a bad ``spec`` (:func:`parse_stages`).
+        ValueError: an unknown schedule name, a bad stage list (:func:`parse_stages`).
     """
     from kit.recipes import load_recipe
 
     spec = str(spec or recipe.get("rl_run.stages"))
     if spec == "long_mdr":
         stages = load_recipe("long_mdr").stages()
+    elif recipe.has(f"schedules.{spec}"):
+        stages = recipe.schedule(spec)
+    elif re.fullmatch(r"[A-Za-z_]\w*", spec) and not re.fullmatch(r"opd|h[0-9]+", spec):
+        named = ["long_mdr", *sorted(recipe.section("schedules"))]
+        raise ValueError(f"unknown schedule {spec!r}: a named one ({named}) or a stage list such as 'opd:1,h1:2,h2'")
     else:
         grow = base
         if recipe.overlays:  # budgets grow from the paper's turns (3 preflight turns would triple h10's context)
@@ -428,7 +435,7 @@ class StageSchedule:
 
 def plot_run_log(events: list[dict[str, Any]], path: str | Path | None = None, title: str = "RL run"):
     """Reward and entropy per step with stage transitions (dashed lines, labelled) and rescues (red
-    triangles). Returns the matplotlib figure (saved to ``path`` when given)."""
+    triangles). Returns the matplotlib figure (saved to ``path`` when given, and as ``.svg`` beside it)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -452,10 +459,13 @@ def plot_run_log(events: list[dict[str, Any]], path: str | Path | None = None, t
     for a in ax:
         h, lab = a.get_legend_handles_labels()
         a.legend(dict(zip(lab, h)).values(), dict(zip(lab, h)).keys(), fontsize=8)
-    ax[1].set_xlabel("step")
+    ax[0].set_ylabel("mean reward")
+    ax[1].set_ylabel("token entropy (nats)")
+    ax[1].set_xlabel("training step")
     fig.suptitle(title)
-    if path is not None:
+    if path is not None:  # PNG for previews, SVG beside it (vector, same data)
         fig.savefig(path, dpi=100, bbox_inches="tight")
+        fig.savefig(Path(path).with_suffix(".svg"), bbox_inches="tight")
     return fig
 
 

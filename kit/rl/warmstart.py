@@ -23,7 +23,39 @@ from typing import Any
 from kit.harness.episode import EpisodeRecord
 from kit.train.curriculum import compact_record
 
-__all__ = ["compact_record", "sft_warm_start"]
+__all__ = ["ProtocolDemonstrator", "compact_record", "sft_warm_start"]
+
+
+class ProtocolDemonstrator:
+    """:class:`kit.policy.demonstrator.DemonstratorPolicy` writing its final answer in a turn protocol's answer
+    tag (``points_seeker``: ``<answer>``, POINTS-Seeker §3.2.2), so a warm start on its trajectories teaches the
+    grammar the rollouts are scored with. Tool calls are the demonstrator's (a call the tool set lacks is not
+    made: the demonstrator plans only with the enabled tools). ``direct``: no tool call, the verdict at once
+    (a preflight's 48-token turns cannot hold a tool call in the tiny model's vocabulary, so a demonstrated
+    call would only teach an overlong turn). Implements :class:`kit.types.Policy`.
+
+    Raises:
+        ValueError: an unknown ``protocol``.
+    """
+
+    name = "scripted-demonstrator"
+
+    def __init__(self, protocol: str = "weagent_mmsearch", token_counter=None, *, direct: bool = False):
+        from kit.harness.prompts import turn_protocol
+        from kit.policy.demonstrator import DemonstratorPolicy
+
+        self.tag = turn_protocol(protocol).answer_tag
+        self.direct = direct
+        self.inner = DemonstratorPolicy(token_counter=token_counter)
+        self.token_counter = self.inner.token_counter
+
+    async def generate(self, messages, tools, sampling, workspace=None):
+        from kit.types import AssistantTurn, Usage
+
+        text = self.inner.next_text(messages, [] if self.direct else tools)
+        if self.tag != "response":
+            text = text.replace("<response>", f"<{self.tag}>").replace("</response>", f"</{self.tag}>")
+        return AssistantTurn(text=text, usage=Usage(completion_tokens=self.token_counter.count_text(text)))
 
 
 def sft_warm_start(model_path: str | Path, records: list[EpisodeRecord], out_dir: str | Path, *, steps: int,

@@ -15,8 +15,9 @@ become token masks through the tokenizer's offset mapping on the text with every
 expanded to its image's feature count (``prod(image_grid_thw) / merge²``), so the result is
 identical to what the processor feeds the model.
 
-Filters (WeAgent Appendix A): a trajectory with any assistant response over 4,096 tokens, or over
-48K (49,152) tokens in all, is dropped; :meth:`SFTEncoder.encode_many` counts every skip by reason.
+Filters (WeAgent §4.5 SFT normalization, ``sft_data`` of kit/recipes/weagent_mmsearch.yaml): a trajectory
+with any assistant response over 4,096 tokens, or over 48K (49,152) tokens in all, is dropped;
+:meth:`SFTEncoder.encode_many` counts every skip by reason.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from typing import Any
 from kit.harness.episode import EpisodeRecord
 from kit.harness.neutralize import neutralize_control_tokens
 from kit.policy.tokens import chat_entry
+from kit.recipes import paper_default
 from kit.types import Message
 
 IMAGE_PAD = "<|image_pad|>"
-MAX_RESPONSE_TOKENS = 4096  # WeAgent Appendix A: drop trajectories with a longer model response
-MAX_TRAJECTORY_TOKENS = 48 * 1024  # ... and trajectories over 48K tokens
+MAX_RESPONSE_TOKENS = int(paper_default("sft_data.max_response_tokens"))  # WeAgent §4.5: drop a longer response
+MAX_TRAJECTORY_TOKENS = int(paper_default("sft_data.max_trajectory_tokens"))  # ... and trajectories over 48K tokens
 IGNORE_INDEX = -100
 _GENERATION_RE = re.compile(r"\{%-?\s*generation\s*-?%\}")
 

@@ -11,7 +11,9 @@ budgets mid-run. The verl path therefore runs **one launch per RL stage** of the
 stage's context − :data:`PROMPT_TOKENS`) and ``trainer.total_training_steps`` = the step at which the stage
 ends; launch ``k+1`` resumes from launch ``k``'s last checkpoint (verl ``trainer.resume_mode=auto``, same
 ``trainer.default_local_dir``). WeAgent's recipe runs the Long-MDR schedule's RL stages h10 → h20 → h50 →
-h75 (200, 200, 200 steps, then the rest); POINTS-Seeker's runs h10 for 60 steps (App. A.4). What the verl
+h75 (200, 200, 200 steps, then the rest), or with ``stages="weagent"`` (``SCHEDULE=weagent``) WeAgent's one
+stage at Table 5's budgets; POINTS-Seeker's runs h10 for 60 steps (App. A.4). The launch constants
+(prompt length, ``trainer.total_epochs``, warmup, KL and entropy terms) are the recipe's ``verl`` section. What the verl
 path does not do, by design: the **OPD warmup** stage (it needs the in-process teacher of
 :mod:`kit.rl.opd`; run it with notebook 05, ``stages="opd:50"``, and launch verl from its checkpoint; its
 steps are taken off ``rl_run.total_steps``), the **plateau** early end of a stage (it needs the reward
@@ -34,11 +36,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kit.recipes import Recipe, load_recipe
+from kit.recipes import paper_default as _P
 from kit.rl.objective import ALGORITHMS
 
-#: kit choice: tokens of the first user turn (system prompt with the tool schemas + the question); the rest
-#: of a stage's context budget is verl's response budget (turns, tool observations, images).
-PROMPT_TOKENS = 8192
+#: WeAgent recipe's ``verl.prompt_tokens`` (kit choice): tokens of the first user turn (system prompt with the
+#: tool schemas + the question); the rest of a stage's context is verl's response budget. Each launch reads
+#: its own recipe's value (:func:`verl_settings`).
+PROMPT_TOKENS = int(_P("verl.prompt_tokens"))
 #: (verl advantage estimator, verl policy loss mode) per kit algorithm (module docstring).
 VERL_LOSS: dict[str, tuple[str, str]] = {"fa_gspo": ("fa_gspo", "fa_gspo"), "gspo": ("fa_gspo", "fa_gspo"),
                                          "grpo": ("fa_gspo", "kit_grpo")}
@@ -70,24 +74,26 @@ def _kit_cfg(r: Recipe) -> dict[str, Any]:
     return {"recipe": r.name, "preflight": "preflight" in r.overlays}
 
 
-def verl_stages(recipe: str | Recipe, overlays: Iterable[str] = ()) -> list[VerlStage]:
+def verl_stages(recipe: str | Recipe, overlays: Iterable[str] = (), stages: str | None = None) -> list[VerlStage]:
     """The verl launches of ``recipe`` (module docstring): its schedule's RL stages with their step ranges.
-    The RL step total is ``rl_run.total_steps`` minus the OPD stages' steps; a stage past it is dropped.
+    ``stages``: a schedule spec of :func:`kit.rl.staging.resolve_schedule` (default the recipe's
+    ``rl_run.stages``; ``"weagent"``: WeAgent's one Table 5 stage). The RL step total is
+    ``rl_run.total_steps`` minus the OPD stages' steps; a stage past it is dropped.
 
     Raises:
         VerlConfigError: an OPD stage without a step count, an open-ended RL stage before the last, or no RL
             step left.
     """
-    from kit.rl.verl.settings import schedule_of
+    from kit.rl.staging import resolve_schedule
 
     r = _recipe(recipe, overlays)
     base = r.harness(**r.section("rl_rollout"))
-    stages = schedule_of(r, base)
-    opd = [s for s in stages if s.kind == "opd"]
+    schedule = resolve_schedule(r, base, stages)
+    opd = [s for s in schedule if s.kind == "opd"]
     if any(s.steps is None for s in opd):
         raise VerlConfigError(f"recipe {r.label}: an OPD stage without a step count")
     total = int(r.get("rl_run.total_steps")) - sum(int(s.steps) for s in opd)
-    rl = [s for s in stages if s.kind == "rl"]
+    rl = [s for s in schedule if s.kind == "rl"]
     if total < 1 or not rl:
         raise VerlConfigError(f"recipe {r.label}: no RL step left for verl (rl_run.total_steps "
                               f"{r.get('rl_run.total_steps')}, OPD steps {sum(int(s.steps) for s in opd)})")
@@ -106,9 +112,11 @@ def verl_stages(recipe: str | Recipe, overlays: Iterable[str] = ()) -> list[Verl
     return out
 
 
-def verl_settings(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str | None = None) -> dict[str, Any]:
+def verl_settings(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str | None = None,
+                  stages: str | None = None) -> dict[str, Any]:
     """``{dotted key: value}`` for one verl launch of ``recipe`` (``stage``: an RL stage name of
-    :func:`verl_stages`, default the first).
+    :func:`verl_stages` of the schedule ``stages``, default the recipe's; ``stage`` default the first). The
+    launch constants (prompt length, epochs, warmup, KL and entropy terms) are the recipe's ``verl`` section.
 
     Raises:
         VerlConfigError: an unknown stage, ``rl.finetune`` other than ``full`` (the verl path trains the full
@@ -118,7 +126,8 @@ def verl_settings(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str
     from kit.rl.verl.settings import harness_config
 
     r = _recipe(recipe, overlays)
-    runs = verl_stages(r)
+    spec = str(stages or r.get("rl_run.stages"))
+    runs = verl_stages(r, stages=spec)
     pick = runs[0] if stage is None else next((v for v in runs if v.name == stage), None)
     if pick is None:
         raise VerlConfigError(f"recipe {r.label}: no verl stage {stage!r}; choose one of {[v.name for v in runs]}")
@@ -127,17 +136,18 @@ def verl_settings(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str
         raise VerlConfigError(f"recipe {r.label}: rl.finetune={rl.finetune!r}; the verl path trains the full model")
     if rl.algorithm not in VERL_LOSS:
         raise VerlConfigError(f"recipe {r.label}: algorithm {rl.algorithm!r} has no verl mapping ({sorted(VERL_LOSS)})")
-    spec = ALGORITHMS[rl.algorithm]
+    algo = ALGORITHMS[rl.algorithm]
     est, loss = VERL_LOSS[rl.algorithm]
-    kit = {**_kit_cfg(r), "stage": pick.name, "algorithm": rl.algorithm}
+    kit = {**_kit_cfg(r), "stages": spec, "stage": pick.name, "algorithm": rl.algorithm}
     hc = harness_config(kit)  # what the agent loop will build: its context sets verl's lengths
-    if hc.max_context_tokens <= PROMPT_TOKENS:
+    prompt = int(r.get("verl.prompt_tokens"))
+    if hc.max_context_tokens <= prompt:
         raise VerlConfigError(f"stage {pick.name}: context {hc.max_context_tokens} leaves no response budget "
-                              f"after the {PROMPT_TOKENS}-token prompt")
+                              f"after the {prompt}-token prompt (verl.prompt_tokens)")
     return {
         "data.train_batch_size": rl.prompts_per_step,
-        "data.max_prompt_length": PROMPT_TOKENS,
-        "data.max_response_length": hc.max_context_tokens - PROMPT_TOKENS,
+        "data.max_prompt_length": prompt,
+        "data.max_response_length": hc.max_context_tokens - prompt,
         "algorithm.adv_estimator": est,
         # Eq. 7 is exact when one optimizer step sees the whole rollout batch (kit.rl.verl.algos)
         "actor_rollout_ref.actor.ppo_mini_batch_size": rl.prompts_per_step,
@@ -145,18 +155,22 @@ def verl_settings(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str
         "actor_rollout_ref.actor.optim.lr": rl.lr,
         "actor_rollout_ref.actor.optim.weight_decay": rl.weight_decay,
         "actor_rollout_ref.actor.grad_clip": rl.max_grad_norm,
-        "actor_rollout_ref.actor.clip_ratio_low": rl.eps_lo if rl.eps_lo is not None else spec.eps_lo,
-        "actor_rollout_ref.actor.clip_ratio_high": rl.eps_hi if rl.eps_hi is not None else spec.eps_hi,
+        "actor_rollout_ref.actor.optim.lr_warmup_steps": int(r.get("verl.lr_warmup_steps")),
+        "actor_rollout_ref.actor.use_kl_loss": bool(r.get("verl.use_kl_loss")),
+        "actor_rollout_ref.actor.entropy_coeff": float(r.get("verl.entropy_coeff")),
+        "actor_rollout_ref.actor.clip_ratio_low": rl.eps_lo if rl.eps_lo is not None else algo.eps_lo,
+        "actor_rollout_ref.actor.clip_ratio_high": rl.eps_hi if rl.eps_hi is not None else algo.eps_hi,
         "actor_rollout_ref.actor.policy_loss.loss_mode": loss,
         "actor_rollout_ref.actor.freeze_vision_tower": rl.freeze_vision,
         "actor_rollout_ref.rollout.n": rl.group_size,
         "actor_rollout_ref.rollout.temperature": rl.temperature,
         "actor_rollout_ref.rollout.top_p": rl.top_p,
+        "trainer.total_epochs": int(r.get("verl.total_epochs")),
         "trainer.total_training_steps": pick.end,
         "trainer.experiment_name": f"{rl.algorithm}-{r.label}",
         "kit.recipe": r.name,
         "kit.preflight": "preflight" in r.overlays,
-        "kit.stages": str(r.get("rl_run.stages")),
+        "kit.stages": spec,
         "kit.stage": pick.name,
         "kit.algorithm": rl.algorithm,
         "kit.harness": None,  # the recipe builds the harness (kit.rl.verl.settings)
@@ -194,9 +208,10 @@ def hydra_value(v: Any) -> str:
     return f"'{s}'"
 
 
-def verl_overrides(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str | None = None) -> list[str]:
+def verl_overrides(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str | None = None,
+                   stages: str | None = None) -> list[str]:
     """:func:`verl_settings` as Hydra overrides ``key=value`` (one launch)."""
-    return [f"{k}={hydra_value(v)}" for k, v in verl_settings(recipe, overlays, stage).items()]
+    return [f"{k}={hydra_value(v)}" for k, v in verl_settings(recipe, overlays, stage, stages).items()]
 
 
 def apply_overrides(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -218,7 +233,7 @@ def apply_overrides(config: dict[str, Any], settings: dict[str, Any]) -> dict[st
 
 
 def merged_config(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str | None = None,
-                  path: str | None = None) -> dict[str, Any]:
+                  path: str | None = None, stages: str | None = None) -> dict[str, Any]:
     """``configs/verl/fa_gspo.yaml`` (or ``path``) with one launch's recipe settings applied (verl's own
     ``ppo_trainer`` defaults are not composed: that needs verl). The preflight builds it to prove the verl
     config of a paper recipe resolves; :func:`missing_values` lists what is still ``???``."""
@@ -229,7 +244,7 @@ def merged_config(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str
     p = path or str(PROJECT_ROOT / "configs" / "verl" / "fa_gspo.yaml")
     with open(p, encoding="utf-8") as f:
         base = yaml.safe_load(f)
-    return apply_overrides(base, verl_settings(recipe, overlays, stage))
+    return apply_overrides(base, verl_settings(recipe, overlays, stage, stages))
 
 
 def missing_values(config: dict[str, Any], prefix: str = "") -> list[str]:

@@ -8,7 +8,8 @@ functions, so the verl path and the single-node trainer make the same decisions.
   :mod:`kit.rl.verl.recipe_config` writes): the harness is the recipe's
   (``load_recipe(recipe, overlays).harness(**rl_rollout)``: POINTS-Seeker bypasses V-Fold during RL, App. A.4),
   with the budgets of the stage ``kit.stage`` of the recipe's schedule (``kit.stages``, default the
-  recipe's ``rl_run.stages``: WeAgent the Long-MDR schedule, POINTS-Seeker ``h10``;
+  recipe's ``rl_run.stages``: WeAgent the Long-MDR schedule, POINTS-Seeker ``h10``; or a named schedule such as
+  ``weagent``, WeAgent's one Table 5 stage; :func:`kit.rl.staging.resolve_schedule`;
   :meth:`kit.rl.staging.Stage.harness_config`), then ``kit.harness_overrides``. Judge and web_extract
   summarizer are the recipe's (``eval.judge`` / ``eval.summarizer`` and their models).
 * **legacy** (``kit.recipe`` null): ``kit.harness`` ``paper`` | ``smoke`` with ``kit.harness_overrides``.
@@ -28,6 +29,7 @@ from typing import Any
 from kit.harness.config import HarnessConfig
 from kit.rl.eligibility import harness_config_for
 from kit.rl.objective import AlgorithmSpec, algorithm
+from kit.rl.staging import resolve_schedule
 
 
 def algorithm_of(kit_cfg: Mapping[str, Any]) -> AlgorithmSpec:
@@ -66,18 +68,11 @@ def profile_of(kit_cfg: Mapping[str, Any]):
     return get_profile(prof, preflight=bool(kit_cfg.get("preflight")))
 
 
-def schedule_of(recipe, base: HarnessConfig, spec: str | None = None) -> list:
-    """:func:`kit.rl.staging.resolve_schedule` (notebook 05 and the verl path resolve stages the same way)."""
-    from kit.rl.staging import resolve_schedule
-
-    return resolve_schedule(recipe, base, spec)
-
-
 def _recipe_harness(kit_cfg: Mapping[str, Any], over: dict[str, Any]) -> HarnessConfig:
     r = recipe_of(kit_cfg)
     rollout = r.section("rl_rollout")  # RL may differ from evaluation (POINTS-Seeker: no V-Fold, App. A.4)
     base = r.harness(**rollout)
-    stages = schedule_of(r, base, kit_cfg.get("stages"))
+    stages = resolve_schedule(r, base, kit_cfg.get("stages"))  # notebook 05 resolves stages the same way
     name = kit_cfg.get("stage")
     rl = [s for s in stages if s.kind == "rl"]
     if not rl:
@@ -164,4 +159,4 @@ def summarizer(kit_cfg: Mapping[str, Any]):
                            api_key=os.environ.get(kit_cfg.get("summarizer_api_key_env") or "OPENAI_API_KEY"))
 
 
-__all__ = ["algorithm_of", "harness_config", "judge", "profile_of", "recipe_of", "schedule_of", "summarizer"]
+__all__ = ["algorithm_of", "harness_config", "judge", "profile_of", "recipe_of", "summarizer"]

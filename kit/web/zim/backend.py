@@ -12,12 +12,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from kit.paths import cache_dir
 from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, RequestRejected, ReverseImageResult, SearchHit
 from kit.web.text_clean import MIN_IMAGE_LONG_SIDE, MIN_IMAGE_SIDE, normalize_text
 from kit.web.zim.archive import ZimError, _ZimArchive
+from kit.web.zim.hash_index import archive_hash_index
 from kit.web.zim.html import _parse_html, page_title
 from kit.web.zim.images import MATCH_DISTANCE, RASTER_MIMES, STRONG_DISTANCE, _is_decorative, decode_image, image_hashes
 from kit.web.zim.index import _IMAGE_FIELDS, _ITEM_MASK, _Collection, _LanguageIndex, bm25_bound
@@ -296,7 +295,9 @@ class LocalZimWeb:
 
         The query's pHash and dHash are compared with those of every indexed image (and of its
         5% and 10% center crops); distance = summed Hamming distance (0..128) of the closest
-        variant. Images within :data:`MATCH_DISTANCE` are matches. ``pages``: the pages showing a
+        variant. Images within :data:`MATCH_DISTANCE` are matches, found through each archive's
+        multi-index hash (:mod:`kit.web.zim.hash_index`: exact, sublinear; built on the first
+        reverse search and stored beside the archive's extract). ``pages``: the pages showing a
         match, closest first (ties: lead image first, then document order), at most ``num``;
         ``thumbnails``: the matched images with bytes, at most ``num``; ``knowledge_graph``: the
         best page's title and first sentence when the best distance is within
@@ -324,11 +325,9 @@ class LocalZimWeb:
         for ai, arch in enumerate(self.archives):
             if not len(arch.hashes):
                 continue
-            dist = (np.bitwise_count(arch.hashes[..., 0] ^ np.uint64(ph)).astype(np.int32)
-                    + np.bitwise_count(arch.hashes[..., 1] ^ np.uint64(dh)).astype(np.int32))
-            best = dist.min(axis=1)
-            for idx in np.nonzero(best <= MATCH_DISTANCE)[0]:
-                matches.append((int(best[idx]), ai, int(idx)))
+            # Multi-index hash (kit.web.zim.hash_index): exactly the linear scan's matches.
+            found, best = archive_hash_index(arch, MATCH_DISTANCE).search(ph, dh, MATCH_DISTANCE)
+            matches.extend((int(d), ai, int(i)) for i, d in zip(found, best, strict=True))
         matches.sort()
         pages: list[tuple[tuple, SearchHit]] = []
         seen_pages: set[tuple[int, int]] = set()

@@ -1,0 +1,324 @@
+"""An MCP tool server for the five WeAgent-Harness tools (issue 17 part 7; WeAgent Table 4).
+
+``python -m kit.cli serve-mcp ZIM... --transport stdio|http`` exposes web_search, web_search_for_image,
+web_search_based_on_image, web_extract and execute_code over the Model Context Protocol with the official
+``mcp`` SDK, backed by the local ZIM web (:class:`kit.web.zim.LocalZimWeb`) and the kit's code sandbox.
+
+One source: each tool's MCP ``inputSchema`` is its harness :class:`~kit.harness.tool_spec.ToolSpec`'s
+``parameters`` plus one optional ``episode`` string; a call is repaired and validated by the harness's own
+:func:`~kit.harness.recovery.repair_call` and run by :func:`~kit.harness.tool_spec.execute`, and its result is
+the harness's :class:`~kit.harness.tool_spec.Observation`: the text, then for every image shown to the model
+a text block naming its registry reference (``search_image_1.jpg`` / ``<search_image_1>``) followed by the
+image as MCP ``ImageContent`` (base64 PNG or JPEG, as the registry stored it). A failed call (bad arguments,
+unknown reference, backend failure) is an MCP tool error (``isError``) whose text is the harness's structured
+error observation (:meth:`~kit.harness.errors.ToolError.observation_json`), never a protocol error or a crash.
+
+Episodes (state across calls). Image references live in an episode's
+:class:`~kit.harness.registry.EvidenceRegistry` (and execute_code's variables in its sandbox). MCP 2026-07-28
+has no sessions (SEP-2567: cross-call state travels in a server-minted handle passed back as a tool
+argument), so every result carries its episode handle (``structuredContent.episode`` and a last text block);
+pass it back as ``"episode"`` to use the same registry. Without a handle: over stdio the server's one client
+shares one default episode; over HTTP a handshake-era client's ``Mcp-Session-Id`` names its episode, and a
+call with neither starts a new episode. Episodes are kept in memory (LRU, ``max_episodes``) and each has a
+temporary workspace that is removed when it is evicted or the server closes. docs/tools.md "MCP server".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import secrets
+import shutil
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from kit.harness.config import HarnessConfig
+from kit.harness.errors import ToolError
+from kit.harness.registry import EvidenceRegistry
+from kit.harness.tool_spec import ToolContext, ToolSpec, execute
+from kit.harness.tools import NATIVE_TOOLS
+from kit.types import SearchBackend
+
+EPISODE_ARG = "episode"  # the one argument the MCP schemas add to the harness's (SEP-2567 state handle)
+_EPISODE_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 64,
+                   "description": "episode handle returned by an earlier call of this server (optional): image "
+                                  "references and execute_code variables of that episode stay usable"}
+
+
+@dataclass
+class _Episode:
+    handle: str
+    workspace: Path
+    ctx: ToolContext
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    used: float = field(default_factory=time.monotonic)
+
+
+def mcp_input_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The MCP ``inputSchema`` of ``spec``: a copy of its harness ``parameters`` plus the optional
+    ``episode`` handle (the only addition)."""
+    schema = copy.deepcopy(spec.parameters)
+    schema["properties"][EPISODE_ARG] = dict(_EPISODE_SCHEMA)
+    return schema
+
+
+class McpToolServer:
+    """The harness's tools behind MCP, transport-independent (:meth:`lowlevel` wraps it in an SDK server).
+
+    Args:
+        backend: any :class:`kit.types.SearchBackend` (the CLI gives :class:`kit.web.zim.LocalZimWeb`).
+        config: harness budgets (re-feed caps, timeouts, sandbox limits); default :class:`HarnessConfig`.
+        tools: the tools offered, by name (default: the five native tools of Table 4).
+        workspace_root: folder for the episodes' workspaces (default: a new temporary folder, removed on
+            :meth:`close`).
+        summarizer: web_extract's summarizer (default: the harness's extractive BM25 summarizer).
+        sandbox_factory: ``(workspace, config) -> (() -> CodeSandbox)`` as for :class:`kit.harness.Harness`.
+        max_episodes: episodes kept at once; the least recently used is closed beyond it.
+
+    Raises:
+        ValueError: an unknown tool name, or ``max_episodes`` < 1.
+    """
+
+    def __init__(self, backend: SearchBackend, config: HarnessConfig | None = None, *,
+                 tools: list[str] | None = None, workspace_root: str | Path | None = None, summarizer: Any = None,
+                 sandbox_factory: Callable[[Path, HarnessConfig], Callable[[], Any]] | None = None,
+                 max_episodes: int = 256):
+        from kit.harness.loop import _default_sandbox_factory
+        from kit.harness.summarize import ExtractiveSummarizer
+
+        names = list(NATIVE_TOOLS) if tools is None else list(tools)
+        unknown = [n for n in names if n not in NATIVE_TOOLS]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; the MCP server offers {list(NATIVE_TOOLS)}")
+        if max_episodes < 1:
+            raise ValueError(f"max_episodes must be >= 1, got {max_episodes}")
+        self.backend = backend
+        self.config = config or HarnessConfig()
+        self.specs: dict[str, ToolSpec] = {n: NATIVE_TOOLS[n] for n in NATIVE_TOOLS if n in names}
+        self.summarizer = summarizer or ExtractiveSummarizer()
+        self.sandbox_factory = sandbox_factory or _default_sandbox_factory
+        self._own_root = workspace_root is None
+        self.workspace_root = Path(workspace_root or tempfile.mkdtemp(prefix="kit-mcp-"))
+        self.max_episodes = max_episodes
+        self._episodes: OrderedDict[str, _Episode] = OrderedDict()
+        self._defaults: dict[str, str] = {}  # default key (stdio, session id) -> episode handle
+
+    # ------------------------------------------------------------------ tools
+    def list_tools(self):
+        """The offered tools as MCP ``Tool`` objects (name, description, :func:`mcp_input_schema`)."""
+        import mcp.types as types
+
+        return [types.Tool(name=s.name, description=s.description, input_schema=mcp_input_schema(s))
+                for s in self.specs.values()]
+
+    # ------------------------------------------------------------------ episodes
+    def _new_episode(self) -> _Episode:
+        handle = secrets.token_urlsafe(12)  # unguessable: a handle is the only key to an episode's images
+        ws = self.workspace_root / handle
+        registry = EvidenceRegistry(ws, max_pixels=self.config.max_image_pixels)
+        ctx = ToolContext(registry=registry, backend=self.backend, config=self.config, summarizer=self.summarizer,
+                          sandbox_factory=self.sandbox_factory(ws, self.config))
+        ep = _Episode(handle, ws, ctx)
+        self._episodes[handle] = ep
+        return ep
+
+    async def _evict(self, keep: _Episode) -> None:
+        # least recently used first; an episode with a call in flight (or about to run one) is never closed
+        idle = [ep for ep in self._episodes.values() if ep is not keep and not ep.lock.locked()]
+        for ep in idle[: max(0, len(self._episodes) - self.max_episodes)]:
+            del self._episodes[ep.handle]
+            await self._close_episode(ep)
+
+    async def _close_episode(self, ep: _Episode) -> None:
+        if ep.ctx.sandbox is not None:
+            try:
+                await ep.ctx.sandbox.close()
+            except Exception:  # a broken sandbox must not keep the workspace or other episodes alive
+                pass
+        shutil.rmtree(ep.workspace, ignore_errors=True)
+        for k in [k for k, h in self._defaults.items() if h == ep.handle]:
+            del self._defaults[k]
+
+    def _episode(self, handle: Any, default_key: str | None) -> _Episode:
+        """The episode a call runs in. Raises :class:`ToolError` ``unknown_episode`` for a handle this
+        server did not mint (or has evicted)."""
+        if handle is not None:
+            if not isinstance(handle, str) or handle not in self._episodes:
+                raise ToolError("unknown_episode", f"{str(handle)[:80]!r} is not an open episode of this server "
+                                "(omit 'episode' to start a new one)", open_episodes=len(self._episodes))
+            ep = self._episodes[handle]
+        elif default_key is not None and self._defaults.get(default_key) in self._episodes:
+            ep = self._episodes[self._defaults[default_key]]
+        else:
+            ep = self._new_episode()
+            if default_key is not None:
+                self._defaults[default_key] = ep.handle
+        self._episodes.move_to_end(ep.handle)
+        ep.used = time.monotonic()
+        return ep
+
+    # ------------------------------------------------------------------ calls
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None, *, default_key: str | None = None):
+        """Run one tool call; returns an MCP ``CallToolResult`` (``is_error`` with the harness's structured
+        error observation for any failure). ``default_key`` names the episode used when the arguments carry
+        no ``episode`` handle (None: a new episode)."""
+        import mcp.types as types
+
+        args = dict(arguments or {})
+        handle = args.pop(EPISODE_ARG, None)
+        ep: _Episode | None = None
+        try:
+            from kit.harness.recovery import repair_call
+
+            ep = self._episode(handle, default_key)
+            fixed = repair_call(name, args, self.specs)  # the harness's argument repair + Table 4 schema check
+            spec = self.specs[fixed.name]
+            async with ep.lock:  # one call at a time per episode: the registry and sandbox are not shared-safe
+                if ep.handle not in self._episodes:  # closed while this call waited for its turn
+                    raise ToolError("unknown_episode", f"episode {ep.handle!r} was closed (server shutdown)")
+                await self._evict(keep=ep)  # under ep's lock: no other call can close ep meanwhile
+                n_events = len(ep.ctx.events)
+                obs = await execute(spec, fixed.arguments, ep.ctx, self.config.tool_timeout_s)
+                events = ep.ctx.events[n_events:]
+                content, images = self._content(spec, obs, ep)
+        except ToolError as e:
+            if e.code == "bad_image_ref" and handle is None:
+                e.detail.setdefault("hint", "image references belong to one episode: pass the 'episode' handle "
+                                            "returned with the image")
+            structured = {**to_jsonable_python(e.observation(), fallback=str), EPISODE_ARG: ep.handle if ep else None}
+            return types.CallToolResult(content=[types.TextContent(type="text", text=e.observation_json())],
+                                        structured_content=structured, is_error=True)
+        except Exception as e:  # the server must answer every call (a bug here is still the client's observation)
+            err = ToolError("tool_failure", f"{name} failed in the MCP server: {type(e).__name__}: {e}")
+            return types.CallToolResult(content=[types.TextContent(type="text", text=err.observation_json())],
+                                        structured_content=err.observation(), is_error=True)
+        content.append(types.TextContent(type="text", text=f"[episode: {ep.handle}] pass \"episode\": "
+                                         f"\"{ep.handle}\" in later calls to refer to these images"))
+        structured = {EPISODE_ARG: ep.handle, "tool": spec.name, "repairs": fixed.repairs, "images": images,
+                      "data": to_jsonable_python(obs.data, fallback=str),
+                      "events": [{"type": str(ev.type), **to_jsonable_python(ev.detail, fallback=str)} for ev in events]}
+        return types.CallToolResult(content=content, structured_content=structured, is_error=False)
+
+    def _content(self, spec: ToolSpec, obs, ep: _Episode) -> tuple[list, list[dict[str, Any]]]:
+        """MCP content of an observation: its text (with the tool's hard cap and re-feed cap applied as the
+        loop applies them), then per shown image its reference text and its ``ImageContent``."""
+        import mcp.types as types
+
+        text, shown = obs.text, list(obs.images)
+        if spec.max_result_chars is not None and len(text) > spec.max_result_chars:
+            text = text[: spec.max_result_chars] + f"\n\n[Result cut at {spec.max_result_chars} of {len(text)} characters.]"
+        cap = spec.refeed_cap(self.config)
+        if len(shown) > cap:
+            text += f"\n[{len(shown) - cap} more registered images not shown: {', '.join(shown[cap:])}]"
+            shown = shown[:cap]
+        content: list = [types.TextContent(type="text", text=text)]
+        images = []
+        reg = ep.ctx.registry
+        for name in shown:
+            entry = reg.resolve(name)
+            data = reg.read(name)  # sha256-checked: what was registered is what the client sees
+            where = " ".join(x for x in (entry.title or "", entry.page_url or entry.source_url or "") if x)
+            content.append(types.TextContent(type="text", text=f"Image {entry.filename} (reference <{entry.ref}>)"
+                                                               + (f": {where}" if where else "")))
+            content.append(types.ImageContent(type="image", data=base64.b64encode(data).decode("ascii"),
+                                              mime_type=entry.mime))
+            images.append({"filename": entry.filename, "ref": entry.ref, "mime": entry.mime, "kind": entry.kind,
+                           "width": entry.width, "height": entry.height, "title": entry.title,
+                           "page_url": entry.page_url, "source_url": entry.source_url})
+        return content, images
+
+    async def close(self) -> None:
+        """Close every episode (sandboxes, workspaces) and the temporary workspace root if it is the server's."""
+        while self._episodes:
+            _, ep = self._episodes.popitem()
+            await self._close_episode(ep)
+        if self._own_root:
+            shutil.rmtree(self.workspace_root, ignore_errors=True)
+
+    # ------------------------------------------------------------------ SDK server
+    def lowlevel(self, *, default_key: Callable[[Any], str | None] = lambda ctx: None):
+        """An ``mcp.server.lowlevel.Server`` answering ``tools/list`` and ``tools/call`` with this server;
+        ``default_key(request_context)`` picks the episode of a call without a handle."""
+        import mcp.types as types
+        from mcp.server.lowlevel import Server
+
+        async def on_list_tools(ctx, params):
+            return types.ListToolsResult(tools=self.list_tools())
+
+        async def on_call_tool(ctx, params: types.CallToolRequestParams):
+            return await self.call_tool(params.name, params.arguments, default_key=default_key(ctx))
+
+        from kit import __version__ as version
+
+        return Server("mmsearch-kit", version=version, instructions=_INSTRUCTIONS,
+                      on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+_INSTRUCTIONS = ("WeAgent-Harness tools over an offline web (Kiwix ZIM archives). Images come back as image "
+                 "content, each after a text block with its file name; pass that name (e.g. search_image_1.jpg) to "
+                 "web_search_based_on_image, and the result's episode handle as \"episode\", to use it later.")
+
+
+def _session_key(ctx: Any) -> str | None:
+    # A handshake-era HTTP client's Mcp-Session-Id; 2026-07-28 requests carry none (SEP-2567)
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    sid = headers.get("mcp-session-id") if headers is not None else None
+    return f"session:{sid}" if sid else None
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def http_app(server: McpToolServer, *, host: str = "127.0.0.1", api_key: str | None = None):
+    """The streamable-HTTP ASGI app (path ``/mcp``) of ``server``. With ``api_key`` every request needs
+    ``Authorization: Bearer <key>`` (or ``X-API-Key: <key>``); a missing or wrong key is HTTP 401 with a JSON
+    error. Loopback hosts keep the SDK's DNS-rebinding protection. The episodes are closed when the app's
+    lifespan ends (server shutdown)."""
+    import hmac
+    import json
+
+    app = server.lowlevel(default_key=_session_key).streamable_http_app(host=host)
+    denied = json.dumps({"error": "unauthorized", "message": "missing or wrong API key"}).encode()
+
+    async def wrapped(scope, receive, send):  # plain ASGI around the SDK's app
+        if scope["type"] == "lifespan":  # close the episodes (sandboxes) on the app's own event loop
+            async def send_closing(message):
+                if message["type"] == "lifespan.shutdown.complete":
+                    await server.close()
+                await send(message)
+
+            return await app(scope, receive, send_closing)
+        if scope["type"] == "http" and api_key is not None:  # refuse before the MCP app sees the request
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if not hmac.compare_digest(given.encode(), api_key.encode()):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": denied})
+                return None
+        return await app(scope, receive, send)
+
+    return wrapped
+
+
+async def serve_stdio(server: McpToolServer) -> None:
+    """Serve ``server`` over stdin/stdout until the client closes them (one client: one default episode)."""
+    from mcp.server.stdio import stdio_server
+
+    low = server.lowlevel(default_key=lambda ctx: "stdio")
+    try:
+        async with stdio_server() as (read, write):
+            await low.run(read, write, low.create_initialization_options())
+    finally:
+        await server.close()
+
+
+__all__ = ["EPISODE_ARG", "LOOPBACK", "McpToolServer", "http_app", "mcp_input_schema", "serve_stdio"]

@@ -1,0 +1,95 @@
+"""``python -m kit.cli serve-web ZIM... [--host 127.0.0.1] [--port 8321] [--api-key K]``: the local web
+as a Serper/Jina-compatible HTTP service (:mod:`kit.serve.web_service`, docs/serve_web.md).
+
+Binds to loopback by default; any other address needs an API key (``--api-key`` or
+``$KIT_SERVE_API_KEY``), otherwise the command refuses to start (exit 2). Indexes are loaded (or
+built) before the port opens, so a load balancer never routes to a replica that is still building.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from typing import Any
+
+DEFAULT_PORT = 8321
+API_KEY_ENV = "KIT_SERVE_API_KEY"
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP literals (127.0.0.0/8, ::1)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def check_bind(host: str, api_key: str | None) -> None:
+    """Refuse a non-loopback ``host`` without an API key.
+
+    Raises:
+        ValueError: ``host`` is not loopback and ``api_key`` is empty (the message says how to fix it).
+    """
+    if not api_key and not is_loopback(host):
+        raise ValueError(f"refusing to serve on {host!r} without an API key: anyone who can reach it could use "
+                         f"it. Pass --api-key (or set ${API_KEY_ENV}), or bind to 127.0.0.1")
+
+
+def build_app(zims: list[str] | None, *, api_key: str | None = None, cache_path: str | None = None,
+              cache_mode: str = "readwrite", public_url: str | None = None, limits: Any = None,
+              index_dir: str | None = None):
+    """(app, web) for the archives ``zims`` (``None``: the shared data folder's), indexes loaded,
+    with a :class:`~kit.web.cache.ToolCache` at ``cache_path`` (default
+    ``<kit cache>/serve_web/cache.sqlite``) in ``cache_mode`` in front."""
+    from kit.paths import cache_dir
+    from kit.serve.web_service import create_app
+    from kit.web import open_local_web, open_tool_cache
+    from kit.web.cache import CachedBackend
+
+    web = open_local_web(zims or None, **({"index_dir": index_dir} if index_dir else {}))
+    web.ensure_ready()
+    path = cache_path or str(cache_dir() / "serve_web" / "cache.sqlite")
+    cache = open_tool_cache(None if cache_mode == "off" else path, cache_mode)
+    return create_app(web, CachedBackend(web, cache), api_key=api_key, limits=limits, public_url=public_url), web
+
+
+def add_parser(sub) -> None:
+    """Register ``serve-web`` on an argparse sub-parsers object."""
+    sp = sub.add_parser("serve-web", help="serve the local web over HTTP in Serper / Jina-reader JSON shapes")
+    sp.add_argument("zim", nargs="*", help="ZIM archives (default: every archive of the shared data folder)")
+    sp.add_argument("--host", default="127.0.0.1", help="bind address (non-loopback needs --api-key)")
+    sp.add_argument("--port", type=int, default=DEFAULT_PORT)
+    sp.add_argument("--api-key", default=None, help=f"required X-API-KEY (default ${API_KEY_ENV})")
+    sp.add_argument("--cache", default=None, help="tool-cache SQLite file (default <kit cache>/serve_web/cache.sqlite)")
+    sp.add_argument("--cache-mode", default="readwrite", choices=["readwrite", "readonly", "off"])
+    sp.add_argument("--public-url", default=None, help="base URL of the links handed out (e.g. the load balancer's)")
+    sp.add_argument("--max-body-bytes", type=int, default=None, help="largest request body (default 8 MiB)")
+    sp.add_argument("--rate", type=float, default=None, help="requests/s per client (default 500; 0: unbounded)")
+    sp.add_argument("--burst", type=int, default=None, help="requests a client may send at once (default 1000)")
+    sp.add_argument("--index-dir", default=None, help="index cache root (default <kit cache>/zim_index)")
+
+
+def cmd(args) -> int:
+    """Run the service until interrupted; 2 on a refused bind or bad limits."""
+    from kit.serve.web_service import ServiceLimits
+
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    try:
+        check_bind(args.host, api_key)
+        given = {k: v for k, v in (("max_body_bytes", args.max_body_bytes), ("rate_per_s", args.rate),
+                                   ("burst", args.burst)) if v is not None}
+        limits = ServiceLimits(**given)
+    except ValueError as e:
+        print(f"serve-web: {e}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    app, web = build_app(args.zim, api_key=api_key, cache_path=args.cache, cache_mode=args.cache_mode,
+                         public_url=args.public_url, limits=limits, index_dir=args.index_dir)
+    print(f"serve-web: {len(web.archives)} archive(s) on http://{args.host}:{args.port} "
+          f"({'key required' if api_key else 'no key'})", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0

@@ -1,0 +1,162 @@
+"""Export kit runs to inspect_ai's eval-log format, so ``inspect view`` opens them (docs/viewer.md).
+
+One :class:`inspect_ai.log.EvalLog` (JSON format) holds every item of the run folder(s): one
+``EvalSample`` per episode, id ``<run>/<benchmark>/<configuration>/<episode id>`` and epoch
+``repeat + 1``. Messages keep their roles, text and images (inlined as data URIs); assistant tool
+calls are the harness's decoded calls (:mod:`kit.view.turns`: function calling or parsed from text,
+an undecodable call keeps its ``parse_error``); each kit event is an ``InfoEvent`` (source ``kit``)
+carrying its type, turn and detail. Judged items get the scores ``correct`` and, with a target image,
+``image_match`` (``C`` / ``I``); the status, labels and event counts are sample metadata. A
+prediction without its episode record (a sensitive benchmark's) is a sample with its scores and the
+question's hash only.
+
+inspect_ai is a dev extra (``pip install inspect-ai``): it pulls ~30 packages (boto3, s3fs, textual)
+the kit does not otherwise need.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kit.harness.errors import ImageError
+from kit.images import read_regular_file
+from kit.view.load import Item, load_run, unique_labels, workspace_of
+from kit.view.turns import message_view
+
+MAX_IMAGE_BYTES = 4_000_000  # an image over this is left out of the log with a text note (log size)
+
+
+class InspectUnavailable(RuntimeError):
+    """inspect_ai is not installed (it is a dev extra)."""
+
+
+def _inspect():
+    try:
+        import inspect_ai.event as ev
+        import inspect_ai.log as log
+        import inspect_ai.model as model
+        import inspect_ai.scorer as scorer
+        import inspect_ai.tool as tool
+    except ImportError as e:  # pragma: no cover - dev extra installed in CI
+        raise InspectUnavailable("inspect_ai is not installed: pip install inspect-ai (a dev extra of the kit)") from e
+    return ev, log, model, scorer, tool
+
+
+def _content(parts: list[Any], it: Item, model) -> list[Any]:
+    ws = workspace_of(it)
+    out: list[Any] = []
+    for p in parts:
+        if p.type == "text":
+            out.append(model.ContentText(text=p.text or ""))
+            continue
+        try:
+            if ws is None:
+                raise ImageError("bad_image", "workspace not found")
+            data = read_regular_file(ws / p.image, max_bytes=MAX_IMAGE_BYTES)
+        except ImageError as e:
+            out.append(model.ContentText(text=f"[image {p.image} not exported: {e}]"))
+            continue
+        mime = mimetypes.guess_type(p.image)[0] or "image/png"
+        out.append(model.ContentImage(image=f"data:{mime};base64," + base64.b64encode(data).decode()))
+    return out
+
+
+def _messages(it: Item, model, tool) -> list[Any]:
+    assert it.record is not None
+    msgs: list[Any] = []
+    last_call_id: str | None = None
+    for m in it.record.messages:
+        meta = {"turn": m.turn, "intervention": m.intervention}
+        if m.role == "system":
+            msgs.append(model.ChatMessageSystem(content=m.text(), metadata=meta))
+        elif m.role == "user":
+            msgs.append(model.ChatMessageUser(content=_content(m.content, it, model), metadata=meta))
+        elif m.role == "assistant":
+            mv = message_view(m)
+            calls = []
+            for n, c in enumerate(mv.calls):
+                cid = f"t{m.turn}c{n}"
+                calls.append(tool.ToolCall(id=cid, function=c.name, arguments=c.arguments or {},
+                                           parse_error=None if c.arguments is not None else f"{c.error}: {c.message}"))
+                if c.executed:
+                    last_call_id = cid
+            msgs.append(model.ChatMessageAssistant(content=m.text(), tool_calls=calls or None, metadata=meta))
+        else:
+            msgs.append(model.ChatMessageTool(content=_content(m.content, it, model), function=m.name,
+                                              tool_call_id=last_call_id or m.tool_call_id, metadata=meta))
+    return msgs
+
+
+def _scores(it: Item, scorer) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    answer = it.record.final_response if it.record else (it.prediction.response if it.prediction else None)
+    if it.correct is not None:
+        out["correct"] = scorer.Score(value="C" if it.correct else "I", answer=answer,
+                                      explanation=it.prediction.judge if it.prediction else None)
+    if it.match is not None:
+        out["image_match"] = scorer.Score(value="C" if it.match else "I")
+    return out
+
+
+def _sample(it: Item, ev, log, model, scorer, tool):
+    sid = f"{it.run}/{it.benchmark}/{it.configuration}/{it.episode_id}"
+    meta: dict[str, Any] = {"run": it.run, "benchmark": it.benchmark, "configuration": it.configuration,
+                            "repeat": it.repeat, "status": it.status, "source": it.source}
+    if it.record is None:
+        p = it.prediction
+        assert p is not None
+        meta.update(episode_record="not kept (sensitive benchmark: private run folder)", question_sha256=p.question_sha256)
+        return log.EvalSample(id=sid, epoch=it.repeat + 1, input=f"[sensitive task, question sha256 {p.question_sha256}]",
+                              target=p.answers or "", scores=_scores(it, scorer), metadata=meta)
+    rec = it.record
+    msgs = _messages(it, model, tool)
+    first = next((i for i, m in enumerate(msgs) if m.role == "user"), len(msgs) - 1)
+    meta.update(trainable=rec.trainable, labels=rec.labels, policy=rec.policy, backend=rec.backend,
+                events=rec.event_counts(), error=rec.error, cited_images=rec.cited_images)
+    events = [ev.InfoEvent(source="kit", data={"type": e.type, "turn": e.turn, "detail": e.detail}) for e in rec.events]
+    return log.EvalSample(id=sid, epoch=it.repeat + 1, input=msgs[: first + 1], target=rec.task.answers or "",
+                          messages=msgs, output=model.ModelOutput.from_content(model=rec.policy or "kit", content=rec.final_response or ""),
+                          scores=_scores(it, scorer), metadata=meta, events=events,
+                          total_time=rec.timings.wall_s, error=None)
+
+
+def build_inspect_log(items: list[Item], task: str):
+    """An ``inspect_ai.log.EvalLog`` of ``items`` (status ``success``; accuracy over judged items)."""
+    ev, log, model, scorer, tool = _inspect()
+    # condense_sample moves repeated content (the same image in input and messages) into attachments,
+    # as inspect_ai's own logger does; read_eval_log resolves them
+    samples = [log.condense_sample(_sample(it, ev, log, model, scorer, tool)) for it in items]
+    judged = [it.correct for it in items if it.correct is not None]
+    results = log.EvalResults(total_samples=len(samples), completed_samples=len(samples), scores=[
+        log.EvalScore(name="correct", scorer="kit", metrics={
+            "accuracy": log.EvalMetric(name="accuracy", value=sum(judged) / len(judged) if judged else 0.0)})])
+    policies = sorted({it.record.policy for it in items if it.record and it.record.policy}) or ["kit"]
+    spec = log.EvalSpec(created=datetime.now(UTC).isoformat(timespec="seconds"), task=task,
+                        dataset=log.EvalDataset(name=",".join(sorted({it.benchmark for it in items})), samples=len(samples)),
+                        model=policies[0] if len(policies) == 1 else "+".join(policies),
+                        config=log.EvalConfig(epochs=max((it.repeat for it in items), default=0) + 1))
+    return log.EvalLog(eval=spec, status="success", results=results, samples=samples)
+
+
+def write_inspect_log(run_dirs: list[str | Path], out: str | Path) -> tuple[Path, int]:
+    """Write the eval log of one or two run folders to ``out`` (JSON format); returns (path, samples).
+
+    Raises:
+        InspectUnavailable: inspect_ai is not installed.
+        kit.view.load.ViewError: a run folder cannot be read.
+    """
+    _, log, *_ = _inspect()
+    dirs = [Path(d) for d in run_dirs]
+    items = [it for d, lab in zip(dirs, unique_labels(dirs), strict=True) for it in load_run(d, lab).items]
+    el = build_inspect_log(items, task="kit/" + "+".join(unique_labels(dirs)))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log.write_eval_log(el, out, format="json")
+    return out, len(items)
+
+
+__all__ = ["InspectUnavailable", "build_inspect_log", "write_inspect_log"]

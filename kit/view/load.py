@@ -1,0 +1,230 @@
+"""Read a run folder for the viewer: every ``episodes.jsonl`` under it, joined with the evaluation's
+per-item predictions (``predictions/*.jsonl``, :class:`kit.eval.metrics.ItemResult`) when the run is an
+evaluation (docs/viewer.md).
+
+A run folder is any folder holding one or more ``episodes.jsonl`` files (``kit.harness.runner.run_batch``
+writes one per run; an evaluation writes ``runs/<benchmark>/<config>/r<k>/episodes.jsonl``). Nothing is
+dropped silently: a line that is not JSON or not an :class:`~kit.harness.episode.EpisodeRecord` becomes a
+:class:`Skipped` entry with its file, line number and reason, and a prediction without its episode record
+(a sensitive benchmark's episodes live in a private folder, kit.eval.runner) stays an item without a page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from kit.eval.metrics import ItemResult
+from kit.harness.episode import EpisodeRecord
+
+_EVAL_RUN = re.compile(r"(?:^|/)runs/(?P<bench>[^/]+)/(?P<config>[^/]+)/r(?P<repeat>\d+)$")
+
+
+class ViewError(Exception):
+    """A run folder the viewer cannot read at all (missing, not a folder, no ``episodes.jsonl``)."""
+
+
+@dataclass
+class Skipped:
+    """A line (or file) the viewer could not read: ``file`` relative to the run folder, 1-based ``line``
+    (0 for the whole file) and the reason."""
+
+    file: str
+    line: int
+    reason: str
+
+
+@dataclass
+class Item:
+    """One episode of a run (or one prediction whose record was not kept), with what the index shows.
+
+    ``key`` identifies the item across runs: (benchmark, configuration, episode id, repeat); the episode
+    id is the task id in an evaluation and ``<task id>#<k>`` for the k-th rollout of a group. ``record`` is
+    None for a prediction without an episode record; ``prediction`` None outside an evaluation.
+    """
+
+    run: str  # the run's label (its folder name, made unique by the caller)
+    source: str  # episodes.jsonl's folder relative to the run folder ("." for the folder itself)
+    benchmark: str
+    configuration: str
+    repeat: int
+    task_id: str
+    episode_id: str
+    record: EpisodeRecord | None
+    prediction: ItemResult | None = None
+    episode_dir: Path | None = None  # the folder of the episodes.jsonl (workspaces are found from it)
+    page: str = ""  # relative path of the episode page in the site, set by the builder
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.benchmark, self.configuration, self.episode_id, self.repeat)
+
+    @property
+    def status(self) -> str:
+        if self.record is not None:
+            return self.record.status
+        return self.prediction.status if self.prediction else "unknown"
+
+    @property
+    def correct(self) -> bool | None:
+        return self.prediction.correct if self.prediction else None
+
+    @property
+    def match(self) -> bool | None:
+        return self.prediction.match if self.prediction else None
+
+    @property
+    def event_types(self) -> list[str]:
+        return sorted(self.record.event_counts()) if self.record else []
+
+
+@dataclass
+class Run:
+    """Everything the viewer read from one run folder."""
+
+    label: str
+    root: Path
+    items: list[Item] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # the episodes.jsonl files read, relative to root
+
+    def configurations(self) -> list[str]:
+        return sorted({i.configuration for i in self.items})
+
+
+def _labels(rec: EpisodeRecord, prefix: str) -> str | None:
+    for lab in rec.labels:
+        if lab.startswith(prefix):
+            return lab[len(prefix):]
+    return None
+
+
+def _read_predictions(root: Path, prefix: str, skipped: list[Skipped]) -> dict[tuple[str, str, str, int, str], ItemResult]:
+    """Prediction lines of the evaluation folder ``root/prefix``, keyed by (prefix, benchmark, config,
+    repeat, episode id)."""
+    out: dict[tuple[str, str, str, int, str], ItemResult] = {}
+    for f in sorted((root / prefix / "predictions").glob("*.jsonl")):
+        rel = f.relative_to(root).as_posix()
+        for n, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                it = ItemResult.model_validate_json(line)
+            except ValidationError as e:
+                skipped.append(Skipped(rel, n, f"not a prediction line: {_short(e)}"))
+                continue
+            out[(prefix, it.benchmark, it.config, it.repeat, it.episode_id)] = it
+    return out
+
+
+def _short(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        errs = e.errors()
+        if not errs:
+            return str(e)
+        first = errs[0]
+        where = ".".join(str(x) for x in first["loc"]) or "record"
+        more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+        return f"{first['type']} at {where}: {first['msg']}{more}"
+    return str(e)
+
+
+def workspace_of(it: Item) -> Path | None:
+    """The episode's workspace: as recorded, else ``workspaces/<name>`` beside its episodes.jsonl (a
+    results folder copied to another machine keeps its workspaces but not their absolute paths)."""
+    rec = it.record
+    if rec is None or not rec.workspace:
+        return None
+    ws = Path(rec.workspace)
+    if ws.is_dir():
+        return ws
+    if it.episode_dir is not None:
+        for cand in (it.episode_dir / "workspaces" / ws.name, it.episode_dir / ws):
+            if cand.is_dir():
+                return cand
+    return None
+
+
+def unique_labels(dirs: list[Path]) -> list[str]:
+    """Run labels: each folder's name, made unique with `` (2)``, `` (3)``."""
+    labels: list[str] = []
+    for d in dirs:
+        base = d.resolve().name or "run"
+        lab, n = base, 2
+        while lab in labels:
+            lab, n = f"{base} ({n})", n + 1
+        labels.append(lab)
+    return labels
+
+
+def load_run(root: str | Path, label: str | None = None) -> Run:
+    """Read every ``episodes.jsonl`` under ``root`` (recursively, sorted) and its evaluation's predictions.
+
+    Benchmark / configuration / repeat of an episode come from its prediction line, else the evaluation
+    layout of its folder (``runs/<benchmark>/<config>/r<k>``), else its labels (``config:<name>``,
+    ``repeat:<k>``) and ``task.source``; outside an evaluation the configuration is the episodes file's
+    folder relative to ``root`` (e.g. ``demonstrator`` and ``model`` in notebook 01's run).
+
+    Raises:
+        ViewError: ``root`` is missing or not a folder, or holds no ``episodes.jsonl`` and no predictions.
+    """
+    root = Path(root)
+    if not root.exists():
+        raise ViewError(f"run folder {str(root)!r} does not exist")
+    if not root.is_dir():
+        raise ViewError(f"run folder {str(root)!r} is not a folder")
+    run = Run(label=label or root.resolve().name, root=root)
+    files = sorted(p for p in root.rglob("episodes.jsonl") if p.is_file())
+    layout = {f: _EVAL_RUN.search(f.parent.relative_to(root).as_posix()) for f in files}
+    # every evaluation folder in the run (root itself, or e.g. 06_evaluation/ when root is results/smoke)
+    prefixes = dict.fromkeys(["."] + [f.parent.relative_to(root).as_posix()[: m.start()] or "." for f, m in layout.items() if m])
+    preds: dict[tuple[str, str, str, int, str], ItemResult] = {}
+    for prefix in prefixes:
+        preds.update(_read_predictions(root, prefix, run.skipped))
+    if not files and not preds:
+        raise ViewError(f"no episodes.jsonl under {str(root)!r} (a run folder holds one per run: "
+                        f"kit.harness.runner.run_batch, or runs/<benchmark>/<config>/r<k>/ of an evaluation)")
+    used: set[tuple[str, str, str, int, str]] = set()
+    for f in files:
+        rel_dir = f.parent.relative_to(root).as_posix()
+        rel = f.relative_to(root).as_posix()
+        run.files.append(rel)
+        m = layout[f]
+        for n, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = EpisodeRecord.model_validate(json.loads(line))
+            except json.JSONDecodeError as e:
+                run.skipped.append(Skipped(rel, n, f"not JSON: {e.msg} at column {e.colno}"))
+                continue
+            except ValidationError as e:
+                run.skipped.append(Skipped(rel, n, f"not an episode record: {_short(e)}"))
+                continue
+            bench = m["bench"] if m else None
+            config = m["config"] if m else _labels(rec, "config:")
+            rep_s = m["repeat"] if m else _labels(rec, "repeat:")
+            repeat = int(rep_s) if rep_s and rep_s.isdigit() else 0
+            pred = None
+            if m and bench and config is not None:
+                key = (rel_dir[: m.start()] or ".", bench, config, repeat, rec.id)
+                pred = preds.get(key)
+                if pred is not None:
+                    used.add(key)
+            run.items.append(Item(run=run.label, source=rel_dir, benchmark=bench or rec.task.source or "",
+                                  configuration=config if config is not None else rel_dir,
+                                  repeat=repeat, task_id=rec.task.id, episode_id=rec.id, record=rec,
+                                  prediction=pred, episode_dir=f.parent))
+    for k, pred in preds.items():
+        if k not in used:  # kept visible: a sensitive benchmark's records are private (kit.eval.runner)
+            run.items.append(Item(run=run.label, source=f"{k[0]}/predictions".removeprefix("./"),
+                                  benchmark=pred.benchmark, configuration=pred.config, repeat=pred.repeat,
+                                  task_id=pred.task_id, episode_id=pred.episode_id, record=None, prediction=pred))
+    return run
+
+
+__all__ = ["Item", "Run", "Skipped", "ViewError", "load_run", "unique_labels", "workspace_of"]

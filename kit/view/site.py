@@ -1,0 +1,226 @@
+"""Build the static run viewer: an index with filters, one page per episode, comparison pages
+(docs/viewer.md).
+
+The site opens from disk with no server and no network: CSS and JavaScript are inline, images are
+copied beside the pages (``images/``) and referenced by relative paths. Layout of ``out``::
+
+    index.html                          every item of every run, filters and counts, skipped lines
+    episodes/<run>/<episode>.html       one page per episode record (turns, calls, events on their turn)
+    images/<sha256>.<ext>               the images the episodes show or cite, copied from their workspaces
+    compare-<n>.html                    one comparison (two runs, or two configurations of one run)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from PIL import Image
+
+from kit.harness.errors import ImageError
+from kit.images import read_regular_file
+from kit.view.compare import Pair, change_counts, compare_configurations, compare_runs
+from kit.view.load import Item, Run, load_run, unique_labels, workspace_of
+from kit.view.turns import turn_views
+
+_ENV = Environment(loader=PackageLoader("kit.view", "templates"), autoescape=True, undefined=StrictUndefined,
+                   trim_blocks=True, lstrip_blocks=True)
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registered image file name (kit.harness.registry)
+MARKER = ".kit-view"  # marks a folder build_site may replace
+MAX_CONFIG_PAIRS = 15  # automatic configuration comparisons per run (6 configurations); more: --configs
+IMAGE_MAX_SIDE = 1024  # kit: pages show images at <= 300 px; full-size PNGs made a 40-episode site 22 MB
+IMAGE_MAX_BYTES = 256_000  # kit: a larger image file is re-encoded as WebP too (800x600 photo PNGs of ~1 MB)
+
+
+def _tri(v: bool | None, yes: str, no: str, none: str) -> str:
+    return none if v is None else (yes if v else no)
+
+
+def _js(v: object) -> str:
+    return json.dumps(v, ensure_ascii=False)  # shown as text (autoescaped), not embedded in a script
+
+
+@dataclass
+class Comparison:
+    title: str
+    page: str
+    name_a: str
+    name_b: str
+    key_names: list[str]
+    pairs: list[Pair]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return change_counts(self.pairs)
+
+
+def _image_names(it: Item) -> list[str]:
+    rec = it.record
+    assert rec is not None
+    names = [n for m in rec.messages for n in m.image_refs()] + list(rec.cited_images)
+    return list(dict.fromkeys(names))
+
+
+def _shrink(data: bytes, max_side: int) -> tuple[bytes, str] | None:
+    """A WebP copy of an image whose longer side exceeds ``max_side`` pixels (scaled down to it) or whose
+    file exceeds :data:`IMAGE_MAX_BYTES`, else None (copied as is; also when Pillow cannot decode it:
+    the browser may still show the original)."""
+    if max_side <= 0:
+        return None
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            if max(im.size) <= max_side and len(data) <= IMAGE_MAX_BYTES:
+                return None
+            im.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+            buf = io.BytesIO()
+            im.convert("RGBA" if im.mode in ("RGBA", "LA", "P") else "RGB").save(buf, "WEBP", quality=85)
+    except (OSError, ValueError, Image.DecompressionBombError):
+        return None
+    return buf.getvalue(), ".webp"
+
+
+def _copy_images(it: Item, dest: Path, rel_prefix: str, max_side: int) -> tuple[dict[str, str], dict[str, str]]:
+    """Copy the episode's shown and cited images into ``dest`` under their content hash (the same user
+    image in every configuration and repeat is stored once), an image over ``max_side`` pixels or
+    :data:`IMAGE_MAX_BYTES` as a smaller WebP (the page's evidence registry keeps the original's size and sha256); returns (name →
+    relative src, name → reason it is not shown). Symlinks and non-regular files are refused
+    (kit.images.read_regular_file)."""
+    srcs: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    ws = workspace_of(it)
+    for name in _image_names(it):
+        if not _SAFE_NAME.match(name):
+            missing[name] = "not a workspace file name"
+            continue
+        if ws is None:
+            missing[name] = "workspace not found"
+            continue
+        try:
+            data = read_regular_file(ws / name)
+        except ImageError as e:
+            missing[name] = str(e)
+            continue
+        stem = hashlib.sha256(data).hexdigest()[:24]
+        stored = next((p.name for p in dest.glob(stem + ".*")), None) if dest.is_dir() else None
+        if stored is None:
+            small = _shrink(data, max_side)
+            data, ext = small if small else (data, Path(name).suffix.lower())
+            stored = stem + ext
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / stored).write_bytes(data)
+        srcs[name] = f"{rel_prefix}/{stored}"
+    return srcs, missing
+
+
+def _filters(items: list[Item]) -> list[dict]:
+    def vals(f) -> list[str]:
+        return sorted({v for it in items for v in f(it)})
+
+    return [
+        {"label": "run", "attr": "run", "multi": False, "values": vals(lambda i: [i.run])},
+        {"label": "status", "attr": "status", "multi": False, "values": vals(lambda i: [i.status])},
+        {"label": "benchmark", "attr": "benchmark", "multi": False, "values": vals(lambda i: [i.benchmark])},
+        {"label": "configuration", "attr": "config", "multi": False, "values": vals(lambda i: [i.configuration])},
+        {"label": "event type", "attr": "events", "multi": True, "values": vals(lambda i: i.event_types)},
+        {"label": "correct / wrong", "attr": "correct", "multi": False,
+         "values": vals(lambda i: [_tri(i.correct, "correct", "wrong", "unjudged")])},
+        {"label": "cited-image match", "attr": "match", "multi": False,
+         "values": vals(lambda i: [_tri(i.match, "match", "no match", "n/a")])},
+    ]
+
+
+def _counts(items: list[Item]) -> dict[str, dict[str, int]]:
+    out = {
+        "status": Counter(i.status for i in items),
+        "configuration": Counter(i.configuration for i in items),
+        "correct / wrong": Counter(_tri(i.correct, "correct", "wrong", "unjudged") for i in items),
+        "cited-image match": Counter(_tri(i.match, "match", "no match", "n/a") for i in items),
+        "events (episodes with)": Counter(t for i in items for t in i.event_types),
+    }
+    return {k: dict(sorted(v.items())) for k, v in out.items() if v}
+
+
+def build_site(run_dirs: list[str | Path], out: str | Path, *, configs: tuple[str, str] | None = None,
+               title: str | None = None, image_max_side: int = IMAGE_MAX_SIDE) -> Path:
+    """Write the viewer for one or two run folders into ``out`` and return the path of ``index.html``.
+
+    With two run folders, a comparison of run A vs run B (items matched by benchmark, configuration,
+    episode id and repeat). Inside each run, ``configs=(A, B)`` compares those two configurations;
+    without it, every pair of configurations of an evaluation run (configuration from its
+    ``runs/<benchmark>/<config>/`` layout or ``config:`` labels) is compared, up to
+    :data:`MAX_CONFIG_PAIRS`. Images whose longer side exceeds ``image_max_side`` pixels (or whose file
+    exceeds :data:`IMAGE_MAX_BYTES`) are stored as smaller WebP copies (0: every image byte for byte).
+
+    Raises:
+        kit.view.load.ViewError: a run folder is missing or holds no ``episodes.jsonl``.
+        ValueError: ``out`` is a non-empty folder this builder did not write, more than two run folders,
+            an unknown configuration in ``configs``, or two items with the same comparison key.
+    """
+    dirs = [Path(d) for d in run_dirs]
+    if not 1 <= len(dirs) <= 2:
+        raise ValueError(f"view takes one or two run folders, got {len(dirs)}")
+    runs: list[Run] = [load_run(d, lab) for d, lab in zip(dirs, unique_labels(dirs), strict=True)]
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).is_file():  # never delete a folder this builder did not write
+            raise ValueError(f"{str(out)!r} is not empty and is not a viewer site ({MARKER} missing): choose another -o")
+        shutil.rmtree(out)  # rebuilt from scratch so no page of an earlier build lingers
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by kit.view.build_site; the folder is replaced on the next build\n")
+    for ri, run in enumerate(runs):
+        taken: set[str] = set()
+        for it in run.items:
+            if it.record is None:
+                continue
+            slug = _SAFE.sub("_", f"{it.source}__{it.episode_id}").strip("_.") or "episode"
+            base, n = slug, 2
+            while slug in taken:
+                slug, n = f"{base}-{n}", n + 1
+            taken.add(slug)
+            it.page = f"episodes/{ri}/{slug}.html"
+            srcs, missing = _copy_images(it, out / "images", "../../images", image_max_side)
+            html = _ENV.get_template("episode.jinja").render(
+                r=it.record, it=it, turns=turn_views(it.record), src=srcs.get, missing=missing,
+                index="../../index.html", js=_js)
+            page = out / it.page
+            page.parent.mkdir(parents=True, exist_ok=True)
+            page.write_text(html, encoding="utf-8")
+    comparisons: list[Comparison] = []
+    if len(runs) == 2:
+        comparisons.append(Comparison(f"{runs[0].label} vs {runs[1].label}", "", runs[0].label, runs[1].label,
+                                      ["benchmark", "configuration", "episode", "repeat"],
+                                      compare_runs(runs[0].items, runs[1].items)))
+    for run in runs:
+        judged = {i.configuration for i in run.items if i.prediction is not None or
+                  (i.record is not None and any(lab.startswith("config:") for lab in i.record.labels))}
+        if configs is not None:
+            pairs_of = [configs]
+        else:
+            pairs_of = list(combinations(sorted(judged), 2))[:MAX_CONFIG_PAIRS]
+        for ca, cb in pairs_of:
+            comparisons.append(Comparison(f"{run.label}: {ca} vs {cb}", "", ca, cb,
+                                          ["run", "benchmark", "episode", "repeat"],
+                                          compare_configurations(run.items, ca, cb)))
+    for n, c in enumerate(comparisons, 1):
+        c.page = f"compare-{n}.html"
+        (out / c.page).write_text(_ENV.get_template("compare.jinja").render(
+            title=c.title, pairs=c.pairs, counts=c.counts, key_names=c.key_names, name_a=c.name_a, name_b=c.name_b), encoding="utf-8")
+    items = [it for r in runs for it in r.items]
+    index = out / "index.html"
+    index.write_text(_ENV.get_template("index.jinja").render(
+        title=title or "Run viewer: " + " vs ".join(r.label for r in runs), runs=runs, rows=items,
+        filters=_filters(items), counts=_counts(items), comparisons=comparisons, tri=_tri),
+        encoding="utf-8")
+    return index
+
+
+__all__ = ["IMAGE_MAX_SIDE", "MAX_CONFIG_PAIRS", "Comparison", "build_site"]

@@ -1,0 +1,178 @@
+"""Reverse image search through the multi-index hash (kit/web/zim/hash_index.py): exactly the linear
+scan's matches (same threshold, same distances, same result order) on every image of the shared
+archives and on synthetic codes with planted near-duplicates; built once, persisted, loaded lazily."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from kit.paths import zim_paths
+from kit.web.zim import MATCH_DISTANCE, LocalZimWeb, decode_image
+from kit.web.zim import hash_index as hix
+from kit.web.zim.hash_index import HashIndex, archive_hash_index, chunk_thresholds, scan_matches
+
+LEGACY = "wikipedia_en_ray_charles_2015-06"
+FRENCH = "wikipedia_fr_test_2017-07"
+
+
+@pytest.fixture(scope="module")
+def web(data_dir) -> LocalZimWeb:
+    paths = zim_paths(data_dir)
+    if len(paths) < 2:
+        pytest.skip("shared ZIM archives missing")
+    w = LocalZimWeb(paths)
+    w.ensure_ready()
+    return w
+
+
+def _random_codes(rng, n: int, variants: int = 3) -> np.ndarray:
+    return rng.integers(0, 2**64, size=(n, variants, 2), dtype=np.uint64, endpoint=False)
+
+
+def _flip(code: np.ndarray, rng, nbits: int) -> tuple[int, int]:
+    """``code`` (2 words) with ``nbits`` distinct random bits flipped."""
+    v = (int(code[0]) << 64) | int(code[1])
+    for b in rng.choice(128, size=nbits, replace=False):
+        v ^= 1 << int(b)
+    return v >> 64, v & (2**64 - 1)
+
+
+def _same(a, b) -> bool:
+    return np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_every_shared_image_as_query_matches_the_scan(web):
+    """Each variant of each indexed image of the shared archives, queried against every archive."""
+    n = 0
+    largest = max(web.archives, key=lambda a: len(a.hashes))
+    for arch in web.archives:
+        # The stored index (tiny archives: its cost model scans) on every query; probing tables
+        # of 8 chunks per word (the layout of ~100 variants) on every 2nd and, for the largest
+        # archive, of 3 (the layout from 1M variants up) on every 5th.
+        stored, k8 = archive_hash_index(arch, MATCH_DISTANCE), HashIndex.build(arch.hashes, k=8)
+        k3 = HashIndex.build(arch.hashes, k=3) if arch is largest else None
+        for other in web.archives:
+            for q, (ph, dh) in enumerate(other.hashes.reshape(-1, 2)):
+                want = scan_matches(arch.hashes, int(ph), int(dh), MATCH_DISTANCE)
+                assert _same(stored.search(int(ph), int(dh), MATCH_DISTANCE), want)
+                if q % 2 == 0:
+                    assert _same(k8.search(int(ph), int(dh), MATCH_DISTANCE, method="probe"), want)
+                if k3 is not None and q % 5 == 0:
+                    assert _same(k3.search(int(ph), int(dh), MATCH_DISTANCE, method="probe"), want)
+                n += len(want[0])
+    assert n > sum(len(a.hashes) for a in web.archives)  # every image found itself, plus twins
+
+
+def _jpeg(img: Image.Image, scale: float, quality: int) -> bytes:
+    img = img.convert("RGB").resize((max(8, int(img.width * scale)), max(8, int(img.height * scale))))
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def test_backend_results_equal_the_scan_backends(web, monkeypatch):
+    """Whole reverse search results (pages, order, knowledge graph, thumbnails) with the index and
+    with the old scan, for resized/recompressed copies of shared images."""
+    queries = []
+    for arch in web.archives:
+        for rec in arch.images[:: max(1, len(arch.images) // 6)]:
+            data = arch.read(arch.entry(rec.path))[1]
+            queries.append(_jpeg(decode_image(data), 0.8, 70))
+    got = [web.reverse_image_search_sync(q, 10) for q in queries]
+    monkeypatch.setattr(HashIndex, "search", lambda self, ph, dh, r: scan_matches(
+        self.codes.reshape(self.n_images, self.variants, 2), ph, dh, r))
+    want = [web.reverse_image_search_sync(q, 10) for q in queries]
+    assert got == want
+    assert sum(bool(r.pages) for r in got) >= len(queries) * 0.8
+
+
+@pytest.mark.parametrize("k", [3, 4, 5, 8])
+def test_planted_near_duplicates_at_the_threshold(k):
+    """Codes at distance radius and radius + 1 from the query, with the flipped bits spread over
+    the chunks, are found / not found exactly as the scan says; also for other radii."""
+    rng = np.random.default_rng(k)
+    hashes = _random_codes(rng, 3000)
+    index = HashIndex.build(hashes, k=k)
+    for trial in range(15):
+        i = int(rng.integers(len(hashes)))
+        radius = [MATCH_DISTANCE, 0, 5, 12, 40][trial % 5]
+        for d in (radius, radius + 1, max(0, radius - 3)):
+            ph, dh = _flip(hashes[i, trial % 3], rng, d)
+            want = scan_matches(hashes, ph, dh, radius)
+            assert _same(index.search(ph, dh, radius), want)
+            assert (i in want[0]) == (d <= radius)
+
+
+def test_clustered_codes_and_full_buckets():
+    """Many codes sharing chunks (crowded buckets) and duplicates: best variant distance per image."""
+    rng = np.random.default_rng(7)
+    base = _random_codes(rng, 1, 1)[0, 0]
+    hashes = np.empty((400, 3, 2), dtype=np.uint64)
+    for i in range(400):
+        for v in range(3):
+            hashes[i, v] = _flip(base, rng, int(rng.integers(0, 40)))
+    hashes[5] = hashes[6]  # an exact duplicate image
+    index = HashIndex.build(hashes, k=3)
+    for _ in range(20):
+        ph, dh = _flip(base, rng, int(rng.integers(0, 30)))
+        got = index.search(ph, dh, MATCH_DISTANCE)
+        assert _same(got, scan_matches(hashes, ph, dh, MATCH_DISTANCE))
+        assert np.all(np.diff(got[0]) > 0)
+
+
+def test_flat_fallback_for_large_radius_and_empty_index():
+    rng = np.random.default_rng(3)
+    hashes = _random_codes(rng, 500)
+    index = HashIndex.build(hashes)
+    ph, dh = int(hashes[0, 0, 0]), int(hashes[0, 0, 1])
+    for radius in (70, 127, 500):  # scan cheaper than probing, or every code matches
+        assert _same(index.search(ph, dh, radius), scan_matches(hashes, ph, dh, radius))
+    assert len(index.search(ph, dh, 500)[0]) == 500
+    empty = HashIndex.build(np.zeros((0, 3, 2), dtype=np.uint64))
+    assert [len(x) for x in empty.search(ph, dh, MATCH_DISTANCE)] == [0, 0]
+
+
+def test_thresholds_satisfy_the_pigeonhole():
+    for bits in ((21, 21, 22, 21, 21, 22), (16,) * 8, (8,) * 16, (32, 32, 32, 32)):
+        for radius in (0, 1, 13, 26, 60):
+            t = chunk_thresholds(bits, radius)
+            assert sum(x + 1 for x in t) == radius + 1
+            assert all(-1 <= x <= b for x, b in zip(t, bits, strict=True))
+    with pytest.raises(ValueError, match="out of range"):
+        chunk_thresholds((64, 64), 128)
+
+
+def test_built_once_persisted_and_loaded_lazily(data_dir, tmp_path, monkeypatch):
+    src = next(p for p in zim_paths(data_dir) if p.stem == FRENCH)
+    shutil.copy(src, tmp_path / src.name)
+    w = LocalZimWeb(tmp_path / src.name, index_dir=tmp_path / "idx")
+    w.ensure_ready()
+    arch = w.archives[0]
+    store = Path(arch.index_dir) / "hash_index"
+    assert not store.exists()  # not built at start
+    data = arch.read(arch.entry(arch.images[0].path))[1]
+    first = w.reverse_image_search_sync(data, 5)
+    assert (store / "manifest.json").is_file() and first.pages
+
+    def no_build(*a, **k):
+        raise AssertionError("rebuilt a stored index")
+
+    monkeypatch.setattr(HashIndex, "build", no_build)
+    w2 = LocalZimWeb(tmp_path / src.name, index_dir=tmp_path / "idx")
+    w2.ensure_ready()
+    assert w2.reverse_image_search_sync(data, 5) == first
+    idx = archive_hash_index(w2.archives[0], MATCH_DISTANCE)
+    assert isinstance(idx.ids.base, np.memmap) and isinstance(idx.offsets.base, np.memmap)  # not read whole
+    monkeypatch.undo()
+
+    # A corrupt store is rebuilt, with the same results.
+    (store / "ids.npy").write_bytes(b"garbage")
+    w3 = LocalZimWeb(tmp_path / src.name, index_dir=tmp_path / "idx")
+    assert w3.reverse_image_search_sync(data, 5) == first
+    assert hix.HashIndex.load(w3.archives[0].hashes, store).n_codes == w3.archives[0].hashes.size // 2
