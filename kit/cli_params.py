@@ -460,7 +460,10 @@ NEEDS = {("judge", "llm"): ("judge_endpoint", "judge_model"),
 PAPER_SWITCHES = {"judge": "rule", "image_judge": "phash", "summarizer": "extractive"}
 # parameters a paper-profile run must name (the notebooks stop in their first cells otherwise)
 PAPER_NEEDS = {"expert_endpoint": "an OpenAI-compatible expert", "expert_model": "the expert's served name",
-               "base_model": "the checkpoint to train"}
+               "base_model": "the checkpoint to train",
+               # notebook 05 stops in its first cell without it (WeAgent §4.5: the RL mixture)
+               "rl_prompts": "notebook 02's output folder, its splits/rl_prompts.jsonl, a saved RL mixture or "
+                             "hub:dataset:owner/name@rev"}
 
 
 def _recipe_switch(profile: str, switch: str) -> str | None:
@@ -491,7 +494,14 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
       switch left None is the recipe's (``eval.judge`` …), so it needs them too unless the labelled
       fallback of :data:`PAPER_SWITCHES` is passed;
     * ``policy_kind="demonstrator"`` while a model or endpoint is named (:func:`kit.policy.factory.eval_policy_kind`);
-    * the paper profile needs the parameters of :data:`PAPER_NEEDS` that the notebook declares.
+    * the paper profile needs the parameters of :data:`PAPER_NEEDS` that the notebook declares (notebook 05:
+      ``rl_prompts``, unless a preflight, which builds local prompts);
+    * ``backend="verl"`` (verl runs from ``scripts/launch_verl.sh``, not a notebook);
+    * an endpoint its switch never calls: ``judge="rule"`` with ``judge_endpoint``, ``summarizer="extractive"``
+      with ``summarizer_endpoint``, ``image_judge="phash"`` with ``image_judge_endpoint``;
+    * notebook 05's ``stages`` must resolve (:func:`resolved_stages`: the notebook's own
+      :func:`kit.rl.staging.resolve_schedule` with the profile's recipe), and a paper run whose resolved
+      schedule has an OPD stage needs ``teacher_model``.
 
     "Paper profile" is any profile but smoke (``paper``, ``points_seeker``); a ``preflight`` of one needs none
     of its endpoints or checkpoints (tiny stand-ins take their place, :mod:`kit.profiles`).
@@ -530,10 +540,56 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
             eval_policy_kind(value.get("policy_kind"), profile, value.get("model") or "", value.get("endpoint") or "")
         except ValueError as e:
             raise ParameterError(f"{e}{at}") from e
-    if paper and "teacher_model" in declared and not value.get("teacher_model"):
-        from kit.profiles import get_profile
-
-        stages = value.get("stages") or get_profile(profile).value("rl_run.stages")
-        if stages == "long_mdr" or any(x.strip().split(":")[0] == "opd" for x in str(stages).split(",")):
-            raise ParameterError(f"the {profile} profile{at} runs an OPD warmup stage (stages={stages!r}), which needs "
+    if value.get("backend") == "verl":  # notebook 05 trains in process; verl has its own launcher
+        raise ParameterError(f"backend='verl'{at} is not run by a notebook: launch verl with scripts/launch_verl.sh "
+                             "(SCHEDULE=NAME; `python -m kit.cli recipe NAME --verl` prints its overrides), or "
+                             "leave backend 'inprocess'")
+    for switch, offline in PAPER_SWITCHES.items():  # an endpoint the chosen offline judge would never call
+        ep = f"{switch}_endpoint"
+        if value.get(switch) == offline and ep in declared and str(value.get(ep) or "").strip():
+            raise ParameterError(f"{ep}={value[ep]!r}{at} is set but {switch}={offline!r} does not use it (it runs "
+                                 f"offline): drop {ep}, or pass {switch}={_ONLINE[switch]!r} to use the endpoint")
+    if "stages" in declared:
+        schedule = resolved_stages(value.get("stages"), profile, preflight=preflight, where=where)
+        if paper and "teacher_model" in declared and not value.get("teacher_model") and \
+                any(s.kind == "opd" for s in schedule):
+            shown = value.get("stages") or get_profile_value(profile, "rl_run.stages")
+            raise ParameterError(f"the {profile} profile{at} runs an OPD warmup stage (stages={shown!r}), which needs "
                                  "teacher_model (a stronger checkpoint); name it, or pass stages without 'opd'")
+
+
+_ONLINE = {"judge": "llm", "image_judge": "vlm", "summarizer": "llm"}  # the switch value that calls <switch>_endpoint
+
+
+def get_profile_value(profile: str, key: str) -> Any:
+    """The value ``key`` of the profile's recipe (no overlay)."""
+    from kit.profiles import get_profile
+
+    return get_profile(profile).value(key)
+
+
+def resolved_stages(spec: str | None, profile: str = "smoke", *, preflight: bool = False, where: str = "") -> list:
+    """Notebook 05's stage schedule for ``stages=spec`` (None: the recipe's ``rl_run.stages``) under ``profile``,
+    resolved as the notebook resolves it (:func:`kit.rl.staging.resolve_schedule` with the profile's recipe
+    and rollout harness), so the checks before the kernel and the run read one parser.
+
+    Returns:
+        list of :class:`kit.rl.staging.Stage`.
+    Raises:
+        ParameterError: an empty spec, an unknown schedule name or a bad stage list (one line).
+    """
+    from kit.profiles import get_profile
+    from kit.rl.staging import resolve_schedule
+
+    at = f" of {where}" if where else ""
+    if spec is not None and not str(spec).strip():  # resolve_schedule would read "" as the recipe's schedule
+        raise ParameterError(f"stages={spec!r}{at} is empty: leave stages unset for the recipe's schedule, or "
+                             "name one (e.g. 'opd:1,h1:2,h2', 'weagent')")
+    P = get_profile(profile, preflight=preflight)
+    R = P.recipe_obj()
+    # the rollout harness notebook 05 grows the stages from (its cell "the harness of the rollouts")
+    base = P.harness(max_turns=1, tools_enabled=["web_search"]) if P.smoke else P.harness(**R.section("rl_rollout"))
+    try:
+        return resolve_schedule(R, base, spec)
+    except ValueError as e:
+        raise ParameterError(f"stages={spec!r}{at}: {str(e).splitlines()[0]}") from None

@@ -12,6 +12,7 @@ from models_server import closed_port_url, models_server
 
 from kit.cli import NOTEBOOKS, SequenceError, main, parse_overrides, run_notebook, run_sequence
 from kit.cli_params import ParameterError, coerce, notebook_parameters
+from kit.kernel import kernelspec
 
 PARAMS = '''profile = "smoke"
 out_dir = "."
@@ -43,7 +44,7 @@ def _notebook(path) -> None:
     params = nbformat.v4.new_code_cell(PARAMS)
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(BODY)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = kernelspec()  # the kit's kernel (kit.kernel)
     nbformat.write(nb, path)
 
 
@@ -173,7 +174,7 @@ def test_tiny_fallback_is_announced_on_the_terminal_from_a_papermill_kernel(tmp_
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(
         "import warnings\nfrom kit.policy.factory import announce\nwarnings.warn('WARNING-ONLY')\nannounce('BANNER-ON-TERMINAL')")]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = kernelspec()  # the kit's kernel (kit.kernel)
     nbformat.write(nb, d / "01_harness_demo.ipynb")
     run_notebook("01", "smoke", {}, tmp_path / "o", notebooks_dir=d)
     err = capfd.readouterr().err
@@ -365,7 +366,7 @@ def test_papermill_does_not_warn_about_parameters_the_kit_checked(tmp_path, capl
                                      'out_dir = "."\nmode: Literal["a", "b"] = "a"')
     cell.metadata["tags"] = ["parameters"]
     nb.cells = [cell, nbformat.v4.new_code_cell("assert mode == 'b' and profile == 'smoke'")]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = kernelspec()  # the kit's kernel (kit.kernel)
     nbformat.write(nb, d / "01_harness_demo.ipynb")
     with caplog.at_level(logging.WARNING, logger="papermill"):
         run_notebook("01", "smoke", {"mode": "b"}, tmp_path / "o", notebooks_dir=d)

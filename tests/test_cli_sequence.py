@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from kit.cli import NOTEBOOKS, NotebookFailed, SequenceError, main, parse_overrides, plan_sequence, run_sequence
+from kit.kernel import kernelspec
 
 
 def _notebook(path, body: str) -> None:
@@ -16,7 +17,7 @@ def _notebook(path, body: str) -> None:
     params = nbformat.v4.new_code_cell('profile = "smoke"\nout_dir = "."\nfail_if = ""\nvalue = 1')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(body)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = kernelspec()  # the kit's kernel (kit.kernel)
     nbformat.write(nb, path)
 
 

@@ -24,6 +24,8 @@ NOT_INSTALLED_HERE = {
     "unsloth": "unsloth",  # GPU extra
     "verl": "verl",  # kit/rl/verl runs in .venv-verl (scripts/setup_verl.sh), declared in the verl extra
     "vllm": "vllm",  # GPU extra
+    "trackio": "trackio",  # tracking extra: report_to="trackio" (kit.tracking), imported only when chosen
+    "wandb": "wandb",  # tracking extra: report_to="wandb"
 }
 
 

@@ -196,6 +196,14 @@ def test_http_api_key(http_server):
                 assert len((await client.list_tools()).tools) == 5
 
     asyncio.run(asyncio.wait_for(main(), 30))
+    # the scheme is case-insensitive (RFC 9110 11.1): past the key check, the SDK answers (here: no
+    # session, 400) as it does for "Bearer"; another scheme is no key
+    codes = [httpx.post(url, json=body, headers={"Accept": "application/json, text/event-stream",
+                                                 "Authorization": f"{scheme} s3cret"}).status_code
+             for scheme in ("Bearer", "bearer", "BEARER", "Basic")]
+    assert codes[0] != 401 and codes == [codes[0]] * 3 + [401], codes
+    with pytest.raises(ValueError, match="visible ASCII"):
+        http_app(_srv, api_key="clé")
 
 
 def test_code_images_and_episode_eviction(web, tmp_path):
@@ -242,3 +250,62 @@ def test_serve_mcp_refuses_public_bind_without_key_and_bad_archives(zim, tmp_pat
     (tmp_path / "cut.zim").write_bytes(b"ZIM\x04 truncated")
     assert main(["serve-mcp", str(tmp_path / "cut.zim")]) == 2
     assert "cannot open ZIM archive" in capsys.readouterr().err
+
+
+def test_oversized_arguments_are_refused_by_the_harness_schema(web, tmp_path):
+    """M1: a 400k-character query is a short bad_arguments error at once (it ran the search for seconds and
+    answered 400k characters). The bound is the harness's own (kit.harness.tool_spec), so MCP, the harness's
+    argument check and serve-web refuse alike."""
+    from kit.harness.errors import ToolError
+    from kit.harness.recovery import repair_call
+    from kit.harness.tool_spec import MAX_IMAGE_REF_CHARS, MAX_QUERY_CHARS, MAX_URL_CHARS
+
+    schemas = {n: mcp_input_schema(s)["properties"] for n, s in NATIVE_TOOLS.items()}
+    for tool, arg, bound in (("web_search", "query", MAX_QUERY_CHARS), ("web_search_for_image", "query", MAX_QUERY_CHARS),
+                             ("web_search_based_on_image", "image", MAX_IMAGE_REF_CHARS)):
+        one, many = schemas[tool][arg]["anyOf"]
+        assert one["maxLength"] == many["items"]["maxLength"] == bound and many["maxItems"] >= 1
+    assert schemas["web_extract"]["urls"]["items"]["maxLength"] == MAX_URL_CHARS
+    assert "maxLength" in schemas["web_extract"]["goal"]
+
+    with pytest.raises(ToolError) as e:  # the harness itself (the loop calls repair_call)
+        repair_call("web_search", {"query": ["ok", "ray " * 100_000]}, NATIVE_TOOLS)
+    assert e.value.message == f"query.1: 400000 characters is over the {MAX_QUERY_CHARS}-character limit"
+
+    async def main():
+        srv = McpToolServer(web, workspace_root=tmp_path)
+        try:
+            t0 = time.monotonic()
+            r = await srv.call_tool("web_search", {"query": "ray " * 100_000})
+            took = time.monotonic() - t0
+            ok = await srv.call_tool("web_search", {"query": "ray " * (MAX_QUERY_CHARS // 4)})
+            urls = await srv.call_tool("web_extract", {"urls": ["zim://x/A/y"] * 1000})
+        finally:
+            await srv.close()
+        return r, took, ok, urls
+
+    r, took, ok, urls = asyncio.run(main())
+    obs = json.loads(r.content[0].text)
+    assert r.is_error and obs["error"] == "bad_arguments" and "over the 2048-character limit" in obs["message"]
+    assert sum(len(c.text) for c in r.content if c.type == "text") < 5000 and took < 1.5
+    assert not ok.is_error  # at the bound: served
+    assert urls.is_error and "1000 items is over the" in json.loads(urls.content[0].text)["message"]
+
+
+@pytest.mark.parametrize("argv", [["--max-episodes", "0"], ["--port", "99999"], ["--port", "x"]])
+def test_serve_mcp_bad_numbers_are_argparse_errors(argv, capsys):
+    from kit.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:  # at parse time: before any archive is opened or index loaded
+        build_parser().parse_args(["serve-mcp", "a.zim", *argv])
+    assert e.value.code == 2 and "usage:" in capsys.readouterr().err
+
+
+def test_serve_mcp_refuses_a_key_no_client_can_send(capsys):
+    from kit.cli import main
+
+    assert main(["serve-mcp", "a.zim", "--transport", "http", "--api-key", "clé"]) == 2  # a.zim never opened
+    err = capsys.readouterr().err
+    assert "--api-key may hold only visible ASCII" in err and "Traceback" not in err
+    assert main(["serve-mcp", "no_such_archive.zim"]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -5,6 +5,7 @@ archives and on synthetic codes with planted near-duplicates; built once, persis
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -176,3 +177,105 @@ def test_built_once_persisted_and_loaded_lazily(data_dir, tmp_path, monkeypatch)
     w3 = LocalZimWeb(tmp_path / src.name, index_dir=tmp_path / "idx")
     assert w3.reverse_image_search_sync(data, 5) == first
     assert hix.HashIndex.load(w3.archives[0].hashes, store).n_codes == w3.archives[0].hashes.size // 2
+
+
+def _corruptions():
+    """(label, mutate(folder)) of a saved index: same shapes and dtypes, wrong contents (attack H1)."""
+    def arr(name, f):
+        def go(d: Path):
+            a = np.load(d / name)
+            f(a)
+            np.save(d / name, a)
+        return go
+
+    def bitflip(d: Path):
+        b = bytearray((d / "ids.npy").read_bytes())
+        for p in range(200, len(b), 4096):
+            b[p] ^= 0x01  # low bits: code numbers stay in range, only the checksum sees it
+        (d / "ids.npy").write_bytes(bytes(b))
+
+    def manifest(**kw):
+        def go(d: Path):
+            m = json.loads((d / "manifest.json").read_text())
+            m.update(kw)
+            (d / "manifest.json").write_text(json.dumps({k: v for k, v in m.items() if v is not None}))
+        return go
+
+    def rehash(f):  # the contents changed AND the manifest's checksums updated: the structure checks
+        def go(d: Path):
+            f(d)
+            m = json.loads((d / "manifest.json").read_text())
+            m["files"] = hix._file_records(d)
+            (d / "manifest.json").write_text(json.dumps(m))
+        return go
+
+    def big(a):
+        a[:] = 2**31 - 1
+
+    def zero(a):
+        a[:] = 0
+
+    def neg(a):
+        a[:] = -5
+
+    def huge(a):
+        a[:] = 2**40
+
+    def rev(a):
+        a[:] = a[::-1].copy()
+
+    def last(a):
+        a[-1] -= 1
+
+    def swap(a):  # two unequal neighbours swapped: the ends and the table starts still right
+        i = int(np.flatnonzero(np.diff(a[: len(a) // 2]) > 0)[-1])
+        a[i], a[i + 1] = a[i + 1], a[i]
+
+    return [("ids out of range", arr("ids.npy", big)), ("ids all zero", arr("ids.npy", zero)),
+            ("offsets negative", arr("offsets.npy", neg)), ("offsets huge", arr("offsets.npy", huge)),
+            ("offsets reversed", arr("offsets.npy", rev)), ("bit flips in ids", bitflip),
+            ("truncated ids", lambda d: (d / "ids.npy").write_bytes((d / "ids.npy").read_bytes()[:-8])),
+            ("no checksums (older manifest)", manifest(files=None)), ("k a string", manifest(k="x")),
+            ("manifest a list", lambda d: (d / "manifest.json").write_text("[1]")),
+            ("rehashed: ids out of range", rehash(arr("ids.npy", big))),
+            ("rehashed: ids negative", rehash(arr("ids.npy", neg))),
+            ("rehashed: offsets reversed", rehash(arr("offsets.npy", rev))),
+            ("rehashed: offsets[-1] != len(ids)", rehash(arr("offsets.npy", last))),
+            ("rehashed: offsets not monotonic", rehash(arr("offsets.npy", swap)))]
+
+
+class _Archive:
+    """What :func:`archive_hash_index` reads of an archive."""
+
+    def __init__(self, hashes: np.ndarray, index_dir: Path):
+        self.hashes, self.index_dir, self.file = hashes, str(index_dir), Path("toy.zim")
+
+
+def test_corrupt_index_contents_are_refused_and_rebuilt(tmp_path, caplog):
+    """Every corruption of a stored index is refused by HashIndex.load (never an IndexError or a silently
+    empty answer at query time); through archive_hash_index it is rebuilt with a warning and answers as
+    the scan does on the probing path."""
+    rng = np.random.default_rng(11)
+    hashes = _random_codes(rng, 4000)
+    d = tmp_path / "hash_index"
+    d.mkdir()
+    HashIndex.build(hashes, k=4).save(d)
+    orig = {p.name: p.read_bytes() for p in d.iterdir()}
+    assert HashIndex.load(hashes, d).n_codes == 12000
+    ph, dh = _flip(hashes[123, 1], rng, 3)
+    want = scan_matches(hashes, ph, dh, MATCH_DISTANCE)
+    assert 123 in want[0]
+    for label, mutate in _corruptions():
+        for name, data in orig.items():
+            (d / name).write_bytes(data)
+        mutate(d)
+        with pytest.raises(ValueError):
+            HashIndex.load(hashes, d)
+            pytest.fail(f"{label}: loaded")
+        arch = _Archive(hashes, tmp_path)
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            idx = archive_hash_index(arch, MATCH_DISTANCE)
+        assert [r for r in caplog.records if r.levelname == "WARNING"], label  # said, not silent
+        assert _same(idx.search(ph, dh, MATCH_DISTANCE, method="probe"), want), label
+        assert HashIndex.load(hashes, d).n_codes == 12000  # the rebuilt store loads

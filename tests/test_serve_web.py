@@ -245,9 +245,14 @@ async def test_exact_match_cache_in_front(served):
     ("GET", "/r/", {}, 400, "no URL: GET /r/<url>"),
     ("GET", "/nowhere", {}, 404, "no route GET /nowhere"),
     ("GET", "/search", {}, 405, "method GET not allowed"),
+    ("POST", "/search", {"content": b"[" * 100_000 + b"]" * 100_000}, 400, "nested too deeply"),
+    ("POST", "/search", {"json": {"q": "x", "num": True}}, 400, "num: Value error, must be an integer, not a boolean"),
+    ("POST", "/images", {"json": {"q": "x", "num": False}}, 400, "not a boolean"),
+    ("POST", "/lens", {"json": {"url": f"{BASE}/zim/{MAXI}/I/x.png", "num": True}}, 400, "not a boolean"),
+    ("POST", "/search", {"json": {"q": "ray " * 600}}, 400, "q: String should have at most 2048 characters"),
 ])
 async def test_bad_requests_answer_4xx_json(served, method, path, kw, status, match):
-    app = create_app(served[1], api_key=KEY, limits=ServiceLimits(max_body_bytes=1024))
+    app = create_app(served[1], api_key=KEY, limits=ServiceLimits(max_body_bytes=1024 if status == 413 else 1 << 20))
     async with _client(app) as c:
         r = await c.request(method, path, **kw)
     assert r.status_code == status, r.text
@@ -348,3 +353,74 @@ async def test_page_fetch_never_touches_the_network(served, monkeypatch):
         lens = await c.post("/lens", json={"url": "https://example.org/cat.png"})
     assert page.status_code == 200 and page.text.startswith("Title: Ray Charles\n")
     assert (missing.status_code, external.status_code, lens.status_code) == (404, 404, 400)
+
+
+# ============================================================================ hardening (attack findings)
+def test_query_bound_is_the_harness_tool_schema():
+    """One bound for a query, in kit.harness.tool_spec: the harness's web_search schema (which the MCP server
+    copies) and serve-web's request model both read it."""
+    from kit.harness.tool_spec import MAX_QUERY_CHARS, MAX_URL_CHARS
+    from kit.harness.tools import NATIVE_TOOLS
+    from kit.serve.web_service import LensRequest, SearchRequest
+
+    def max_length(model, name):
+        return next(m.max_length for m in model.model_fields[name].metadata if hasattr(m, "max_length"))
+
+    assert max_length(SearchRequest, "q") == MAX_QUERY_CHARS
+    assert max_length(LensRequest, "url") == MAX_URL_CHARS
+    one, many = NATIVE_TOOLS["web_search"].parameters["properties"]["query"]["anyOf"]
+    assert one["maxLength"] == many["items"]["maxLength"] == MAX_QUERY_CHARS
+
+
+async def test_bearer_scheme_is_case_insensitive(served):
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=served[0]), base_url=BASE) as c:
+        codes = [(await c.post("/search", json={"q": "Ray Charles", "num": 1},
+                               headers={"Authorization": f"{scheme} {KEY}"})).status_code
+                 for scheme in ("Bearer", "bearer", "BEARER", "Basic")]
+    assert codes == [200, 200, 200, 403]
+
+
+def test_a_key_no_client_can_send_is_refused_at_start(served, capsys):
+    from kit.cli import main
+    from kit.serve.auth import key_matches, request_key
+
+    for bad in ("clé", "two words", "tab\tkey", ""):
+        with pytest.raises(ValueError, match="api_key"):
+            create_app(served[1], api_key=bad)
+    # the CLI refuses before loading any archive ("a.zim" does not exist: it is never opened)
+    assert main(["serve-web", "a.zim", "--api-key", "clé"]) == 2
+    assert "--api-key may hold only visible ASCII" in capsys.readouterr().err
+    # keys are compared as the bytes a client sent
+    assert request_key([(b"Authorization", b"bEaReR  k\xc3\xa9 ")]) == "ké".encode()
+    assert key_matches([(b"x-api-key", b"s3cret")], "s3cret") and not key_matches([], "s3cret")
+
+
+def test_missing_or_corrupt_archive_is_exit_2_without_traceback(tmp_path, capsys):
+    from kit.cli import main
+
+    (tmp_path / "cut.zim").write_bytes(b"ZIM\x04 truncated")
+    for path, says in ((tmp_path / "nope.zim", "does not exist"), (tmp_path / "cut.zim", "cannot open ZIM archive")):
+        assert main(["serve-web", str(path), "--index-dir", str(tmp_path / "idx"), "--cache-mode", "off"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("serve-web: ") and says in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["--port", "99999"], ["--port", "-1"], ["--port", "http"],
+                                  ["--max-body-bytes", "0"], ["--burst", "0"]])
+def test_bad_numbers_are_argparse_errors(argv, capsys):
+    from kit.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["serve-web", "a.zim", *argv])
+    assert e.value.code == 2 and "usage:" in capsys.readouterr().err
+
+
+async def test_every_archive_entry_is_sandboxed(served):
+    """Not only text/html: an image (SVG can carry script), JS or XML entry gets the CSP sandbox and nosniff."""
+    async with _client(served[0]) as c:
+        hit = (await c.post("/images", json={"q": "Ray Charles", "num": 1})).json()["images"][0]
+        image = await c.get(hit["imageUrl"].removeprefix(BASE))
+        page = await c.get(f"/zim/{MAXI}/A/Ray_Charles")
+    assert image.status_code == 200 and image.headers["content-type"].startswith("image/")
+    for r in (image, page):
+        assert r.headers["content-security-policy"] == "sandbox" and r.headers["x-content-type-options"] == "nosniff"

@@ -3,8 +3,11 @@ bad input, offline resources, inspect_ai export."""
 
 from __future__ import annotations
 
+import base64
+import importlib.util
 import json
 import re
+import shutil
 from pathlib import Path
 
 import lxml.html
@@ -278,3 +281,93 @@ def test_workspace_found_beside_episodes_when_the_recorded_path_moved(tmp_path: 
     (page,) = (build_site([d], tmp_path / "site").parent / "episodes").rglob("*.html")
     doc = _doc(page)
     assert doc.xpath("//img") and not doc.xpath('//*[@class="missing"]')
+
+
+def _secret_png(path: Path) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (4, 4), (1, 2, 3)).save(path)
+    return path.read_bytes()
+
+
+def test_files_outside_the_run_are_never_read(tmp_path: Path):
+    """A workspace recorded outside the run (``/etc``-like), one that is a symlink out of it and a file
+    symlinked out of an inside workspace: nothing is copied, the page says why; a workspace recorded
+    outside but present in ``workspaces/`` beside episodes.jsonl (a copied results folder) is shown."""
+    outside = tmp_path / "outside"
+    secret = _secret_png(outside / "user_image_1.png")
+    run = tmp_path / "run"
+    d = run / "model"
+    (d / "workspaces" / "moved-1").mkdir(parents=True)
+    Image.new("RGB", (4, 4), (9, 9, 9)).save(d / "workspaces" / "moved-1" / "user_image_1.png")
+    (run / "wsdir").symlink_to(outside, target_is_directory=True)
+    (d / "workspaces" / "inside-2").mkdir()
+    (d / "workspaces" / "inside-2" / "user_image_1.png").symlink_to(outside / "user_image_1.png")
+    shutil.copytree(d / "workspaces" / "moved-1", outside / "moved-1")  # the recorded path exists, outside
+    recs = [_record("abs", "c", workspace=outside), _record("symdir", "c", workspace=run / "wsdir"),
+            _record("symfile", "c", workspace=d / "workspaces" / "inside-2"),
+            _record("moved", "c", workspace=outside / "moved-1")]
+    (d / "episodes.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in recs))
+    site = build_site([run], tmp_path / "site").parent
+    stored = [p.read_bytes() for p in (site / "images").iterdir()] if (site / "images").is_dir() else []
+    assert secret not in stored and len(stored) == 1  # only the copy inside the run
+    pages = {p.stem.split("__")[-1]: _doc(p) for p in (site / "episodes").rglob("*.html")}
+    for eid in ("abs", "symdir", "symfile"):
+        assert "image not available (outside the run)" in pages[eid].xpath('//p[@class="missing"]')[0].text_content()
+        assert not pages[eid].xpath("//img")
+    assert pages["moved"].xpath("//img") and not pages["moved"].xpath('//p[@class="missing"]')
+    if importlib.util.find_spec("inspect_ai") is not None:
+        from kit.view.inspect_export import write_inspect_log
+
+        path, _ = write_inspect_log([run], tmp_path / "log.json")
+        assert base64.b64encode(secret).decode() not in path.read_text()
+
+
+def test_output_folder_is_never_a_run_folder_or_above_it(eval_run: Path, tmp_path: Path, capsys):
+    """-o equal to the run folder or one of its parents is refused even with the site marker planted,
+    so is a marked folder inside the run that holds the run's files; -o an existing file: exit 2."""
+    (eval_run / ".kit-view").write_text("planted")
+    (tmp_path / ".kit-view").write_text("planted")
+    inner = eval_run / "runs" / "toybench"
+    (inner / ".kit-view").write_text("planted")
+    for out in (eval_run, tmp_path, inner):
+        with pytest.raises(ValueError, match="run folder"):
+            build_site([eval_run], out)
+        assert cli_main(["view", str(eval_run), "-o", str(out)]) == 2
+        assert "run folder" in capsys.readouterr().err
+    assert len(list(eval_run.rglob("episodes.jsonl"))) == 2 and len(list(eval_run.rglob("*.png"))) == 6
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "episodes.jsonl").write_text(_record("ep_a", "harness").model_dump_json() + "\n")
+    with pytest.raises(ValueError, match="run folder"):  # the second run of a comparison counts too
+        build_site([other, eval_run], eval_run)
+    (tmp_path / "link").symlink_to(eval_run, target_is_directory=True)
+    with pytest.raises(ValueError, match="symlink"):
+        build_site([eval_run], tmp_path / "link")
+    marked = tmp_path / "marked"  # the marker alone does not make a folder replaceable
+    marked.mkdir()
+    (marked / ".kit-view").write_text("planted")
+    (marked / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="notes.txt"):
+        build_site([eval_run], marked)
+    assert (marked / "notes.txt").read_text() == "mine"
+    file_out = tmp_path / "site.html"
+    file_out.write_text("mine")
+    assert cli_main(["view", str(eval_run), "-o", str(file_out)]) == 2
+    assert "not a folder" in capsys.readouterr().err and file_out.read_text() == "mine"
+    assert cli_main(["view", str(eval_run), "-o", str(file_out / "sub")]) == 2
+    assert "view:" in capsys.readouterr().err
+    assert cli_main(["view", str(eval_run)]) == 0  # the default RUN/view inside the run still builds
+    assert cli_main(["view", str(eval_run)]) == 0 and (eval_run / "view" / "index.html").is_file()
+
+
+def test_deeply_nested_and_huge_number_lines_are_skipped_with_a_reason(tmp_path: Path):
+    d = tmp_path / "deep"
+    d.mkdir()
+    good = _record("ep_a", "c").model_dump_json()
+    (d / "episodes.jsonl").write_text("[" * 50000 + "]" * 50000 + "\n" + '{"id": ' + "7" * 5000 + "}\n" + good + "\n")
+    run = load_run(d)
+    assert [i.episode_id for i in run.items] == ["ep_a"]
+    assert [s.line for s in run.skipped] == [1, 2]
+    assert "nested too deeply" in run.skipped[0].reason and run.skipped[1].reason.startswith("not JSON")
+    index = build_site([d], tmp_path / "site")
+    assert "2 lines skipped" in _doc(index).xpath('//div[@class="skipped"]')[0].text_content()

@@ -458,8 +458,7 @@ def test_corrupt_cache_is_rebuilt_deterministically(tmp_path, paths):
     web1 = LocalZimWeb([paths[FRENCH]], index_dir=tmp_path)
     web1.ensure_ready()
     d = tmp_path / web1.archives[0].sha256[:16]
-    before = {n: (d / n).read_bytes() for n in ("articles.json", "images.json", "hashes.npy",
-                                                "corpus.jsonl.gz")}
+    before = {n: (d / n).read_bytes() for n in ("store.sqlite", "hashes.npy")}
     (d / "hashes.npy").write_bytes(b"garbage")
     web2 = LocalZimWeb([paths[FRENCH]], index_dir=tmp_path)
     assert web2.ensure_ready() == [FRENCH]

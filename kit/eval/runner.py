@@ -40,6 +40,7 @@ from kit.eval.protocols import EvalProtocol, ProtocolError, apply_filters, get_p
 from kit.harness.episode import EpisodeRecord, Task
 from kit.harness.loop import Harness
 from kit.harness.runner import run_batch
+from kit.progress import progress as progress_bar
 from kit.types import SamplingParams, SearchBackend
 
 
@@ -185,14 +186,19 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
     problems = [json.dumps(p, ensure_ascii=False, default=str) for lr in benchmarks.values() for p in lr.problems]
     _atomic_write_lines(out / "problems.jsonl", problems)
     outcome = EvalOutcome()
+
+    def n_trials(bench: str, cfg: EvalConfig) -> int:
+        t = cfg.eval_protocol().trials(len(benchmarks[bench].tasks), repeats)
+        return t if max_trials is None else min(t, max_trials)
+
+    bar = progress_bar(total=sum(n_trials(b, c) * len(lr.tasks) for b, lr in benchmarks.items() if lr.tasks
+                                 for c in configs.values()), desc="evaluation items", unit="item")
     for bench, lr in benchmarks.items():
         if not lr.tasks:
             continue
         sensitive = is_sensitive(lr.tasks)
         for cname, cfg in configs.items():
-            trials = cfg.eval_protocol().trials(len(lr.tasks), repeats)
-            if max_trials is not None:
-                trials = min(trials, max_trials)
+            trials = n_trials(bench, cfg)
             outcome.trials[(bench, cname)] = trials
             for r in range(trials):
                 run_dir = (private if sensitive else out / "runs") / bench / cname / f"r{r}"
@@ -206,6 +212,7 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
                                           on_episode=lambda rec, fresh=fresh: fresh.append(rec.id))  # type: ignore[misc]  # the default binds the loop value (B023)
                 outcome.new_episodes += len(fresh)
                 items = [await score_record(rec, bench, cname, r, judge, image_judge) for rec in records]
+                bar.update(len(lr.tasks))
                 pred = out / "predictions" / f"{bench}__{cname}__r{r}.jsonl"
                 _atomic_write_lines(pred, [it.model_dump_json() for it in items])
                 outcome.items += items
@@ -213,6 +220,7 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
                 outcome.prediction_files.append(pred)
                 if on_run is not None:
                     on_run(bench, cname, r, items)
+    bar.close()
     return outcome
 
 

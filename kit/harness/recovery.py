@@ -135,8 +135,18 @@ def _fast_check(spec):
 
 
 def _type_error_message(err) -> str:
+    if err.context:  # anyOf (a string or a list): the error of the branch of the value's own type
+        err = max((c for c in err.context if c.validator != "type"), default=err.context[0],
+                  key=lambda c: len(c.absolute_path))
     path = ".".join(str(p) for p in err.absolute_path) or "arguments"
-    return f"{path}: {err.message}"
+    # jsonschema's own messages repeat the whole value (a 400k-character query stays 400k long)
+    if err.validator in ("maxLength", "minLength") and isinstance(err.instance, str):
+        word = "over" if err.validator == "maxLength" else "under"
+        return f"{path}: {len(err.instance)} characters is {word} the {err.validator_value}-character limit"
+    if err.validator in ("maxItems", "minItems") and isinstance(err.instance, list):
+        word = "over" if err.validator == "maxItems" else "under"
+        return f"{path}: {len(err.instance)} items is {word} the {err.validator_value}-item limit"
+    return f"{path}: {err.message[:300]}"
 
 
 def repair_call(name: str, arguments: dict[str, Any], specs: dict[str, Any]) -> Repaired:

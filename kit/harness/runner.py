@@ -18,11 +18,10 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tqdm import tqdm
-
 from kit.harness.episode import EpisodeRecord, Task, json_safe
 from kit.harness.loop import Harness
 from kit.harness.parsing import scrub
+from kit.progress import progress as progress_bar
 
 EPISODES = "episodes.jsonl"
 
@@ -121,7 +120,7 @@ async def run_batch(harness: Harness | Callable[[Task, int], Harness], tasks: It
     writer = EpisodeWriter(out / EPISODES)
     todo = [(t, s) for t in tasks for s in range(samples) if episode_id(t, s) not in done]
     sem = asyncio.Semaphore(max(1, concurrency))
-    bar = tqdm(total=len(todo), desc="episodes", disable=not progress)
+    bar = progress_bar(total=len(todo), desc="episodes", unit="episode", disable=not progress)  # tqdm.auto, kit.progress
 
     async def one(task: Task, sample: int) -> EpisodeRecord:
         async with sem:

@@ -47,6 +47,16 @@ class Observation:
 # unknown). Kit choice: Qwen2/2.5-VL's 28 px (14-px patch x 2 merge); Qwen3-VL is 32 px (16 x 2).
 DEFAULT_VISION_TOKEN_PIXELS = 28
 
+# Bounds on the size of one tool argument, in characters: the native tools' JSON schemas
+# (kit.harness.tools) carry them as maxLength, so the harness's argument check, the MCP server's
+# inputSchema and serve-web's request models (kit.serve) refuse the same oversized input.
+# Kit choices: Serper and Google cap a query at 2,048 characters; 8,192 is the common URL ceiling
+# of HTTP servers; a registered image's file name is short (search_image_12.jpg).
+MAX_QUERY_CHARS = 2048
+MAX_URL_CHARS = 8192
+MAX_IMAGE_REF_CHARS = 256
+MAX_GOAL_CHARS = 4096
+
 
 def policy_vision_token_pixels(policy: Any) -> int:
     """Side in pixels of one vision token of ``policy`` (``patch_size * merge_size`` of its processor).
@@ -332,4 +342,5 @@ def tool(fn: Callable | None = None, *, name: str | None = None, description: st
     return build(fn) if fn is not None else build
 
 
-__all__ = ["Executor", "Observation", "ToolContext", "ToolSpec", "execute", "tool"]
+__all__ = ["MAX_GOAL_CHARS", "MAX_IMAGE_REF_CHARS", "MAX_QUERY_CHARS", "MAX_URL_CHARS", "Executor", "Observation",
+           "ToolContext", "ToolSpec", "execute", "tool"]

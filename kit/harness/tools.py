@@ -15,7 +15,18 @@ from urllib.parse import urlparse
 from kit.harness.errors import ImageError, ToolError
 from kit.harness.events import EventType
 from kit.harness.registry import RASTER_SUFFIXES
-from kit.harness.tool_spec import Executor, Observation, ToolContext, ToolSpec, execute, tool  # noqa: F401 (re-exported)
+from kit.harness.tool_spec import (  # noqa: F401 (re-exported)
+    MAX_GOAL_CHARS,
+    MAX_IMAGE_REF_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_URL_CHARS,
+    Executor,
+    Observation,
+    ToolContext,
+    ToolSpec,
+    execute,
+    tool,
+)
 from kit.recipes import paper_default
 from kit.types import BackendError, ImageHit
 
@@ -260,10 +271,9 @@ def _num(key: str) -> dict[str, Any]:
     return _NUM(r["min"], r["max"], r["default"])
 
 
-def _str_or_list(max_items: int, what: str) -> dict[str, Any]:
-    return {"anyOf": [{"type": "string", "minLength": 1, "pattern": r"\S"},
-                      {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"\S"}, "minItems": 1,
-                       "maxItems": max_items}],
+def _str_or_list(max_items: int, what: str, max_length: int) -> dict[str, Any]:
+    one = {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": r"\S"}
+    return {"anyOf": [one, {"type": "array", "items": dict(one), "minItems": 1, "maxItems": max_items}],
             "description": f"{what} (a string or a list of up to {max_items})"}
 
 
@@ -275,7 +285,7 @@ NATIVE_TOOLS: dict[str, ToolSpec] = {
             "web_search",
             "General web search. Returns titles, URLs, snippets and publication times; the query language "
             "selects the search locale automatically.",
-            {"type": "object", "properties": {"query": _str_or_list(_arg("web_search_queries"), "search query"),
+            {"type": "object", "properties": {"query": _str_or_list(_arg("web_search_queries"), "search query", MAX_QUERY_CHARS),
                                               "num": _num("web_search_num")},
              "required": ["query"]},
             web_search, refeed_limit=0,
@@ -287,7 +297,8 @@ NATIVE_TOOLS: dict[str, ToolSpec] = {
             "web_search_for_image",
             "Text-to-image search. Localizes thumbnails, returns their titles, domains and relative file "
             "names, and shows you up to four of the images directly.",
-            {"type": "object", "properties": {"query": _str_or_list(_arg("image_search_queries"), "image search query"),
+            {"type": "object", "properties": {"query": _str_or_list(_arg("image_search_queries"),
+                                                                     "image search query", MAX_QUERY_CHARS),
                                               "num": _num("image_search_num")},
              "required": ["query"]},
             web_search_for_image, refeed_limit="image_search_refeed",
@@ -301,7 +312,9 @@ NATIVE_TOOLS: dict[str, ToolSpec] = {
             "Reverse image search. Takes the relative file name of an image registered in this episode "
             "(or a list of up to 5) and returns related pages, an optional knowledge-graph match and "
             "thumbnails (up to five shown to you).",
-            {"type": "object", "properties": {"image": _str_or_list(_arg("reverse_search_images"), "registered relative image file name"),
+            {"type": "object", "properties": {"image": _str_or_list(_arg("reverse_search_images"),
+                                                                     "registered relative image file name",
+                                                                     MAX_IMAGE_REF_CHARS),
                                               "num": _num("reverse_search_num")},
              "required": ["image"]},
             web_search_based_on_image, refeed_limit="reverse_search_refeed",
@@ -316,9 +329,11 @@ NATIVE_TOOLS: dict[str, ToolSpec] = {
             "Fetches HTML or PDF pages and returns a goal-conditioned Markdown summary per URL (at most "
             "5,000 characters each); up to five page images are saved and shown to you.",
             {"type": "object", "properties": {
-                "urls": {"type": "array", "items": {"type": "string", "minLength": 1, "pattern": r"\S"}, "minItems": 1,
+                "urls": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": MAX_URL_CHARS,
+                                                   "pattern": r"\S"}, "minItems": 1,
                          "maxItems": _arg("extract_urls"), "description": f"up to {_arg('extract_urls')} URLs"},
-                "goal": {"type": "string", "description": "what to look for on the pages (optional)"}},
+                "goal": {"type": "string", "maxLength": MAX_GOAL_CHARS,
+                         "description": "what to look for on the pages (optional)"}},
              "required": ["urls"]},
             web_extract, persist_exempt=True, refeed_limit="extract_refeed",
             aliases=("extract", "fetch", "browse", "open_url", "visit", "read_url", "web_fetch", "fetch_url",

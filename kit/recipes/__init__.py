@@ -25,6 +25,12 @@ class from the section (an unknown key or a bad value fails at load).
 A file is refused (:class:`RecipeError`) when it is over :data:`MAX_RECIPE_BYTES`, not UTF-8, repeats a key
 or uses YAML aliases, gives a non-finite number, or has an ``rl_run.stages`` schedule that does not resolve.
 
+Every key must be known (:mod:`kit.recipes.sections`: the config class's fields, ``rl_rollout``'s are
+:class:`~kit.harness.config.HarnessConfig`'s, the other sections' are declared there with strict types: a bool
+is not a number, a step count is >= 1); an unknown section or key, in a recipe or an overlay, is a
+:class:`RecipeError` naming the file and the nearest known key. ``harness.tools_enabled`` / ``tool_set`` are
+checked against the tool registry, and YAML nested thousands deep is a :class:`RecipeError`.
+
 Sections without a config class: ``schedules`` (named RL stage schedules, :meth:`Recipe.schedule`, resolved by
 :func:`kit.rl.staging.resolve_schedule`: WeAgent's ``weagent`` is one stage at Table 5's budgets), ``verl``
 (the verl launch's constants, :mod:`kit.rl.verl.recipe_config`), ``tool_args`` / ``sft_data`` / ``advantage``
@@ -160,6 +166,8 @@ def _raw(name: str) -> dict[str, Any]:
         raise RecipeError(f"{path.name}: not UTF-8 text: {e}") from None
     except yaml.YAMLError as e:
         raise RecipeError(f"{path.name}: not valid YAML: {e}") from None
+    except RecursionError:  # thousands of nested [ or {: no recipe value is that deep
+        raise RecipeError(f"{path.name}: nested too deeply (a recipe value is a few levels deep)") from None
     if not isinstance(data, dict) or data.get("name") != name:
         raise RecipeError(f"{path.name}: a mapping whose 'name' is {name!r} expected")
     for k in ("title", "paper", "description", "extends"):
@@ -209,6 +217,8 @@ def _entry(recipe: str, key: str, e: Any) -> Entry:
         return Entry(**e, origin=recipe)
     except ValueError as err:
         raise RecipeError(f"{recipe}.yaml: {key}: {err}") from None
+    except RecursionError:  # _finite walks the value
+        raise RecipeError(f"{recipe}.yaml: {key}: value nested too deeply") from None
 
 
 def paper_default(key: str, recipe: str = "weagent_mmsearch") -> Any:
@@ -274,11 +284,7 @@ class Recipe:
 
     def build(self, section: str, **overrides: Any) -> Any:
         """The config object of ``section`` (:data:`SECTION_MODELS`) from the recipe with ``overrides``."""
-        if section not in SECTION_MODELS:
-            raise RecipeError(f"section {section!r} has no config class; known: {sorted(SECTION_MODELS)}")
-        mod, cls = SECTION_MODELS[section].split(":")
-        model = getattr(importlib.import_module(mod), cls)
-        return model(**{**self.section(section), **overrides})
+        return _model(section)(**{**self.section(section), **overrides})
 
     def harness(self, **overrides: Any):
         """The recipe's :class:`~kit.harness.config.HarnessConfig` with ``overrides``."""
@@ -308,13 +314,47 @@ class Recipe:
         return [Stage(**s) for s in spec]
 
     def validate(self) -> Recipe:
-        """Build every section's config class and the stage list; raises :class:`RecipeError` on the first
-        failure (naming the recipe and section). Returns ``self``."""
-        for section in sorted({k.split(".", 1)[0] for k in self.entries} & set(SECTION_MODELS)):
+        """Check every key is known (:mod:`kit.recipes.sections`: a config class's fields or a declared key
+        list; an overlay's too), bools are not numbers, then build every section's config class, its tools
+        (against the tool registry) and the stage lists; raises :class:`RecipeError` on the first failure
+        (naming the recipe, the file and the key). Returns ``self``."""
+        from kit.recipes.sections import SECTION_KEYS, bool_problem, check_keys, section_problem
+
+        problem = check_keys(self.entries, SECTION_MODELS, {k: e.origin for k, e in self.entries.items()})
+        if problem:
+            raise RecipeError(f"recipe {self.label}: {problem}")
+        present = {k.split(".", 1)[0] for k in self.entries}
+        for section in sorted(present & set(SECTION_KEYS)):
+            bad = section_problem(section, self.section(section))
+            if bad:
+                raise RecipeError(f"recipe {self.label}: {self.entries[bad[0]].origin if bad[0] in self.entries else '?'}"
+                                  f".yaml: {bad[1]}")
+        for section in sorted(present & {*SECTION_MODELS, "rl_rollout"}):
+            model = _model("harness" if section == "rl_rollout" else section)
+            problem = bool_problem(model, self.section(section), section)
+            if problem:
+                raise RecipeError(f"recipe {self.label}: {problem}")
+        for section in sorted(present & set(SECTION_MODELS)):
             try:
                 self.build(section)
             except Exception as e:  # pydantic ValidationError and config checks: report as a recipe error
                 raise RecipeError(f"recipe {self.label}: section {section!r}: {e}") from None
+        if present & {"harness", "rl_rollout"}:  # a tool name the registry lacks fails here, not at harness build
+            from kit.harness.toolsets import config_tool_specs
+
+            for where, over in (("harness", {}), ("rl_rollout", self.section("rl_rollout"))):
+                try:
+                    config_tool_specs(self.harness(**over))
+                except Exception as e:
+                    raise RecipeError(f"recipe {self.label}: {where}: tools: {e}") from None
+        from kit.rl.staging import Stage
+
+        lists = [("stages", self.get("stages", []))] + [(f"schedules.{n}", v) for n, v in self.section("schedules").items()]
+        for where, spec in lists:
+            for i, st in enumerate(spec if isinstance(spec, list) else []):
+                problem = bool_problem(Stage, st, f"{where}[{i}]") if isinstance(st, dict) else None
+                if problem:
+                    raise RecipeError(f"recipe {self.label}: {problem}")
         try:
             self.stages()
         except Exception as e:
@@ -350,6 +390,14 @@ class Recipe:
         """JSON-ready resolved view (``kit.cli recipe NAME --json``)."""
         return {"name": self.name, "overlays": list(self.overlays), "title": self.title, "paper": self.paper,
                 "values": self.rows()}
+
+
+def _model(section: str) -> Any:
+    """The config class of ``section`` (:data:`SECTION_MODELS`). Raises :class:`RecipeError`."""
+    if section not in SECTION_MODELS:
+        raise RecipeError(f"section {section!r} has no config class; known: {sorted(SECTION_MODELS)}")
+    mod, cls = SECTION_MODELS[section].split(":")
+    return getattr(importlib.import_module(mod), cls)
 
 
 def _row(e: Entry) -> dict[str, Any]:
@@ -406,7 +454,11 @@ def recipes_markdown() -> str:
              "`RescueConfig`, the clip ranges, reward weights and evaluation protocols) take their defaults from "
              "these files. `schedules.NAME` rows are named RL stage schedules (`-p stages NAME` in notebook 05, "
              "`SCHEDULE=NAME` for `scripts/launch_verl.sh`); `verl.*` rows are the verl launch's constants; "
-             "`paper_only.*` rows are values the paper states that the kit records but does not run.", ""]
+             "`paper_only.*` rows are values the paper states that the kit records but does not run. "
+             "Every key is checked at load (`kit.recipes.sections`): a config section's keys are its class's "
+             "fields, the other sections' keys are declared with strict types (a bool is not a number; step "
+             "counts and sizes are >= 1), and an unknown section or key, in a recipe or an overlay, fails "
+             "naming the nearest known one.", ""]
     for name in recipe_names():
         r = load_recipe(name)
         lines += [f"## `{name}`: {r.title}", ""]

@@ -4,7 +4,7 @@ Plain text: one line per value, ``key  kit value  paper value  [origin] source; 
 paper column is ``—`` where the paper states none. With ``--preflight`` a value the overlay replaces also shows
 the recipe's own value (``preflight 3 <- recipe 20 [weagent_mmsearch]``). ``--json``: :meth:`Recipe.as_dict`,
 every row with value, paper, source, kit, origin and ``replaced`` (the recipe's own entry under an overlay).
-``--verl`` / ``--verl-stages``: :mod:`kit.rl.verl.recipe_config` (``--stages``: a named schedule such as
+``--verl`` / ``--verl-stages``: :mod:`kit.rl.verl.recipe_config` (``--stages``, refused without them: a named schedule such as
 ``weagent`` or a stage list, default the recipe's ``rl_run.stages``).
 """
 
@@ -52,7 +52,18 @@ def _kit(row: dict[str, Any]) -> str:
 
 
 def cmd_recipe(args) -> int:
-    """The ``recipe`` subcommand (exit 0; 2 on a bad recipe, stage or schedule, message on stderr)."""
+    """The ``recipe`` subcommand (exit 0; 2 on a bad recipe, stage or schedule, message on stderr; 2 when
+    ``--stage`` is given without ``--verl`` or ``--stages`` without ``--verl``/``--verl-stages``: the plain
+    table has no stage to apply them to)."""
+    stage, stages = getattr(args, "stage", None), getattr(args, "stages", None)
+    if stage is not None and not args.verl:
+        print(f"recipe: --stage {stage} selects the RL stage of a verl launch: add --verl "
+              "(the plain table lists the recipe's values, not one stage's)", file=sys.stderr)
+        return 2
+    if stages is not None and not (args.verl or args.verl_stages):
+        print(f"recipe: --stages {stages} sets the schedule of a verl launch: add --verl or --verl-stages "
+              "(the plain table shows the recipe's rl_run.stages)", file=sys.stderr)
+        return 2
     try:
         r = load_recipe(args.name, ("preflight",) if args.preflight else ())
     except RecipeError as e:

@@ -84,20 +84,53 @@ def tasks_from_rl_rows(rows, image_dir: str | Path) -> list[Task]:
     return out
 
 
+def _task_line(p: Path, i: int, line: str | bytes) -> Task:
+    """Line ``i`` of ``p`` as an RL prompt (a :class:`Task` with a reference answer); one reader for
+    :func:`load_rl_prompts` and :func:`rl_prompts_problem`. Raises :class:`RLPromptError`."""
+    try:
+        t = Task.model_validate_json(line)
+    except ValueError as e:
+        raise RLPromptError(f"{p}:{i}: not a task: {str(e).splitlines()[0]}") from None
+    if not [a for a in t.answers if str(a).strip()]:
+        raise RLPromptError(f"{p}:{i}: task {t.id} has no reference answer (RL needs a judgeable target)")
+    return t
+
+
 def _read_jsonl(p: Path) -> list[Task]:
     tasks = []
     with open(p, encoding="utf-8") as f:
         for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                t = Task.model_validate_json(line)
-            except ValueError as e:
-                raise RLPromptError(f"{p}:{i}: not a task: {str(e).splitlines()[0]}") from None
-            if not [a for a in t.answers if str(a).strip()]:
-                raise RLPromptError(f"{p}:{i}: task {t.id} has no reference answer (RL needs a judgeable target)")
-            tasks.append(t)
+            if line.strip():
+                tasks.append(_task_line(p, i, line))
     return tasks
+
+
+MAX_CHECK_LINE_BYTES = 16 * 1024 * 1024  # rl_prompts_problem reads one line; a ZIM or binary file has no newline
+
+
+def _first_task_problem(p: Path) -> str | None:
+    """Why the first non-blank line of the ``.jsonl`` file ``p`` is not an RL prompt, or None."""
+    if p.suffix.lower() != ".jsonl":  # a ZIM archive, a parquet file ... is "a file" to _locate
+        return f"rl_prompts file {str(p)!r} is not a .jsonl of tasks ({_FORMS})"
+    try:
+        with open(p, "rb") as f:
+            for i in range(1, 10_001):  # blank lines first: still bounded
+                line = f.readline(MAX_CHECK_LINE_BYTES)
+                if not line:
+                    return f"rl_prompts file {str(p)!r} is empty: no RL prompt in it ({_FORMS})"
+                if len(line) >= MAX_CHECK_LINE_BYTES and not line.endswith(b"\n"):
+                    return f"{p}:{i}: not a task: a line over {MAX_CHECK_LINE_BYTES:,} bytes (not a task .jsonl)"
+                if line.strip():
+                    try:
+                        _task_line(p, i, line.decode("utf-8"))
+                    except UnicodeDecodeError:
+                        return f"{p}:{i}: not a task: not UTF-8 text"
+                    except RLPromptError as e:
+                        return str(e)
+                    return None
+    except OSError as e:
+        return f"rl_prompts file {str(p)!r} cannot be read: {e}"
+    return f"rl_prompts file {str(p)!r} starts with 10,000 blank lines: no RL prompt found"
 
 
 def _locate(p: Path) -> tuple[str, Path] | None:
@@ -122,10 +155,12 @@ _FORMS = ("expected a task .jsonl (notebook 02's splits/rl_prompts.jsonl), noteb
 
 
 def rl_prompts_problem(source: str | Path) -> str | None:
-    """Why :func:`load_rl_prompts` cannot read ``source`` (one line), or None; offline, nothing is loaded:
+    """Why :func:`load_rl_prompts` cannot read ``source`` (one line), or None; offline, nothing is downloaded:
     a ``hub:`` reference must be a well-formed dataset reference (downloaded by the notebook), a local path
-    must hold one of the forms of the module docstring. Used by ``python -m kit.cli notebook 05`` before
-    the kernel starts."""
+    must hold one of the forms of the module docstring; a task file must be a ``.jsonl`` whose first
+    non-blank line is a task with a reference answer (an empty, non-JSON or non-task file is refused; the
+    rest of the file is read by the notebook). Used by ``python -m kit.cli notebook 05`` before the kernel
+    starts."""
     from kit.hub.download import _REF
 
     source = str(source)
@@ -139,8 +174,12 @@ def rl_prompts_problem(source: str | Path) -> str | None:
     p = Path(source).expanduser()
     if not p.exists():
         return f"rl_prompts={source!r} does not exist ({_FORMS})"
-    if _locate(p) is None:
+    found = _locate(p)
+    if found is None:
         return f"no RL prompts at rl_prompts={source!r}: {_FORMS}"
+    if found[0] == "jsonl":  # the first record is read: an empty, non-JSON or non-task file stops here
+        problem = _first_task_problem(found[1])
+        return f"rl_prompts={source!r}: {problem}" if problem else None
     return None
 
 
@@ -157,6 +196,8 @@ def load_rl_prompts(source: str | Path, image_dir: str | Path, *, limit: int | N
     if found is None:
         raise RLPromptError(f"no RL prompts at {source}: {_FORMS}")
     kind, p = found
+    if kind == "jsonl" and p.suffix.lower() != ".jsonl":  # as rl_prompts_problem: a ZIM is not a task file
+        raise RLPromptError(f"no RL prompts at {source}: {p.name} is not a .jsonl of tasks ({_FORMS})")
     if kind == "jsonl":
         tasks = _read_jsonl(p)
     elif kind == "arrow":

@@ -106,7 +106,8 @@ def seeded_factory(policy: Policy, backend: SearchBackend, config: HarnessConfig
 
 async def rollout_groups(harness: Harness | Callable[[Task, int], Harness], tasks: list[Task], group_size: int,
                          out_dir: str | Path, *, judge: Judge, spec: AlgorithmSpec, concurrency: int | None = None,
-                         judge_timeout_s: float | None = 60.0, protocol: str | None = None) -> RolloutBatch:
+                         judge_timeout_s: float | None = 60.0, protocol: str | None = None,
+                         progress: bool = True) -> RolloutBatch:
     """Sample ``group_size`` trajectories per task concurrently, score and check them.
 
     Args:
@@ -117,6 +118,7 @@ async def rollout_groups(harness: Harness | Callable[[Task, int], Harness], task
         concurrency: concurrent episodes (default: all of them: ``len(tasks)·group_size``).
         protocol: the episodes' turn protocol for the format reward (None: the harness's config's, or
             WeAgent's for a factory).
+        progress: a progress bar over the episodes (:mod:`kit.progress`).
     Raises:
         ValueError: ``group_size < 1`` or duplicate task ids.
     """
@@ -124,7 +126,7 @@ async def rollout_groups(harness: Harness | Callable[[Task, int], Harness], task
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     t0 = time.perf_counter()
     records = await run_batch(harness, tasks, out_dir, samples=group_size,
-                              concurrency=concurrency or max(1, len(tasks) * group_size), progress=False)
+                              concurrency=concurrency or max(1, len(tasks) * group_size), progress=progress)
     wall = time.perf_counter() - t0
     by_id = {r.id: r for r in records}
     t1 = time.perf_counter()

@@ -148,6 +148,8 @@ class RLTrainer:
         labels: stored on every episode record (``"smoke"`` for tiny models).
         summarizer: web_extract's summarizer in the rollouts (:func:`kit.harness.summarize.make_summarizer`;
             None: extractive).
+        report_to: experiment tracking of every ``metrics.jsonl`` row under its step (:mod:`kit.tracking`:
+            ``"none"`` | ``"tensorboard"`` | ``"trackio"`` | ``"wandb"``), written to ``out_dir/tracking``.
     Raises:
         ValueError: no tasks, an OPD stage without a teacher, bad settings, or a harness config the algorithm
             refuses (``fa_gspo`` with ``self_recovery=False``, ``gspo`` with an explicit ``True``).
@@ -156,7 +158,7 @@ class RLTrainer:
     def __init__(self, model_path: str | Path, backend: SearchBackend, tasks: list[Task], out_dir: str | Path,
                  cfg: RLConfig | None = None, *, stages: list[Stage] | None = None, rescue: RescueConfig | None = None,
                  judge=None, teacher=None, harness_config: HarnessConfig | None = None,
-                 labels: list[str] | tuple[str, ...] = (), summarizer=None):
+                 labels: list[str] | tuple[str, ...] = (), summarizer=None, report_to: str = "none"):
         import torch
 
         from kit.policy.transformers_policy import TransformersPolicy
@@ -197,6 +199,10 @@ class RLTrainer:
             raise ValueError("no trainable parameters")
         self.opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self.log = RunLog(self.out / "run_log.jsonl")
+        from kit.tracking import Tracker
+
+        self.tracker = Tracker(report_to, self.out / "tracking", run_name=self.out.name,
+                               config={"rl": self.cfg.model_dump(), "stages": [s.model_dump() for s in stages]})
         self.schedule = StageSchedule(stages, rescue, self.log, temperature=self.cfg.temperature)
         self.step = 0
         self.history: list[dict[str, Any]] = []
@@ -234,10 +240,17 @@ class RLTrainer:
         return [self.tasks[(step * p + j) % len(self.tasks)] for j in range(min(p, len(self.tasks)))]
 
     async def train(self, steps: int) -> list[dict[str, Any]]:
-        """Run ``steps`` more steps (resumed runs continue their count). Returns their metrics."""
+        """Run ``steps`` more steps (resumed runs continue their count). Returns their metrics.
+        A progress bar (:mod:`kit.progress`) counts the steps and shows the last reward and stage."""
+        from kit.progress import progress
+
         out = []
-        for _ in range(steps):
-            out.append(await self.train_step())
+        with progress(total=steps, desc="RL steps", unit="step", initial=0) as bar:
+            for _ in range(steps):
+                m = await self.train_step()
+                out.append(m)
+                bar.set_postfix(stage=m.get("stage"), reward=m.get("rollout_reward_mean"), refresh=False)
+                bar.update(1)
         return out
 
     async def train_step(self) -> dict[str, Any]:
@@ -265,9 +278,13 @@ class RLTrainer:
             self.log.write(R.SKIP, step, stage=stage.name, reason=m["skipped"], exclusions=m.get("exclusions"),
                            groups=m.get("groups"))
         self.log.write(R.STEP, step, **{k: v for k, v in m.items() if k not in ("recovery", "step")})
+        events = self.schedule.observe(step, m.get("rollout_reward_mean"), m.get("entropy_mean"))
+        rescues = [e for e in events if e["type"] == R.RESCUE]
+        m["rescues"] = len(rescues)  # Long-MDR entropy rescues this step (details in run_log.jsonl)
+        if rescues:
+            m["rescue_action"] = ",".join(str(e.get("action")) for e in rescues)
         self._append_metrics(m)
         self.history.append(m)
-        events = self.schedule.observe(step, m.get("rollout_reward_mean"), m.get("entropy_mean"))
         self.step += 1
         if any(e["type"] == R.RESCUE and e["action"] == "rollback" for e in events):
             self._rollback()
@@ -276,8 +293,12 @@ class RLTrainer:
         return m
 
     def _append_metrics(self, m: dict[str, Any]) -> None:
+        """Append ``m`` to ``metrics.jsonl`` and log the same row, at its ``step``, to the tracker."""
         with open(self.out / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(m, default=_nan_none) + "\n")
+        if self.tracker.active and isinstance(m.get("step"), int):
+            self.tracker.log(m, m["step"])
+            self.tracker.flush()  # a crash loses no logged step
 
     def _healthy(self, m) -> bool:
         r = self.schedule.rescue

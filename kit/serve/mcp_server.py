@@ -279,11 +279,18 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 def http_app(server: McpToolServer, *, host: str = "127.0.0.1", api_key: str | None = None):
     """The streamable-HTTP ASGI app (path ``/mcp``) of ``server``. With ``api_key`` every request needs
-    ``Authorization: Bearer <key>`` (or ``X-API-Key: <key>``); a missing or wrong key is HTTP 401 with a JSON
-    error. Loopback hosts keep the SDK's DNS-rebinding protection. The episodes are closed when the app's
-    lifespan ends (server shutdown)."""
-    import hmac
+    ``Authorization: Bearer <key>`` (any case of ``Bearer``) or ``X-API-Key: <key>``, compared as bytes
+    (:mod:`kit.serve.auth`); a missing or wrong key is HTTP 401 with a JSON error. Loopback hosts keep the
+    SDK's DNS-rebinding protection. The episodes are closed when the app's lifespan ends (server shutdown).
+
+    Raises:
+        ValueError: ``api_key`` is empty or not visible ASCII (it could never match).
+    """
     import json
+
+    from kit.serve.auth import check_api_key, key_matches
+
+    check_api_key(api_key, "api_key")
 
     app = server.lowlevel(default_key=_session_key).streamable_http_app(host=host)
     denied = json.dumps({"error": "unauthorized", "message": "missing or wrong API key"}).encode()
@@ -297,9 +304,7 @@ def http_app(server: McpToolServer, *, host: str = "127.0.0.1", api_key: str | N
 
             return await app(scope, receive, send_closing)
         if scope["type"] == "http" and api_key is not None:  # refuse before the MCP app sees the request
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
-            if not hmac.compare_digest(given.encode(), api_key.encode()):
+            if not key_matches(scope.get("headers", []), api_key):
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
                 await send({"type": "http.response.body", "body": denied})

@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any
 
+from kit.serve._args import port, positive_int
+
 DEFAULT_PORT = 8321
 API_KEY_ENV = "KIT_SERVE_API_KEY"
 
@@ -61,23 +63,27 @@ def add_parser(sub) -> None:
     sp = sub.add_parser("serve-web", help="serve the local web over HTTP in Serper / Jina-reader JSON shapes")
     sp.add_argument("zim", nargs="*", help="ZIM archives (default: every archive of the shared data folder)")
     sp.add_argument("--host", default="127.0.0.1", help="bind address (non-loopback needs --api-key)")
-    sp.add_argument("--port", type=int, default=DEFAULT_PORT)
+    sp.add_argument("--port", type=port, default=DEFAULT_PORT)
     sp.add_argument("--api-key", default=None, help=f"required X-API-KEY (default ${API_KEY_ENV})")
     sp.add_argument("--cache", default=None, help="tool-cache SQLite file (default <kit cache>/serve_web/cache.sqlite)")
     sp.add_argument("--cache-mode", default="readwrite", choices=["readwrite", "readonly", "off"])
     sp.add_argument("--public-url", default=None, help="base URL of the links handed out (e.g. the load balancer's)")
-    sp.add_argument("--max-body-bytes", type=int, default=None, help="largest request body (default 8 MiB)")
+    sp.add_argument("--max-body-bytes", type=positive_int, default=None, help="largest request body (default 8 MiB)")
     sp.add_argument("--rate", type=float, default=None, help="requests/s per client (default 500; 0: unbounded)")
-    sp.add_argument("--burst", type=int, default=None, help="requests a client may send at once (default 1000)")
+    sp.add_argument("--burst", type=positive_int, default=None, help="requests a client may send at once (default 1000)")
     sp.add_argument("--index-dir", default=None, help="index cache root (default <kit cache>/zim_index)")
 
 
 def cmd(args) -> int:
-    """Run the service until interrupted; 2 on a refused bind or bad limits."""
+    """Run the service until interrupted; 2 on a refused bind, a bad key or limits, or archives that
+    cannot be opened (missing, corrupt: one line on stderr, no traceback)."""
+    from kit.serve.auth import check_api_key
     from kit.serve.web_service import ServiceLimits
+    from kit.web.zim import ZimError
 
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     try:
+        check_api_key(api_key, "--api-key" if args.api_key else f"${API_KEY_ENV}")
         check_bind(args.host, api_key)
         given = {k: v for k, v in (("max_body_bytes", args.max_body_bytes), ("rate_per_s", args.rate),
                                    ("burst", args.burst)) if v is not None}
@@ -87,8 +93,12 @@ def cmd(args) -> int:
         return 2
     import uvicorn
 
-    app, web = build_app(args.zim, api_key=api_key, cache_path=args.cache, cache_mode=args.cache_mode,
-                         public_url=args.public_url, limits=limits, index_dir=args.index_dir)
+    try:
+        app, web = build_app(args.zim, api_key=api_key, cache_path=args.cache, cache_mode=args.cache_mode,
+                             public_url=args.public_url, limits=limits, index_dir=args.index_dir)
+    except (ZimError, OSError) as e:  # a missing or corrupt archive, an unwritable cache: say which
+        print(f"serve-web: {e}", file=sys.stderr)
+        return 2
     print(f"serve-web: {len(web.archives)} archive(s) on http://{args.host}:{args.port} "
           f"({'key required' if api_key else 'no key'})", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import io
 import logging
 import time
@@ -48,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -56,6 +55,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kit.harness.tool_spec import MAX_QUERY_CHARS, MAX_URL_CHARS
+from kit.serve.auth import check_api_key, key_matches, request_key
 from kit.types import BackendError, ImageHit, RequestRejected, SearchBackend, SearchHit
 
 log = logging.getLogger(__name__)
@@ -102,24 +103,33 @@ def error_response(status: int, message: str, headers: dict[str, str] | None = N
 
 
 # ---------------------------------------------------------------------------------------- requests
+def _no_bool(value: Any) -> Any:
+    # pydantic's lax int takes true as 1: a JSON boolean is never a count
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not a boolean")
+    return value
+
+
 class SearchRequest(BaseModel):
     """Body of ``/search`` and ``/images`` (Serper's; other Serper fields are accepted and ignored)."""
 
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
-    q: str = Field(min_length=1, max_length=2048)
+    q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)  # the harness's bound (kit.harness.tool_spec)
     num: int = Field(10, ge=1, le=MAX_NUM)
     gl: str = Field("us", max_length=16)
     hl: str = Field("en", max_length=16)
+    _num_not_bool = field_validator("num", mode="before")(_no_bool)
 
 
 class LensRequest(BaseModel):
     """JSON body of ``/lens``: an image URL of this service (or ``zim://``) and the result count."""
 
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
-    url: str = Field(min_length=1, max_length=8192)
+    url: str = Field(min_length=1, max_length=MAX_URL_CHARS)
     num: int = Field(10, ge=1, le=MAX_NUM)
     gl: str = Field("us", max_length=16)
     hl: str = Field("en", max_length=16)
+    _num_not_bool = field_validator("num", mode="before")(_no_bool)
 
 
 def _validation_message(err: ValidationError) -> tuple[str, list[dict[str, Any]]]:
@@ -165,13 +175,13 @@ class _Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
+        key = request_key(scope["headers"]).decode("latin-1")
         answer = None
         # Open without the key: load-balancer probes, and the archive entries that result links and
         # imageUrl point to (generic image downloaders send no key; the entries are the archive's
         # public content, still rate-bound). Search, reader, lens and upload need it.
         open_path = scope["path"] == "/health" or scope["path"].startswith("/zim/")
-        if self.api_key and not open_path and not hmac.compare_digest(key.encode(), self.api_key.encode()):
+        if self.api_key and not open_path and not key_matches(scope["headers"], self.api_key):
             answer = error_response(403, "Unauthorized.")  # Serper's answer to a bad key
         else:
             client = f"{key}@{(scope.get('client') or ('?', 0))[0]}"
@@ -211,6 +221,8 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as e:
         raise ServiceError(400, f"malformed JSON body: {e}") from None
+    except RecursionError:  # e.g. "[" * 100000: the parser's stack, not the service, gives up
+        raise ServiceError(400, "malformed JSON body: nested too deeply") from None
     if not isinstance(data, dict):
         raise ServiceError(400, f"the JSON body must be an object, got {type(data).__name__}")
     return data
@@ -289,11 +301,16 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
             passes ``CachedBackend(web, cache)`` (the exact-match cache in front).
         api_key: required as ``X-API-KEY`` (or ``Authorization: Bearer``) on every route but
             ``/health`` when set; ``None``: any key is accepted (loopback use; the CLI refuses a
-            non-loopback bind without one).
+            non-loopback bind without one). The ``Bearer`` scheme is case-insensitive; keys are
+            compared as bytes (:mod:`kit.serve.auth`).
         limits: :class:`ServiceLimits` (body size, per-client rate, uploads).
         public_url: base of the links handed out (e.g. the load balancer's URL); default the
             request's own base URL.
+
+    Raises:
+        ValueError: ``api_key`` is empty or not visible ASCII (:func:`kit.serve.auth.check_api_key`).
     """
+    check_api_key(api_key, "api_key")
     backend = backend or web
     limits = limits or ServiceLimits()
     uploads = _Uploads(limits.max_uploads)
@@ -422,9 +439,10 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
             mime, data = await entry_bytes("zim://" + _raw_tail(request, "/zim/"))
         except BackendError as e:
             raise ServiceError(404, str(e)) from None
-        headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}
-        if mime == "text/html":  # archive HTML is shown, never run, on the service's origin
-            headers["Content-Security-Policy"] = "sandbox"
+        # Every entry, whatever its type: archive HTML, SVG, JS or XML is shown, never run, on the
+        # service's origin (a sniffed or mislabelled entry too).
+        headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff",
+                   "Content-Security-Policy": "sandbox"}
         return Response(data, media_type=mime, headers=headers)
 
     async def health(request: Request) -> Response:

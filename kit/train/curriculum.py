@@ -71,13 +71,35 @@ def train_sft_curriculum(model_path: str | Path, records: list[EpisodeRecord], e
     Raises:
         ValueError: no records or no examples, or no compacted record can be encoded (stage 1).
     """
-    from kit.models.processor import load_image_only_processor
-    from kit.train.sft import train_sft
-    from kit.train.sft_data import SFTEncoder
+    from kit.tracking import Tracker
 
     if not records or not examples:
         raise ValueError(f"nothing to train on: {len(records)} records, {len(examples)} full-context examples")
     out = Path(out_dir)
+    # one tracker for both stages, at the global steps of the returned rows (out_dir/tracking)
+    with Tracker(cfg.report_to, out / "tracking", run_name=out.name, config={"sft": cfg.to_dict()}) as tracker:
+        short, full = _stages(model_path, records, examples, out, cfg, short_context_epochs, short_cfg, backend,
+                              system_chars, observation_chars, resume, tracker)
+    rows, offset = [], 0
+    for name, res in (("short", short), ("full", full)):
+        if res is None:
+            continue
+        hist = [h for h in res.log_history if "loss" in h]
+        rows += [{**h, "stage": name, "stage_step": h["step"], "step": h["step"] + offset} for h in hist]
+        offset += _last_step(res)
+    return {"short": short, "full": full, "log": rows}
+
+
+def _last_step(res) -> int:
+    return max((h["step"] for h in res.log_history if "step" in h), default=0)
+
+
+def _stages(model_path, records, examples, out: Path, cfg, short_context_epochs, short_cfg, backend, system_chars,
+            observation_chars, resume, tracker):
+    from kit.models.processor import load_image_only_processor
+    from kit.train.sft import train_sft
+    from kit.train.sft_data import SFTEncoder
+
     short = None
     start = Path(model_path)
     if short_context_epochs > 0:
@@ -88,14 +110,9 @@ def train_sft_curriculum(model_path: str | Path, records: list[EpisodeRecord], e
             raise ValueError(f"no compacted record could be encoded: {report.as_dict()}")
         # model_validate, not model_copy(update=): the epochs come from the caller and must be checked
         scfg = short_cfg or type(cfg).model_validate({**cfg.model_dump(), "epochs": short_context_epochs, "max_steps": -1})
-        short = train_sft(model_path, short_ex, out / "short", scfg, backend=backend, resume=resume)
+        short = train_sft(model_path, short_ex, out / "short", scfg, backend=backend, resume=resume,
+                          tracker=tracker, stage="short")
         start = short.output_dir / "final"
-    full = train_sft(start, examples, out / "full", cfg, backend=backend, resume=resume)
-    rows, offset = [], 0
-    for name, res in (("short", short), ("full", full)):
-        if res is None:
-            continue
-        hist = [h for h in res.log_history if "loss" in h]
-        rows += [{**h, "stage": name, "stage_step": h["step"], "step": h["step"] + offset} for h in hist]
-        offset += max((h["step"] for h in res.log_history if "step" in h), default=0)
-    return {"short": short, "full": full, "log": rows}
+    full = train_sft(start, examples, out / "full", cfg, backend=backend, resume=resume, tracker=tracker,
+                     step_offset=_last_step(short) if short is not None else 0, stage="full")
+    return short, full

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from kit.recipes import paper_default as _P  # defaults: kit/recipes/weagent_mmsearch.yaml, section sft
 from kit.train.sft_data import SFTCollator, SFTExample
@@ -102,10 +102,22 @@ class SFTTrainConfig(BaseModel):
     save_steps: int = 500
     save_total_limit: int = 2
     seed: int = 0
-    report_to: list[str] = Field(default_factory=list)
+    report_to: str = "none"  # kit.tracking back end: "none" | "tensorboard" | "trackio" | "wandb" (RUN/tracking)
     loss_normalization: LossNormalization = _P("sft.loss_normalization")  # see module doc; POINTS-Seeker: "sample_sum"
     packing: bool = False  # pack each micro-batch into rows of <= max_packed_tokens (kit.train.packing)
     max_packed_tokens: int = POINTS_SEEKER_SFT["max_packed_tokens"]
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _report_to(cls, v: Any) -> str:
+        # older configs held TrainingArguments' list ([] or ["tensorboard"]); one back end at a time now
+        if isinstance(v, list | tuple):
+            if len(v) > 1:
+                raise ValueError(f"report_to takes one back end (kit.tracking), got {list(v)!r}")
+            v = v[0] if v else "none"
+        from kit.tracking import check_report_to
+
+        return check_report_to(v)
 
     @model_validator(mode="after")
     def _check(self) -> SFTTrainConfig:
@@ -333,11 +345,28 @@ def _trainer_class():
     return AgenticSFTTrainer
 
 
+def tracking_callback(tracker, *, step_offset: int = 0, extra: dict[str, Any] | None = None):
+    """A ``transformers.TrainerCallback`` that logs every log row of the trainer (``loss``, ``grad_norm``,
+    ``learning_rate``, ``tokens_per_s``, ``masked_token_share``, eval and summary rows: what
+    ``state.log_history`` keeps) to a :class:`kit.tracking.Tracker` at ``global_step + step_offset``,
+    with ``extra`` (e.g. ``{"stage": "short"}``) added to each row."""
+    from transformers import TrainerCallback
+
+    class TrackingCallback(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and state.is_world_process_zero:
+                tracker.log({**logs, **(extra or {})}, state.global_step + step_offset)
+                tracker.flush()
+
+    return TrackingCallback()
+
+
 def make_trainer(model, examples: list[SFTExample], pad_token_id: int, out_dir: str | Path, cfg: SFTTrainConfig,
-                 eval_examples: list[SFTExample] | None = None, processing_class=None):
+                 eval_examples: list[SFTExample] | None = None, processing_class=None, callbacks=None):
     """Build the TRL trainer (also used on top of an Unsloth model) with the kit collator.
 
-    ``out_dir`` receives checkpoints (every ``cfg.save_steps``) and the trainer state.
+    ``out_dir`` receives checkpoints (every ``cfg.save_steps``) and the trainer state; ``callbacks``
+    (``transformers.TrainerCallback`` list, e.g. :func:`tracking_callback`) go to the trainer.
     """
     import torch
     from trl import SFTConfig as TRLConfig
@@ -348,7 +377,8 @@ def make_trainer(model, examples: list[SFTExample], pad_token_id: int, out_dir: 
         per_device_train_batch_size=cfg.per_device_batch_size, gradient_accumulation_steps=cfg.grad_accum,
         learning_rate=cfg.lr_language, weight_decay=cfg.weight_decay, warmup_steps=cfg.warmup_ratio,
         lr_scheduler_type=cfg.lr_scheduler, logging_steps=cfg.logging_steps, save_steps=cfg.save_steps,
-        save_total_limit=cfg.save_total_limit, seed=cfg.seed, bf16=bf16, report_to=cfg.report_to,
+        save_total_limit=cfg.save_total_limit, seed=cfg.seed, bf16=bf16,
+        report_to="none",  # tracking goes through kit.tracking (TrackingCallback): the same rows, global steps
         activation_checkpointing=cfg.gradient_checkpointing, remove_unused_columns=False,
         dataset_kwargs={"skip_prepare_dataset": True}, max_length=None, use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0, per_device_eval_batch_size=1,
@@ -367,7 +397,7 @@ def make_trainer(model, examples: list[SFTExample], pad_token_id: int, out_dir: 
 
         eval_ds = Dataset.from_dict({"example_index": list(range(len(examples), len(all_examples)))})
     return _trainer_class()(model=model, args=args, train_dataset=train.dataset(), eval_dataset=eval_ds,
-                            data_collator=collator, processing_class=processing_class,
+                            data_collator=collator, processing_class=processing_class, callbacks=callbacks,
                             lr_language=cfg.lr_language, lr_vision=cfg.lr_vision,
                             loss_normalization=cfg.loss_normalization)
 
@@ -388,18 +418,24 @@ class TrainResult:
 
 def train_sft(model_path: str | Path, examples: list[SFTExample], out_dir: str | Path, cfg: SFTTrainConfig | None = None, *,
               backend: Backend = "auto", pad_token_id: int | None = None, resume: bool | str = False,
-              eval_examples: list[SFTExample] | None = None, save_final: bool = True) -> TrainResult:
+              eval_examples: list[SFTExample] | None = None, save_final: bool = True, tracker=None,
+              step_offset: int = 0, stage: str | None = None) -> TrainResult:
     """Train on encoded examples and save the result (merged weights for LoRA) in ``out_dir/final``.
 
     Args:
         model_path: checkpoint folder (tiny or real Qwen-VL).
         examples: from :meth:`kit.train.sft_data.SFTEncoder.encode_many` with the same model's processor.
         resume: True resumes from the last checkpoint in ``out_dir``; a path resumes from it.
+        tracker: a :class:`kit.tracking.Tracker` for the log rows (a curriculum shares one across stages);
+            None: one for ``cfg.report_to`` in ``out_dir/tracking`` (nothing for ``"none"``), closed at the end.
+        step_offset, stage: the rows are logged at ``global_step + step_offset`` with ``stage`` added.
 
     Raises:
-        BackendUnavailable, ValueError (no examples / no trainable parameters).
+        BackendUnavailable, ValueError (no examples / no trainable parameters),
+        kit.tracking.TrackingUnavailable (the ``report_to`` package is missing).
     """
     from kit.models.processor import load_image_only_processor
+    from kit.tracking import Tracker
 
     cfg = cfg or SFTTrainConfig()
     name = resolve_backend(backend)
@@ -407,12 +443,21 @@ def train_sft(model_path: str | Path, examples: list[SFTExample], out_dir: str |
     out.mkdir(parents=True, exist_ok=True)
     processor = load_image_only_processor(model_path)
     pad = pad_token_id if pad_token_id is not None else int(processor.tokenizer.pad_token_id)
+    own = tracker is None
+    if own:  # before the model loads: a missing tracking package fails fast
+        tracker = Tracker(cfg.report_to, out / "tracking", run_name=out.name, config={"sft": cfg.to_dict()})
     model = load_model(model_path, name, cfg)
-    trainer = make_trainer(model, examples, pad, out, cfg, eval_examples)
+    callbacks = [tracking_callback(tracker, step_offset=step_offset, extra={"stage": stage} if stage else None)
+                 ] if tracker.active else None
+    trainer = make_trainer(model, examples, pad, out, cfg, eval_examples, callbacks=callbacks)
     t0 = time.perf_counter()
     if resume is True and not any(out.glob("checkpoint-*")):
         resume = False
-    trainer.train(resume_from_checkpoint=resume or None)
+    try:
+        trainer.train(resume_from_checkpoint=resume or None)
+    finally:
+        if own:
+            tracker.close()
     train_s = time.perf_counter() - t0
     model = trainer.model
     if save_final:

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.harness.errors import ImageError
-from kit.images import read_regular_file
-from kit.view.load import Item, load_run, unique_labels, workspace_of
+from kit.view.load import Item, load_run, read_workspace_image, unique_labels
 from kit.view.turns import message_view
 
 MAX_IMAGE_BYTES = 4_000_000  # an image over this is left out of the log with a text note (log size)
@@ -47,16 +46,13 @@ def _inspect():
 
 
 def _content(parts: list[Any], it: Item, model) -> list[Any]:
-    ws = workspace_of(it)
     out: list[Any] = []
     for p in parts:
         if p.type == "text":
             out.append(model.ContentText(text=p.text or ""))
             continue
-        try:
-            if ws is None:
-                raise ImageError("bad_image", "workspace not found")
-            data = read_regular_file(ws / p.image, max_bytes=MAX_IMAGE_BYTES)
+        try:  # only files that resolve inside the run folder
+            data = read_workspace_image(it, p.image or "", max_bytes=MAX_IMAGE_BYTES)
         except ImageError as e:
             out.append(model.ContentText(text=f"[image {p.image} not exported: {e}]"))
             continue

@@ -20,7 +20,10 @@ from pydantic import ValidationError
 
 from kit.eval.metrics import ItemResult
 from kit.harness.episode import EpisodeRecord
+from kit.harness.errors import ImageError
+from kit.images import MAX_FILE_BYTES, read_regular_file
 
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registered image file name (kit.harness.registry)
 _EVAL_RUN = re.compile(r"(?:^|/)runs/(?P<bench>[^/]+)/(?P<config>[^/]+)/r(?P<repeat>\d+)$")
 
 
@@ -57,6 +60,7 @@ class Item:
     record: EpisodeRecord | None
     prediction: ItemResult | None = None
     episode_dir: Path | None = None  # the folder of the episodes.jsonl (workspaces are found from it)
+    run_root: Path | None = None  # the run folder: no workspace file outside it is read
     page: str = ""  # relative path of the episode page in the site, set by the builder
 
     @property
@@ -133,20 +137,78 @@ def _short(e: Exception) -> str:
     return str(e)
 
 
-def workspace_of(it: Item) -> Path | None:
-    """The episode's workspace: as recorded, else ``workspaces/<name>`` beside its episodes.jsonl (a
-    results folder copied to another machine keeps its workspaces but not their absolute paths)."""
+OUTSIDE_RUN = "image not available (outside the run)"
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """``path`` (already resolved) is ``root`` (resolved) or below it."""
+    return path == root or root in path.parents
+
+
+def find_workspace(it: Item) -> tuple[Path | None, str]:
+    """The episode's workspace, resolved (symlinks followed), and why there is none.
+
+    Only a folder that resolves inside the run folder (``it.run_root``) is used: the recorded path
+    (relative ones from the episodes.jsonl's folder), else ``workspaces/<name>`` beside the
+    episodes.jsonl (a results folder copied to another machine keeps its workspaces, not their absolute
+    paths). Returns ``(folder, "")`` or ``(None, reason)``: :data:`OUTSIDE_RUN` when a candidate exists
+    but resolves outside the run (an ``episodes.jsonl`` line must never make the viewer read ``/etc``),
+    else ``"workspace not found"``.
+    """
     rec = it.record
     if rec is None or not rec.workspace:
-        return None
+        return None, "no workspace recorded"
     ws = Path(rec.workspace)
-    if ws.is_dir():
-        return ws
+    cands = [ws] if ws.is_absolute() else []
     if it.episode_dir is not None:
-        for cand in (it.episode_dir / "workspaces" / ws.name, it.episode_dir / ws):
-            if cand.is_dir():
-                return cand
-    return None
+        if not ws.is_absolute():
+            cands.append(it.episode_dir / ws)
+        cands.append(it.episode_dir / "workspaces" / ws.name)
+    base = it.run_root or it.episode_dir
+    if base is None:  # an item built by hand, not by load_run: nothing to check against
+        return None, "workspace not found (run folder unknown)"
+    root = base.resolve()
+    outside = False
+    for cand in cands:
+        try:
+            if not cand.is_dir():
+                continue
+            real = cand.resolve(strict=True)
+        except (OSError, RuntimeError):  # a symlink loop, a permission error
+            continue
+        if _inside(real, root):
+            return real, ""
+        outside = True
+    return None, OUTSIDE_RUN if outside else "workspace not found"
+
+
+def workspace_of(it: Item) -> Path | None:
+    """:func:`find_workspace`'s folder (None when there is none inside the run)."""
+    return find_workspace(it)[0]
+
+
+def read_workspace_image(it: Item, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of image file ``name`` of the episode's workspace (:func:`find_workspace`).
+
+    Raises:
+        ImageError: ``bad_image`` with the reason: no workspace inside the run, a name that is not a
+            plain file name, a file that resolves outside the run, a symlink or not a regular file
+            (:func:`kit.images.read_regular_file`); ``image_too_large`` over ``max_bytes``.
+    """
+    if not _SAFE_NAME.match(name):
+        raise ImageError("bad_image", "not a workspace file name")
+    ws, why = find_workspace(it)
+    if ws is None:
+        raise ImageError("bad_image", why)
+    path = ws / name
+    root = (it.run_root or it.episode_dir or ws).resolve()  # find_workspace needed one of the first two
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError) as e:
+        raise ImageError("bad_image", f"cannot resolve {name!r}: {e}") from e
+    if not _inside(real, root):
+        raise ImageError("bad_image", OUTSIDE_RUN)
+    return read_regular_file(path, max_bytes=max_bytes)  # O_NOFOLLOW: a symlinked file is refused
 
 
 def unique_labels(dirs: list[Path]) -> list[str]:
@@ -202,8 +264,14 @@ def load_run(root: str | Path, label: str | None = None) -> Run:
             except json.JSONDecodeError as e:
                 run.skipped.append(Skipped(rel, n, f"not JSON: {e.msg} at column {e.colno}"))
                 continue
+            except RecursionError:
+                run.skipped.append(Skipped(rel, n, "not JSON: nested too deeply to read"))
+                continue
             except ValidationError as e:
                 run.skipped.append(Skipped(rel, n, f"not an episode record: {_short(e)}"))
+                continue
+            except ValueError as e:  # e.g. an integer over Python's 4300-digit conversion limit
+                run.skipped.append(Skipped(rel, n, f"not JSON: {e}"[:300]))
                 continue
             bench = m["bench"] if m else None
             config = m["config"] if m else _labels(rec, "config:")
@@ -218,7 +286,7 @@ def load_run(root: str | Path, label: str | None = None) -> Run:
             run.items.append(Item(run=run.label, source=rel_dir, benchmark=bench or rec.task.source or "",
                                   configuration=config if config is not None else rel_dir,
                                   repeat=repeat, task_id=rec.task.id, episode_id=rec.id, record=rec,
-                                  prediction=pred, episode_dir=f.parent))
+                                  prediction=pred, episode_dir=f.parent, run_root=root))
     for k, pred in preds.items():
         if k not in used:  # kept visible: a sensitive benchmark's records are private (kit.eval.runner)
             run.items.append(Item(run=run.label, source=f"{k[0]}/predictions".removeprefix("./"),
@@ -227,4 +295,5 @@ def load_run(root: str | Path, label: str | None = None) -> Run:
     return run
 
 
-__all__ = ["Item", "Run", "Skipped", "ViewError", "load_run", "unique_labels", "workspace_of"]
+__all__ = ["OUTSIDE_RUN", "Item", "Run", "Skipped", "ViewError", "find_workspace", "load_run", "read_workspace_image",
+           "unique_labels", "workspace_of"]

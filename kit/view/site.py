@@ -26,15 +26,13 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from PIL import Image
 
 from kit.harness.errors import ImageError
-from kit.images import read_regular_file
 from kit.view.compare import Pair, change_counts, compare_configurations, compare_runs
-from kit.view.load import Item, Run, load_run, unique_labels, workspace_of
+from kit.view.load import Item, Run, load_run, read_workspace_image, unique_labels
 from kit.view.turns import turn_views
 
 _ENV = Environment(loader=PackageLoader("kit.view", "templates"), autoescape=True, undefined=StrictUndefined,
                    trim_blocks=True, lstrip_blocks=True)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registered image file name (kit.harness.registry)
 MARKER = ".kit-view"  # marks a folder build_site may replace
 MAX_CONFIG_PAIRS = 15  # automatic configuration comparisons per run (6 configurations); more: --configs
 IMAGE_MAX_SIDE = 1024  # kit: pages show images at <= 300 px; full-size PNGs made a 40-episode site 22 MB
@@ -93,19 +91,13 @@ def _copy_images(it: Item, dest: Path, rel_prefix: str, max_side: int) -> tuple[
     image in every configuration and repeat is stored once), an image over ``max_side`` pixels or
     :data:`IMAGE_MAX_BYTES` as a smaller WebP (the page's evidence registry keeps the original's size and sha256); returns (name →
     relative src, name → reason it is not shown). Symlinks and non-regular files are refused
-    (kit.images.read_regular_file)."""
+    (kit.images.read_regular_file), and so is every file outside the run folder
+    (:func:`kit.view.load.read_workspace_image`: "image not available (outside the run)")."""
     srcs: dict[str, str] = {}
     missing: dict[str, str] = {}
-    ws = workspace_of(it)
     for name in _image_names(it):
-        if not _SAFE_NAME.match(name):
-            missing[name] = "not a workspace file name"
-            continue
-        if ws is None:
-            missing[name] = "workspace not found"
-            continue
         try:
-            data = read_regular_file(ws / name)
+            data = read_workspace_image(it, name)  # only files that resolve inside the run folder
         except ImageError as e:
             missing[name] = str(e)
             continue
@@ -149,6 +141,56 @@ def _counts(items: list[Item]) -> dict[str, dict[str, int]]:
     return {k: dict(sorted(v.items())) for k, v in out.items() if v}
 
 
+_SITE_TOP = re.compile(r"^(index\.html|compare-\d+\.html|episodes|images|" + re.escape(MARKER) + ")$")
+
+
+def _site_stray(out: Path) -> str | None:
+    """The first path under ``out`` that :func:`build_site` does not write (None: only a site's files).
+    Layout: :data:`MARKER`, ``index.html``, ``compare-<n>.html``, ``episodes/<n>/<page>.html``, ``images/<file>``."""
+    for p in sorted(out.iterdir()):
+        if not _SITE_TOP.match(p.name) or p.is_symlink() or p.is_dir() != (p.name in ("episodes", "images")):
+            return p.name
+    for p in sorted((out / "images").iterdir()) if (out / "images").is_dir() else []:
+        if p.is_symlink() or not p.is_file():
+            return f"images/{p.name}"
+    for sub in sorted((out / "episodes").iterdir()) if (out / "episodes").is_dir() else []:
+        if sub.is_symlink() or not sub.is_dir() or not sub.name.isdigit():
+            return f"episodes/{sub.name}"
+        for p in sorted(sub.iterdir()):
+            if p.is_symlink() or not p.is_file() or p.suffix != ".html":
+                return f"episodes/{sub.name}/{p.name}"
+    return None
+
+
+def _check_out(out: Path, runs: list[Path]) -> bool:
+    """Refuse a site folder that would replace a run: ``out`` must not be a file, a run folder or a parent
+    of one, and an earlier site may be replaced only if it holds nothing but a site's files (a planted
+    :data:`MARKER` does not make a run folder's data replaceable). True: ``out`` is an earlier site to replace.
+
+    Raises:
+        ValueError: with the reason.
+    """
+    if out.is_symlink():  # replacing it would follow the link (or fail half-way)
+        raise ValueError(f"-o {str(out)!r} is a symlink: give the real folder")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"-o {str(out)!r} is not a folder (an existing file): choose a folder for the site")
+    real = out.resolve()
+    for d in runs:
+        rd = d.resolve()
+        if real == rd or real in rd.parents:
+            raise ValueError(f"-o {str(out)!r} is the run folder {str(d)!r} or one of its parents: the site would "
+                             f"replace the run; choose another -o (default: RUN_DIR/view)")
+    if not out.exists() or not any(out.iterdir()):
+        return False
+    if not (out / MARKER).is_file():  # never delete a folder this builder did not write
+        raise ValueError(f"{str(out)!r} is not empty and is not a viewer site ({MARKER} missing): choose another -o")
+    stray = _site_stray(out)
+    if stray is not None:
+        raise ValueError(f"{str(out)!r} has {MARKER} but holds {stray!r}, which the viewer does not write (part of "
+                         f"a run folder?): not replaced; choose another -o")
+    return True
+
+
 def build_site(run_dirs: list[str | Path], out: str | Path, *, configs: tuple[str, str] | None = None,
                title: str | None = None, image_max_side: int = IMAGE_MAX_SIDE) -> Path:
     """Write the viewer for one or two run folders into ``out`` and return the path of ``index.html``.
@@ -162,7 +204,8 @@ def build_site(run_dirs: list[str | Path], out: str | Path, *, configs: tuple[st
 
     Raises:
         kit.view.load.ViewError: a run folder is missing or holds no ``episodes.jsonl``.
-        ValueError: ``out`` is a non-empty folder this builder did not write, more than two run folders,
+        ValueError: ``out`` is a file or a symlink, a run folder or one of its parents, a non-empty folder this builder
+            did not write (or one holding files a site does not have), more than two run folders,
             an unknown configuration in ``configs``, or two items with the same comparison key.
     """
     dirs = [Path(d) for d in run_dirs]
@@ -170,11 +213,12 @@ def build_site(run_dirs: list[str | Path], out: str | Path, *, configs: tuple[st
         raise ValueError(f"view takes one or two run folders, got {len(dirs)}")
     runs: list[Run] = [load_run(d, lab) for d, lab in zip(dirs, unique_labels(dirs), strict=True)]
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        if not (out / MARKER).is_file():  # never delete a folder this builder did not write
-            raise ValueError(f"{str(out)!r} is not empty and is not a viewer site ({MARKER} missing): choose another -o")
+    if _check_out(out, dirs):
         shutil.rmtree(out)  # rebuilt from scratch so no page of an earlier build lingers
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a parent is a file, no permission
+        raise ValueError(f"cannot create the site folder {str(out)!r}: {e.strerror or e}") from e
     (out / MARKER).write_text("written by kit.view.build_site; the folder is replaced on the next build\n")
     for ri, run in enumerate(runs):
         taken: set[str] = set()

@@ -1,27 +1,29 @@
 """One ZIM archive read with ``libzim``: entry look-up (redirects followed), article iteration, and
 its per-archive extract (article text, image records, perceptual hashes) built once into the cache
-(``<index root>/<sha256[:16]>/``) and loaded on later starts."""
+(``<index root>/<sha256[:16]>-v<INDEX_FORMAT>/``, streaming and resumable: :mod:`kit.web.zim.build`) and opened
+lazily on later starts (an SQLite store read on demand, :mod:`kit.web.zim.store`, and memory-mapped
+hashes)."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
+import multiprocessing
+import sqlite3
 import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import libzim.reader
 import numpy as np
 
 from kit.types import BackendError
-from kit.web.text_clean import is_decorative_image
 from kit.web.urls import zim_url
+from kit.web.zim.build import BUILD_FILE, FORMAT_FILE, _base_mime, build_archive, is_article_path
 from kit.web.zim.cache import INDEX_FORMAT, _load_or_build, _write_json_atomic, archive_sha256
 from kit.web.zim.html import _Article, _extract_article
-from kit.web.zim.images import HASH_CROPS, RASTER_MIMES, _center_crop, decode_image, image_hashes
+from kit.web.zim.images import HASH_CROPS
+from kit.web.zim.store import STORE_FILE, ArchiveStore, ArticleView, ImageView, TitleMap, _ImageRecord  # noqa: F401 (re-exported)
 from kit.web.zim.text import analyzer_language, text_analyzer
 
 log = logging.getLogger(__name__)
@@ -33,19 +35,6 @@ _INTERNAL_NAMESPACES = {"M": "metadata", "-": "layout", "X": "search index", "Z"
 
 class ZimError(ValueError):
     """A ZIM archive cannot be used: missing, unreadable, not a ZIM file, duplicate, or corrupt."""
-
-
-def _base_mime(mimetype: str) -> str:
-    return mimetype.split(";", 1)[0].strip().lower()
-
-
-@dataclass
-class _ImageRecord:
-    path: str
-    mime: str
-    width: int
-    height: int
-    occurrences: list[dict]  # {"doc", "alt", "caption", "context", "position"}, page order
 
 
 class _ZimArchive:
@@ -72,14 +61,17 @@ class _ZimArchive:
             self.sha256 = archive_sha256(path, index_root / "_fingerprints")
         except OSError as exc:
             raise ZimError(f"cannot read ZIM archive {path}: {exc}") from exc
-        self.index_dir = index_root / self.sha256[:16]
+        # The index format is in the folder name: two kit versions never rebuild each other's index.
+        self.index_dir = index_root / f"{self.sha256[:16]}-v{INDEX_FORMAT}"
         self.analyzer = text_analyzer(self.language)
         self.ready = False
         self.manifest: dict = {}
-        self.articles: list[dict] = []
-        self.images: list[_ImageRecord] = []
+        self.store: ArchiveStore | None = None
+        # Views over the store once loaded (list/dict interface, read on demand).
+        self.articles: Sequence[dict] = []
+        self.images: Sequence[_ImageRecord] = []
         self.hashes = np.zeros((0, len(HASH_CROPS), 2), dtype=np.uint64)
-        self.title_map: dict[str, int] = {}
+        self.title_map: TitleMap | dict[str, int] = {}
 
     # ---- archive access ------------------------------------------------------------------------
     def _meta(self, key: str) -> str:
@@ -146,9 +138,7 @@ class _ZimArchive:
         return _INTERNAL_NAMESPACES.get(path[0])
 
     def is_article_path(self, path: str) -> bool:
-        if self.new_scheme:
-            return not path.startswith(("-/", "_", "M/", "X/"))
-        return path.startswith("A/")
+        return is_article_path(path, self.new_scheme)
 
     def iter_articles(self, skipped: dict[str, int] | None = None) -> Iterator[_Article]:
         """Every article (non-redirect ``text/html`` entry of the article namespace, except the main
@@ -182,126 +172,84 @@ class _ZimArchive:
         return zim_url(self.stem, path)
 
     # ---- per-archive data: extracted text, image records, perceptual hashes ----------------------
-    def build(self, out: Path) -> dict:
-        """Extract this archive into the empty folder ``out``; returns the manifest.
+    def build(self, out: Path, workers: int | None = None) -> dict:
+        """Extract this archive into ``out`` (empty, or a killed build's folder: finished chunks
+        are kept); returns the manifest. Streaming and parallel (:mod:`kit.web.zim.build`).
 
-        Writes ``articles.json`` (path, title, first sentence per article), ``corpus.jsonl.gz`` (the
-        text BM25 indexes, one JSON string per article, same order), ``images.json`` (indexed
-        images with their occurrences on pages), ``hashes.npy`` (uint64, shape
-        ``(images, len(HASH_CROPS), 2)``: pHash, dHash per crop variant) and ``manifest.json``.
+        Writes ``store.sqlite`` (articles with their text, images, occurrences:
+        :mod:`kit.web.zim.store`), ``hashes.npy`` (uint64, shape ``(images, len(HASH_CROPS),
+        2)``: pHash, dHash per crop variant) and, last, ``manifest.json``.
+
+        Raises:
+            ZimError: a write failed (disk full, read-only folder); no index is left that loads.
         """
-        t0 = time.perf_counter()
-        articles: list[dict] = []
-        occurrences: dict[str, list[dict]] = {}  # image src path -> its occurrences, page order
-        page_occs: list[list[dict]] = []  # per article: its image occurrences in document order
-        skipped_articles: dict[str, int] = {}
-        with open(out / "corpus.jsonl.gz", "wb") as raw, \
-                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
-            for art in self.iter_articles(skipped_articles):
-                doc = len(articles)
-                gz.write(json.dumps(art.indexed_text, ensure_ascii=False).encode() + b"\n")
-                articles.append({"path": art.path, "title": art.title, "first": art.first_sentence})
-                page: list[dict] = []
-                for ref in art.images:
-                    occ = {"doc": doc, "alt": ref.alt, "caption": ref.caption,
-                           "context": ref.context}
-                    occurrences.setdefault(ref.src_path, []).append(occ)
-                    page.append(occ)
-                page_occs.append(page)
-
-        skipped: dict[str, int] = {}
-        images: list[_ImageRecord] = []
-        hashes: list[list[tuple[int, int]]] = []
-        resolved: dict[str, int] = {}  # final path -> image index (refs may go through redirects)
-        for src, occs in occurrences.items():
-            entry = self.entry(src)
-            if entry is None:
-                skipped["missing"] = skipped.get("missing", 0) + 1
-                continue
-            if entry.path in resolved:
-                images[resolved[entry.path]].occurrences.extend(occs)
-                continue
-            try:
-                mime, data = self.read(entry)
-            except BackendError:
-                skipped["unreadable"] = skipped.get("unreadable", 0) + 1
-                continue
-            reason, rec, hs = self._hash_image(entry.path, mime, data, occs)
-            if reason:
-                skipped[reason] = skipped.get(reason, 0) + 1
-                continue
-            resolved[entry.path] = len(images)
-            images.append(rec)
-            hashes.append(hs)
-        # Position of each kept image among the kept images of its page (0 = lead image).
-        kept = {id(o) for rec in images for o in rec.occurrences}
-        for occs in page_occs:
-            n = 0
-            for occ in occs:
-                if id(occ) in kept:
-                    occ["position"] = n
-                    n += 1
-        for rec in images:
-            rec.occurrences.sort(key=lambda o: (o["doc"], o["position"]))
-
-        arr = np.array(hashes, dtype=np.uint64).reshape(len(images), len(HASH_CROPS), 2)
-        np.save(out / "hashes.npy", arr, allow_pickle=False)
-        _write_json_atomic(out / "articles.json", articles)
-        _write_json_atomic(out / "images.json", [rec.__dict__ for rec in images])
-        manifest = {
-            "format": INDEX_FORMAT, "archive": self.file.name, "sha256": self.sha256,
-            "size": self.file.stat().st_size, "language": self.language,
-            "articles": len(articles), "skipped_articles": skipped_articles,
-            "images": len(images), "skipped_images": skipped,
-            "hash_crops": list(HASH_CROPS), "build_seconds": round(time.perf_counter() - t0, 3),
-        }
-        _write_json_atomic(out / "manifest.json", manifest)  # written last: marks a complete build
+        done = out / "manifest.json"
+        if done.is_file() and not (out / BUILD_FILE).exists():  # finished, killed before rename
+            manifest = json.loads(done.read_text(encoding="utf-8"))
+            if manifest.get("format") == INDEX_FORMAT and manifest.get("sha256") == self.sha256:
+                return manifest
+        try:
+            counts = build_archive(self, out, workers)
+            manifest = {
+                "format": INDEX_FORMAT, "archive": self.file.name, "sha256": self.sha256,
+                "size": self.file.stat().st_size, "language": self.language,
+                "hash_crops": list(HASH_CROPS), **counts,
+            }
+            _write_json_atomic(done, manifest)  # last: marks a complete build
+            (out / BUILD_FILE).unlink(missing_ok=True)
+            (out / FORMAT_FILE).unlink(missing_ok=True)
+        except (OSError, sqlite3.Error) as exc:
+            raise ZimError(f"cannot build the index of {self.file.name} in {out}: {exc} (no index "
+                           "was completed; finished chunks are kept for the next try)") from exc
+        sa, si = counts["skipped_articles"], counts["skipped_images"]
+        bad = {"unreadable entries": sa.get("unreadable", 0),
+               "unparsable articles": sa.get("unparsable", 0),
+               "undecodable images": si.get("undecodable", 0),
+               "unreadable images": si.get("unreadable", 0)}
+        bad = {k: n for k, n in bad.items() if n}
+        if bad:
+            log.warning("%s looks damaged: skipped %s (of %d entries)", self.file.name,
+                        ", ".join(f"{n} {k}" for k, n in sorted(bad.items())), self.entry_count)
         return manifest
 
-    def _hash_image(self, path: str, mime: str, data: bytes, occs: list[dict]):
-        """(skip reason or "", record, hashes of the crop variants) for one referenced image."""
-        if mime == "image/svg+xml":
-            return "svg", None, None
-        if mime not in RASTER_MIMES:
-            return "not_raster", None, None
-        try:
-            img = decode_image(data)
-        except BackendError:
-            return "undecodable", None, None
-        if is_decorative_image(path, *img.size):
-            return "decorative", None, None
-        rec = _ImageRecord(path, mime, img.size[0], img.size[1], list(occs))
-        return "", rec, [image_hashes(_center_crop(img, c)) for c in HASH_CROPS]
-
     def load(self) -> None:
-        """Load the extracted data from ``self.index_dir``; raises on anything missing/corrupt."""
+        """Open the extracted data in ``self.index_dir`` lazily (an SQLite store and a
+        memory-mapped hash array: nothing per article is read now); raises on anything
+        missing/corrupt."""
         d = self.index_dir
         manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
         if manifest.get("format") != INDEX_FORMAT or manifest.get("sha256") != self.sha256:
             raise ValueError("index format or archive checksum differs")
         if manifest.get("hash_crops") != list(HASH_CROPS):
             raise ValueError("hash variants differ")
-        articles = json.loads((d / "articles.json").read_text(encoding="utf-8"))
-        images = [_ImageRecord(**r) for r in json.loads((d / "images.json").read_text("utf-8"))]
-        hashes = np.load(d / "hashes.npy", allow_pickle=False)
-        if hashes.shape != (len(images), len(HASH_CROPS), 2) or hashes.dtype != np.uint64:
-            raise ValueError(f"hash array has shape {hashes.shape}, expected {len(images)} images")
-        if len(articles) != manifest.get("articles") or len(images) != manifest.get("images"):
-            raise ValueError("record counts differ from the manifest")
-        if not (d / "corpus.jsonl.gz").is_file():
-            raise ValueError("corpus.jsonl.gz is missing")
-        self.manifest = manifest
-        self.articles, self.images, self.hashes = articles, images, hashes
-        self.title_map = {}
-        for i, a in enumerate(articles):
-            self.title_map.setdefault(a["title"].casefold(), i)
+        store = ArchiveStore(d / STORE_FILE)
+        try:
+            if (store.n_articles, store.n_images) != (manifest.get("articles"),
+                                                      manifest.get("images")):
+                raise ValueError("record counts differ from the manifest")
+            shape = (store.n_images, len(HASH_CROPS), 2)
+            hashes = (np.load(d / "hashes.npy", mmap_mode="r", allow_pickle=False)
+                      if store.n_images else np.load(d / "hashes.npy", allow_pickle=False))
+            if hashes.shape != shape or hashes.dtype != np.uint64:
+                raise ValueError(f"hash array has shape {hashes.shape}, expected {shape}")
+        except BaseException:
+            store.close()
+            raise
+        if self.store is not None:
+            self.store.close()
+        self.manifest, self.store, self.hashes = manifest, store, hashes
+        self.articles, self.images = ArticleView(store), ImageView(store)
+        self.title_map = TitleMap(store)
         self.ready = True
 
+    def article_text(self, doc: int) -> str:
+        """The indexed body text of article ``doc`` (without its title line), from the store."""
+        return self.store.article_text(doc)
+
     def corpus_texts(self) -> Iterator[str]:
-        """The indexed text of every article, in article order (from the cache)."""
-        with gzip.open(self.index_dir / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
-            for line in f:
-                yield json.loads(line)
+        """The indexed text (title line + body) of every article, in article order."""
+        for _, _, title, text in self.store.iter_articles():
+            yield f"{title}\n{text}"
 
     def ensure_ready(self, build_fn=None) -> bool:
         """Load the cached data, extracting it first when missing or corrupt; True if built.
@@ -310,4 +258,10 @@ class _ZimArchive:
         """
         if self.ready:
             return False
-        return _load_or_build(self.index_dir, self.load, build_fn or self.build, self.file.name)
+        if getattr(multiprocessing.current_process(), "_inheriting", False):
+            # A build-pool worker re-running an unguarded main script: waiting for the parent's
+            # build lock would deadlock; failing lets the parent build in its own process.
+            raise ZimError(f"{self.file.name}: index requested while a worker process starts "
+                           "(guard the script's entry point with `if __name__ == '__main__':`)")
+        return _load_or_build(self.index_dir, self.load, build_fn or self.build, self.file.name,
+                              resumable=build_fn is None)

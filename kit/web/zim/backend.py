@@ -36,7 +36,7 @@ class LocalZimWeb:
         paths: one ZIM path or a sequence of them. Archive file stems must be distinct (they name
             the archive in ``zim://<stem>/<path>`` URLs).
         index_dir: root folder of the index caches (default ``kit.paths.cache_dir()/zim_index``);
-            each archive's extract lives in ``<root>/<sha256[:16]>/``, the BM25 indexes of this
+            each archive's extract lives in ``<root>/<sha256[:16]>-v<INDEX_FORMAT>/``, the BM25 indexes of this
             set of archives in ``<root>/collections/<key>/``.
         keep_links: keep hyperlinks in fetched Markdown (internal links become ``zim://`` URLs).
             Off by default: pages are read by a model under a 5,000-character budget per page
@@ -197,7 +197,8 @@ class LocalZimWeb:
         analyzed terms, so any text is a valid query; several language indexes merge on
         :func:`bm25_bound`-normalized scores. URLs are percent-encoded (:mod:`kit.web.urls`).
         Returns hits with title, ``zim://`` URL, a query-relevant snippet
-        (at most ~250 characters, from tantivy's snippet generator) and the archive's snapshot
+        (at most 250 characters around the earliest densest cluster of query words, bounded work
+        per hit: :func:`~kit.web.zim.snippets.make_snippet`) and the archive's snapshot
         date (ZIM ``Date`` metadata). A query with no indexable word (only punctuation or stop
         words) returns ``[]``.
 
@@ -209,13 +210,13 @@ class LocalZimWeb:
         self.ensure_ready()
         out = []
         keys_by_lang: dict[int, list[tuple[str, str]]] = {}
-        for _, key, li, addr in self._rank(query, num):
+        for _, key, li, _addr in self._rank(query, num):
             arch, d = self.collection.members[key >> 40], key & _ITEM_MASK
             keys = keys_by_lang.get(id(li))
             if keys is None:
                 keys = keys_by_lang[id(li)] = snippet_keys(query, li.analyzer)
             art = arch.articles[d]
-            body = li.text_searcher.doc(addr)["content"][0].split("\n", 1)[-1]
+            body = arch.article_text(d)  # the store's copy (the index does not store text)
             out.append(SearchHit(title=art["title"], url=arch.url(art["path"]),
                                  snippet=make_snippet(body, keys, li.analyzer), date=arch.date))
         return out

@@ -4,12 +4,15 @@ collection indexes (docs/local_web.md, "Caching")."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from kit.paths import file_sha256
@@ -20,7 +23,9 @@ log = logging.getLogger(__name__)
 #: 2: plain NFC titles/text, licence footers and decorative images dropped, accent folding before
 #: stemming. 3: titles parsed once (only known inline tags are markup), headings not decoded twice.
 #: 4: images decoded by kit.images with the registry's limits (e.g. a 1:300 banner is not indexed).
-INDEX_FORMAT = 4
+#: 5: per-archive data in an SQLite store read on demand (kit.web.zim.store), text stored once
+#: (not in tantivy), streaming resumable build (kit.web.zim.build).
+INDEX_FORMAT = 5
 
 
 def _write_json_atomic(path: Path, obj: object) -> None:
@@ -56,10 +61,29 @@ def archive_sha256(path: Path, memo_dir: Path) -> str:
 
 
 
-def _load_or_build(final: Path, load, build, what: str) -> bool:
-    """Run ``load()``; if it fails, ``build(tmp)`` into a fresh folder, move it to ``final`` and
-    ``load()`` again. Returns True when it built. Safe against concurrent builders: the build is
-    deterministic, so whichever finishes first wins and the other's copy is discarded."""
+@contextlib.contextmanager
+def _build_lock(path: Path) -> Iterator[None]:
+    """Exclusive ``fcntl.flock`` on ``path`` (created): concurrent builders of the same index,
+    in this or other processes, wait here for the one that builds."""
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _load_or_build(final: Path, load, build, what: str, *, resumable: bool = False) -> bool:
+    """Run ``load()``; if it fails, ``build(work)`` into a build folder, move it to ``final`` and
+    ``load()`` again. Returns True when it built.
+
+    Concurrent builders (threads or processes) take an exclusive file lock
+    (``<root>/.<name>.lock``): one builds, the others wait and then load its result. The final
+    folder appears only by an atomic rename of a finished build, so a killed build never leaves
+    an index that loads. ``resumable``: the build folder is the fixed ``<root>/.<name>.work``,
+    kept when a build fails or is killed, and handed to the next ``build`` to resume; otherwise a
+    fresh temporary folder, removed on failure.
+    """
     try:
         load()
         return False
@@ -68,23 +92,31 @@ def _load_or_build(final: Path, load, build, what: str) -> bool:
             log.warning("rebuilding index %s for %s: %s", final, what, exc)
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}.build-"))
-    try:
-        manifest = build(tmp)
-        log.info("built ZIM index %s for %s: %s", final, what, manifest)
-        if final.exists():  # stale or corrupt: move it aside, then replace
-            stale = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}.stale-"))
-            try:
-                os.replace(final, stale / "old")
-            except OSError:
-                pass
-            shutil.rmtree(stale, ignore_errors=True)
+    with _build_lock(root / f".{final.name}.lock"):
+        try:  # another builder may have finished while this one waited
+            load()
+            return False
+        except Exception:  # noqa: BLE001
+            pass
+        if resumable:
+            tmp = root / f".{final.name}.work"
+            tmp.mkdir(exist_ok=True)
+        else:
+            tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}.build-"))
         try:
+            manifest = build(tmp)
+            log.info("built ZIM index %s for %s: %s", final, what, manifest)
+            if final.exists():  # stale or corrupt: move it aside, then replace
+                stale = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}.stale-"))
+                try:
+                    os.replace(final, stale / "old")
+                except OSError:
+                    pass
+                shutil.rmtree(stale, ignore_errors=True)
             os.replace(tmp, final)
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            if not resumable:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
     load()
     return True

@@ -17,15 +17,18 @@ more than a scan (tiny archive, huge radius) is answered by faiss's exact ``Inde
 
 Persisted as ``ids.npy``/``offsets.npy``/``manifest.json`` in ``<archive extract>/hash_index/``,
 built once (atomically, :func:`kit.web.zim.cache._load_or_build`) on the first reverse search and
-memory-mapped on load (nothing read until queried).
+memory-mapped on load, after one checking read (sizes and sha256 from the manifest, CSR structure):
+a corrupt store is rebuilt with a warning.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import logging
+import os
 import threading
 import weakref
 from math import comb
@@ -43,7 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Layout version of the files in ``hash_index/`` (bump on change: old ones are rebuilt).
-HASH_INDEX_FORMAT = 1
+#: 2: the manifest records each array file's size and sha256.
+HASH_INDEX_FORMAT = 2
+_ARRAYS = ("ids.npy", "offsets.npy")
 _WORD_BITS = 64
 #: Relative cost of one bucket probe, one candidate verification and one code of a linear scan
 #: (measured on this kit's 2-core machine: ~50 ns, ~50 ns and ~3 ns with faiss's flat scan).
@@ -177,27 +182,69 @@ class HashIndex:
         return cls(hashes, np.concatenate(ids) if ids else np.zeros(0, np.int32), offsets, k)
 
     def save(self, out: Path) -> dict:
-        """Write the index into folder ``out``; returns the manifest (written last)."""
+        """Write the index into folder ``out``; returns the manifest (written last), which records
+        each array file's size and sha256 (checked by :meth:`load`)."""
         np.save(out / "ids.npy", self.ids, allow_pickle=False)
         np.save(out / "offsets.npy", self.offsets, allow_pickle=False)
         manifest = {"format": HASH_INDEX_FORMAT, "index_format": INDEX_FORMAT, "k": self.k,
-                    "images": self.n_images, "variants": self.variants, "codes": self.n_codes}
+                    "images": self.n_images, "variants": self.variants, "codes": self.n_codes,
+                    "files": _file_records(out)}
         _write_json_atomic(out / "manifest.json", manifest)
         return manifest
 
     @classmethod
     def load(cls, hashes: np.ndarray, d: Path) -> HashIndex:
-        """Open a saved index memory-mapped; raises ValueError/OSError if missing, stale or corrupt."""
+        """Open a saved index memory-mapped, after checking it (one sequential read of its files).
+
+        Checks: the manifest's format, image count and chunk count; each array file's size and sha256
+        against the manifest; then the structure (:meth:`validate`), so a corrupt store never answers
+        a query with an IndexError or a silently empty match list.
+
+        Raises:
+            ValueError: missing, stale (another format) or corrupt; OSError: unreadable. The caller
+                (:func:`archive_hash_index`) rebuilds the store with a warning.
+        """
         m = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
+        if not isinstance(m, dict):
+            raise ValueError("hash index manifest is not a JSON object")
         if (m.get("format"), m.get("index_format")) != (HASH_INDEX_FORMAT, INDEX_FORMAT) or (
                 m.get("images"), m.get("variants")) != tuple(hashes.shape[:2]):
             raise ValueError("hash index format or image count differs")
+        k = m.get("k")
+        if type(k) is not int or not 3 <= k <= 16:
+            raise ValueError(f"hash index manifest: chunks per word k={k!r}, not an integer 3..16")
+        files = m.get("files")
+        if not isinstance(files, dict) or any(
+                not isinstance(files.get(n), dict) or files[n].get("bytes") != (d / n).stat().st_size for n in _ARRAYS):
+            raise ValueError("hash index files differ from their manifest's sizes (or an older manifest)")
+        if files != _file_records(d):
+            raise ValueError("hash index files differ from their manifest's sha256: corrupt")
         ids = np.load(d / "ids.npy", mmap_mode="r", allow_pickle=False)
         offsets = np.load(d / "offsets.npy", mmap_mode="r", allow_pickle=False)
         if ids.dtype != np.int32 or offsets.dtype != np.int64:
             raise ValueError("hash index arrays have the wrong dtype")
         # Plain ndarray views of the maps: np.memmap's per-indexing wrapper costs ~10% a query.
-        return cls(hashes, ids.view(np.ndarray), offsets.view(np.ndarray), int(m["k"]))
+        idx = cls(hashes, ids.view(np.ndarray), offsets.view(np.ndarray), k)
+        idx.validate()
+        return idx
+
+    def validate(self) -> None:
+        """Check the CSR structure: offsets non-decreasing from 0 to ``len(ids)``, each chunk table
+        starting at ``table * n_codes``, every code number in ``0 .. n_codes - 1``.
+
+        Raises:
+            ValueError: the first violated condition.
+        """
+        offs, n = self.offsets, self.n_codes
+        if int(offs[0]) != 0 or int(offs[-1]) != len(self.ids):
+            raise ValueError(f"hash index offsets run {int(offs[0])}..{int(offs[-1])}, not 0..{len(self.ids)}")
+        if bool(np.any(offs[1:] < offs[:-1])):
+            raise ValueError("hash index offsets are not monotonic")
+        starts = offs[self.bases[:-1]]
+        if not np.array_equal(starts, np.arange(len(self.chunks), dtype=np.int64) * n):
+            raise ValueError("hash index chunk tables do not start at multiples of the code count")
+        if len(self.ids) and (int(self.ids.min()) < 0 or int(self.ids.max()) >= n):
+            raise ValueError(f"hash index code numbers outside 0..{n - 1}")
 
     # ---- query --------------------------------------------------------------------------------
     def search(self, ph: int, dh: int, radius: int, *, method: str = "auto") -> tuple[np.ndarray, np.ndarray]:
@@ -261,6 +308,16 @@ class HashIndex:
         q = _faiss_codes(np.array([[ph, dh]], dtype=np.uint64))
         _, dist, code_no = self._flat.range_search(q, radius + 1)  # faiss keeps distances < radius
         return self._best_per_image(code_no.astype(np.int64), dist.astype(np.int32))
+
+
+def _file_records(d: Path) -> dict[str, dict[str, int | str]]:
+    """Size (bytes) and sha256 of each array file of an index folder (the manifest's ``files``);
+    a missing file raises OSError."""
+    out: dict[str, dict[str, int | str]] = {}
+    for name in _ARRAYS:
+        with open(d / name, "rb") as f:
+            out[name] = {"bytes": os.fstat(f.fileno()).st_size, "sha256": hashlib.file_digest(f, "sha256").hexdigest()}
+    return out
 
 
 def _faiss_codes(codes: np.ndarray) -> np.ndarray:

@@ -116,6 +116,34 @@ def _address_keys(searcher: tantivy.Searcher, n_docs: int) -> list[array.array]:
     return table
 
 
+def _save_keymap(table: list[array.array], path: Path) -> None:
+    """``table`` (see :func:`_address_keys`) as ``<segments:u64><size:u64 each><keys:u64...>``."""
+    with open(path, "wb") as f:
+        f.write(array.array("Q", [len(table), *(len(t) for t in table)]).tobytes())
+        for t in table:
+            f.write(t.tobytes())
+
+
+def _load_keymap(path: Path, searcher: tantivy.Searcher) -> list[array.array]:
+    """The table :func:`_save_keymap` wrote (8 bytes a document, no per-document objects).
+
+    Raises:
+        ValueError: it does not fit the opened index (segment count or document total).
+    """
+    data = path.read_bytes()
+    head = array.array("Q", data[:8])
+    n_seg = head[0] if head else 0
+    sizes = array.array("Q", data[8: 8 + 8 * n_seg])
+    if n_seg != searcher.num_segments or sum(sizes) != searcher.num_docs \
+            or len(data) != 8 * (1 + n_seg + sum(sizes)):
+        raise ValueError(f"{path.name} does not match its index")
+    table, pos = [], 8 * (1 + n_seg)
+    for n in sizes:
+        table.append(array.array("Q", data[pos: pos + 8 * n]))
+        pos += 8 * n
+    return table
+
+
 def _key(member: int, item: int) -> int:
     """Fast-field value naming (archive member, article or image) in a collection index."""
     return (member << 40) | item
@@ -149,7 +177,8 @@ class _Collection:
     def _text_schema(tokenizer: str) -> tantivy.Schema:
         sb = tantivy.SchemaBuilder()
         sb.add_unsigned_field("key", stored=False, indexed=False, fast=True)
-        sb.add_text_field("content", stored=True, tokenizer_name=tokenizer, index_option="freq")
+        # Not stored: the text's one copy is the archive store's (snippets read it there).
+        sb.add_text_field("content", stored=False, tokenizer_name=tokenizer, index_option="freq")
         sb.add_text_field("title_key", stored=False, tokenizer_name="raw", index_option="basic")
         return sb.build()
 
@@ -185,9 +214,8 @@ class _Collection:
             for mi, arch in enumerate(self.members):
                 if arch.language != language:
                     continue
-                for doc, content in enumerate(arch.corpus_texts()):
-                    title = arch.articles[doc]["title"]
-                    tdoc = tantivy.Document(content=content,
+                for doc, _path, title, body in arch.store.iter_articles():
+                    tdoc = tantivy.Document(content=f"{title}\n{body}",
                                             title_key=" ".join(analyzer.analyze(title)))
                     tdoc.add_unsigned("key", _key(mi, doc))  # kwargs would make it i64
                     tw.add_document(tdoc)
@@ -208,6 +236,10 @@ class _Collection:
             for w in (tw, iw):
                 w.commit()
                 w.wait_merging_threads()
+            text.reload()
+            ts = text.searcher()
+            if ts.num_docs <= _KEYMAP_MAX_DOCS:  # stored: loading it reads no document
+                _save_keymap(_address_keys(ts, ts.num_docs), out / f"keymap_{lk}.bin")
         manifest = {
             "format": INDEX_FORMAT, "members": [a.sha256 for a in self.members],
             "archives": [a.file.name for a in self.members],
@@ -239,7 +271,8 @@ class _Collection:
         for li in indexes.values():
             li.n_docs = li.text_searcher.num_docs
             if li.n_docs <= _KEYMAP_MAX_DOCS:
-                li.keymap = _address_keys(li.text_searcher, li.n_docs)
+                li.keymap = _load_keymap(self.dir / f"keymap_{_lang_key(li.language)}.bin",
+                                         li.text_searcher)
         # Largest language first; the others are probed for the query terms before a search.
         self.searchable = sorted((li for li in indexes.values() if li.n_docs),
                                  key=lambda li: -li.n_docs)

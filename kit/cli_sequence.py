@@ -1,0 +1,297 @@
+"""The notebooks the command line knows and the ``sequence`` command: run notebooks 01 -> 07 in order into
+``results/<run>/<notebook>/`` with a resumable state file (``sequence.json``). Split from :mod:`kit.cli`
+(one concern per module); every name is re-exported there.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kit.cli_params import ParameterError, check_combinations, check_params, notebook_parameters, preflight_endpoints
+from kit.paths import PROJECT_ROOT
+
+NOTEBOOKS = {
+    "01": "01_harness_demo",
+    "02": "02_data_synthesis",
+    "03": "03_vfold_rendering",
+    "04": "04_sft_unsloth",
+    "05": "05_rl_long_mdr",
+    "06": "06_evaluation",
+    "07": "07_publish",
+}
+PROFILES = ("smoke", "paper", "points_seeker")  # kit.profiles.PROFILES (each selects a recipe: kit/recipes)
+SEQUENCE_FILE = "sequence.json"
+# parameters the command line sets itself: a -p for them would silently contradict the run's record
+RESERVED = {"profile": "--profile", "out_dir": "--out (a sequence: --run and --results-dir)",
+            "preflight": "--preflight (python -m kit.cli notebook NN --profile P --preflight)"}
+
+
+def reserved_problem(names, where: str = "") -> str | None:
+    """One line when ``names`` include a parameter the command line sets itself (:data:`RESERVED`)."""
+    hit = [n for n in names if n in RESERVED]
+    if not hit:
+        return None
+    return (f"{where + ': ' if where else ''}" + "; ".join(f"-p {n} is not accepted: set it with {RESERVED[n]}" for n in hit))
+
+
+def profile_problem(declared, profile: str, where: str) -> str | None:
+    """One line when the notebook's parameters cell (``declared``) does not list ``profile`` among its
+    ``profile: Literal[...]`` values (notebook 02 is WeAgent's data pipeline only: no ``points_seeker``)."""
+    p = declared.get("profile")
+    if p is None or p.choices is None or profile in p.choices:
+        return None
+    return (f"{where} does not support profile {profile!r}: its parameters cell declares "
+            f"profile {' | '.join(map(repr, p.choices))}")
+
+
+class SequenceError(RuntimeError):
+    """A sequence cannot start or resume (missing notebook, unknown key, nothing to resume, conflicting plan)."""
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook of a sequence failed; ``key`` names it and ``executed`` is the partially executed copy."""
+
+    def __init__(self, key: str, executed: Path, cause: BaseException):
+        self.key, self.executed, self.cause = key, executed, cause
+        super().__init__(f"notebook {key} ({NOTEBOOKS.get(key, key)}) failed: {type(cause).__name__}: "
+                         f"{_first_line(cause)}; executed copy with the failing cell: {executed}")
+
+
+def _first_line(e: BaseException) -> str:
+    if getattr(e, "ename", None):  # papermill.PapermillExecutionError: the failing cell's exception
+        return f"cell {getattr(e, 'exec_count', '?')}: {e.ename}: {e.evalue}"[:500]
+    text = str(e).strip().splitlines()
+    # Papermill's message starts with a banner line; the exception name and value follow it
+    useful = [t for t in text if t.strip() and not set(t.strip()) <= set("-=")]
+    return " | ".join(useful[:3])[:500] if useful else type(e).__name__
+
+
+
+def plan_sequence(keys: list[str] | None, *, notebooks_dir: str | Path | None = None) -> list[str]:
+    """Ordered notebook keys to run: ``keys`` (any order, deduplicated) or all of 01 → 07.
+
+    Raises:
+        SequenceError: an unknown key, or a selected notebook file that does not exist (nothing is
+            skipped silently: the whole sequence refuses to start).
+    """
+    nb_dir = Path(notebooks_dir) if notebooks_dir else PROJECT_ROOT / "notebooks"
+    chosen = list(dict.fromkeys(keys)) if keys else list(NOTEBOOKS)
+    unknown = [k for k in chosen if k not in NOTEBOOKS]
+    if unknown:
+        raise SequenceError(f"unknown notebook key(s) {unknown}; known: {', '.join(NOTEBOOKS)}")
+    chosen.sort()
+    missing = [f"{k} ({nb_dir / (NOTEBOOKS[k] + '.ipynb')})" for k in chosen if not (nb_dir / f"{NOTEBOOKS[k]}.ipynb").exists()]
+    if missing:
+        raise SequenceError("missing notebook(s): " + ", ".join(missing) +
+                            "; choose the notebooks to run with --only")
+    return chosen
+
+
+def _declared(notebook: Path) -> set[str]:
+    """Names assigned at the top level of a notebook's ``parameters`` cell (see :func:`notebook_parameters`)."""
+    return set(notebook_parameters(notebook))
+
+
+def _given(plan: dict[str, Any], key: str, declared) -> dict[str, Any]:
+    """The overrides a plan gives notebook ``key``: common ones it declares, then its own ``NN.name`` ones."""
+    return {**{n: v for n, v in plan["common"].items() if n in declared}, **plan["per_notebook"].get(key, {})}
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    """A recorded ``sequence.json``. Raises :class:`SequenceError` when it is not one (damaged, edited)."""
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if not (isinstance(state, dict) and isinstance(state.get("plan"), dict) and isinstance(state.get("steps"), dict)
+                and {"keys", "profile", "common", "per_notebook"} <= set(state["plan"])
+                and all(isinstance(v, dict) and "status" in v for v in state["steps"].values())):
+            raise ValueError("missing plan or steps")
+    except (OSError, ValueError) as e:
+        raise SequenceError(f"{path} is not a readable sequence state ({type(e).__name__}: {e}); "
+                            "start the run again without --resume") from e
+    return state
+
+
+def _write_state(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None = None, common: dict | None = None,
+                 per_notebook: dict[str, dict] | None = None, resume: bool = False, results_dir: str | Path | None = None,
+                 notebooks_dir: str | Path | None = None, progress: bool = True,
+                 echo: Callable[[str], None] = print, runner: Callable[..., Path] | None = None,
+                 preflight: bool = True) -> dict[str, Any]:
+    """Run notebooks in order into ``<results_dir>/<run>/<notebook>/`` and return the sequence state.
+
+    The state (``sequence.json``) holds the plan (keys, profile, overrides) and per step: status
+    (``pending`` | ``running`` | ``ok`` | ``failed``), seconds, executed notebook, error. Before the
+    first notebook runs, every override is checked (name declared by its notebook, value of the
+    declared type: :mod:`kit.cli_params`) and, with ``preflight``, every named endpoint of an
+    unfinished notebook is checked (reachable, serves the named model). With ``resume`` the recorded
+    plan is reused: finished steps are reported as done and the run continues from the first
+    unfinished one (a notebook's own run folders resume inside it). Overrides given with ``resume``
+    correct the recorded plan: they may change the profile or parameters of notebooks not yet
+    finished (such a notebook then starts afresh), never those of a finished one. A notebook that
+    starts afresh (any step without ``resume``, a never-started step with it) first has its folder
+    ``<results_dir>/<run>/<notebook>/`` cleared (and its private episodes in the kit cache,
+    :func:`kit.eval.runner.default_private_dir`), so no output of an earlier sequence is mixed in or resumed.
+
+    Raises:
+        SequenceError: bad plan, missing notebooks, an unknown or mistyped override, an unusable
+            named endpoint, nothing to resume, or a resume whose keys differ from the recorded plan
+            or whose overrides change a finished notebook.
+        NotebookFailed: a notebook failed; the state records it and later steps stay ``pending``.
+    """
+    if profile is not None and profile not in PROFILES:
+        raise SequenceError(f"unknown profile {profile!r}; choose one of {PROFILES}")
+    if not run or "/" in run or run in (".", ".."):
+        raise SequenceError(f"run name must be a plain folder name, got {run!r}")
+    root = Path(results_dir).resolve() if results_dir else PROJECT_ROOT / "results"
+    run_dir = root / run
+    state_path = run_dir / SEQUENCE_FILE
+    nb_dir = Path(notebooks_dir) if notebooks_dir else PROJECT_ROOT / "notebooks"
+    fresh: set[str] = set()  # steps of a resumed plan whose parameters were corrected: they start afresh
+    if resume:
+        if not state_path.exists():
+            raise SequenceError(f"nothing to resume: {state_path} does not exist")
+        state = _read_state(state_path)
+        old_plan = state["plan"]
+        if keys and plan_sequence(keys, notebooks_dir=notebooks_dir) != old_plan["keys"]:
+            raise SequenceError(f"--resume with a different plan than recorded in {state_path}: keys: recorded "
+                                f"{old_plan['keys']!r}, given {plan_sequence(keys, notebooks_dir=notebooks_dir)!r}")
+        given = json.loads(json.dumps({"common": common or {}, "per_notebook": per_notebook or {}}, default=str))
+        plan = {"keys": old_plan["keys"], "profile": profile or old_plan["profile"],
+                "common": {**old_plan["common"], **given["common"]},
+                "per_notebook": {k: {**old_plan["per_notebook"].get(k, {}), **given["per_notebook"].get(k, {})}
+                                 for k in sorted(set(old_plan["per_notebook"]) | set(given["per_notebook"]))}}
+        plan_sequence(plan["keys"], notebooks_dir=notebooks_dir)  # the files must still be there
+        declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
+        changed = [k for k in plan["keys"] if (old_plan["profile"], _given(old_plan, k, declared[k]))
+                   != (plan["profile"], _given(plan, k, declared[k]))]
+        finished = [k for k in changed if state["steps"][k]["status"] == "ok"]
+        if finished:
+            raise SequenceError(
+                f"--resume with a different plan than recorded in {state_path}: it changes the parameters of finished "
+                "notebook(s) " + "; ".join(f"{k}: recorded profile {old_plan['profile']!r} params "
+                                           f"{_given(old_plan, k, declared[k])!r}, given profile {plan['profile']!r} "
+                                           f"params {_given(plan, k, declared[k])!r}" for k in finished)
+                + " (start the run again without --resume to change them)")
+        fresh = set(changed)
+        for k in changed:
+            echo(f"{k} {NOTEBOOKS[k]}: corrected for this attempt (profile {plan['profile']}, params "
+                 f"{json.dumps(_given(plan, k, declared[k]), default=str)}); it starts afresh")
+        if all(s["status"] == "ok" for s in state["steps"].values()):
+            echo(f"sequence {run!r} already finished; every notebook is reported as done")
+        state["plan"] = plan
+    else:
+        plan = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir), "profile": profile or "smoke",
+                "common": common or {}, "per_notebook": per_notebook or {}}
+        if state_path.exists():
+            try:
+                old = _read_state(state_path)
+            except SequenceError as e:
+                echo(f"note: {e}; starting over")
+                old = {"steps": {}}
+            if any(s["status"] != "ok" for s in old["steps"].values()):
+                echo(f"note: {state_path} records an unfinished sequence; starting over (use --resume to continue it)")
+        state = {"run": run, "plan": plan, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 "steps": {k: {"notebook": NOTEBOOKS[k], "status": "pending"} for k in plan["keys"]}}
+        declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
+    # every override is checked before the first notebook runs: a common one must be declared by some
+    # planned notebook, an NN.name one by notebook NN (which must be planned), and every value typed
+    problem = reserved_problem([*plan["common"], *(n for v in plan["per_notebook"].values() for n in v)])
+    if problem:
+        raise SequenceError(problem)
+    stray = sorted(n for n in plan["common"] if not any(n in d for d in declared.values()))
+    if stray:
+        raise SequenceError(f"no planned notebook has parameter(s) {stray}")
+    unplanned = sorted(set(plan["per_notebook"]) - set(plan["keys"]))
+    if unplanned:
+        raise SequenceError(f"override(s) for notebook(s) {unplanned} that the plan {plan['keys']} does not run: "
+                            + ", ".join(f"{k}.{n}" for k in unplanned for n in plan["per_notebook"][k]))
+    typed: dict[str, dict[str, Any]] = {}
+    for key in plan["keys"]:
+        where = f"notebook {key} ({NOTEBOOKS[key]})"
+        try:
+            problem = profile_problem(declared[key], plan["profile"], where)
+            if problem:
+                raise ParameterError(problem)
+            typed[key] = check_params(declared[key], _given(plan, key, declared[key]), where)
+            check_combinations(declared[key], typed[key], plan["profile"], where)
+        except ParameterError as e:
+            raise SequenceError(str(e)) from e
+    if preflight:
+        from kit.policy.factory import ModelUnavailable
+
+        for key in plan["keys"]:
+            if state["steps"][key]["status"] != "ok":
+                try:
+                    preflight_endpoints(declared[key], typed[key], f"notebook {key} ({NOTEBOOKS[key]})",
+                                        profile=plan["profile"])
+                except (ModelUnavailable, ParameterError) as e:
+                    raise SequenceError(str(e)) from e
+    for key in fresh:
+        if state["steps"][key]["status"] != "ok":
+            state["steps"][key]["status"] = "pending"  # its folder is cleared below: nothing mixes with the old attempt
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if runner is None:
+        from kit.cli import run_notebook as runner  # kit.cli imports this module: resolved at call time
+    n = len(plan["keys"])
+    t_all = time.time()
+    for i, key in enumerate(plan["keys"], 1):
+        step = state["steps"][key]
+        label = f"[{i}/{n}] {key} {NOTEBOOKS[key]}"
+        if step["status"] == "ok":
+            echo(f"{label}: done in an earlier attempt ({step.get('seconds', 0):.1f} s), not rerun")
+            continue
+        params = typed[key]
+        out = run_dir / NOTEBOOKS[key]
+        if out.is_symlink():
+            raise SequenceError(f"{out} is a symbolic link: the sequence writes (and clears) a real folder there")
+        if not resume or step["status"] == "pending":
+            # outputs of an earlier sequence, and the private (encrypted-benchmark) episodes kept for this
+            # folder in the kit cache: a fresh notebook run must not resume or mix with them
+            from kit.eval.runner import default_private_dir
+
+            for old in (out, default_private_dir(out)):
+                if old.is_dir():
+                    shutil.rmtree(old)
+                    echo(f"{label}: cleared the earlier outputs in {old}")
+        step.update(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), params=params,
+                    out_dir=str(out), error=None)
+        _write_state(state_path, state)
+        echo(f"{label}: running (profile {plan['profile']}{', params ' + json.dumps(params, default=str) if params else ''})")
+        t0 = time.time()
+        try:
+            executed = runner(key, plan["profile"], params, out, notebooks_dir=notebooks_dir, progress=progress,
+                              check_endpoints=False)  # checked above, before the first notebook
+        except BaseException as e:  # noqa: BLE001 - recorded, then re-raised with the notebook named
+            executed = out / f"{NOTEBOOKS[key]}.ipynb"
+            step.update(status="failed", seconds=round(time.time() - t0, 2), error=f"{type(e).__name__}: {_first_line(e)}",
+                        executed=str(executed))
+            _write_state(state_path, state)
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            raise NotebookFailed(key, executed, e) from e
+        step.update(status="ok", seconds=round(time.time() - t0, 2), executed=str(executed))
+        _write_state(state_path, state)
+        echo(f"{label}: ok in {step['seconds']:.1f} s → {out}")
+    state["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    state["seconds_this_attempt"] = round(time.time() - t_all, 2)
+    _write_state(state_path, state)
+    from kit.manifest import write_manifest
+
+    write_manifest(run_dir, config={"sequence": plan, "steps": {k: {kk: v for kk, v in s.items() if kk != "params"}
+                                                                for k, s in state["steps"].items()}},
+                   seed=plan["common"].get("seed"), extra={"kind": "sequence"})
+    from kit.view.run_view import build_run_view
+
+    build_run_view(run_dir, echo=echo)  # one viewer site over every episode of the run: <run_dir>/view
+    echo(f"sequence {run!r}: {n} notebook(s) ok in {run_dir}")
+    return state

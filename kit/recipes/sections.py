@@ -1,0 +1,220 @@
+"""Known keys (and their types) of every recipe section (issue "paper recipes", attack R1-R3, R5).
+
+Sections with a config class (:data:`kit.recipes.SECTION_MODELS`: ``harness``, ``rl``, ``rescue``, ``sft``) know
+their keys from the class; ``rl_rollout`` holds :class:`~kit.harness.config.HarnessConfig` overrides, so its
+keys are that class's. The other sections are declared here as strict pydantic models (:data:`SECTION_KEYS`):
+an unknown key, a bool where a number is expected (``max_turns: true`` is not 1), a step count or size below 1
+fails. ``schedules`` (any name: a list of stages) and ``paper_only`` (any key: values the kit does not run) are
+open. :func:`check_keys` names an unknown section or key with the nearest known one (:mod:`difflib`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import typing
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+Pos = Annotated[StrictInt, Field(ge=1)]  # a count, size or number of steps
+NonNeg = Annotated[StrictInt, Field(ge=0)]
+Num = StrictFloat | StrictInt  # strict: a bool is not a number
+PosNum = Annotated[Num, Field(gt=0)]
+NonNegNum = Annotated[Num, Field(ge=0)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Tools(_Section):
+    web_search_top_k: Pos | None = None
+    image_search_top_k: Pos | None = None
+    image_search_max_calls: Pos | None = None
+    image_search_by: StrictStr | None = None
+    visit_summary_chars: Pos | None = None
+    image_page_summary_chars: Pos | None = None
+
+
+class Clip(_Section):
+    grpo_eps: PosNum | None = None
+    gspo_eps_lo: PosNum | None = None
+    gspo_eps_hi: PosNum | None = None
+
+
+class RLRun(_Section):
+    stages: StrictStr | None = None  # resolved by kit.rl.staging.resolve_schedule in Recipe.validate
+    total_steps: Pos | None = None  # a run of 0 or -5 steps trains nothing, silently
+    stage_steps: Pos | None = None
+
+
+class Reward(_Section):
+    correct: Num | None = None
+    format: Num | None = None
+    tool: Num | None = None
+
+
+class Eval(_Section):
+    judge: StrictStr | None = None
+    judge_model: StrictStr | None = None
+    judge_prompt_version: StrictStr | None = None
+    summarizer: StrictStr | None = None
+    summarizer_model: StrictStr | None = None
+    summarizer_max_input_chars: Pos | None = None
+    image_judge: StrictStr | None = None
+    image_judge_model: StrictStr | None = None
+    protocol: StrictStr | None = None
+    scoring: StrictStr | None = None
+    filters: dict[StrictStr, list[StrictStr]] | None = None
+    benchmarks: list[StrictStr] | None = None
+    configs: list[StrictStr] | None = None
+    trials_threshold: NonNeg | None = None
+    trials_below: Pos | None = None
+    trials_above: Pos | None = None
+    hard_subset_min_rounds: NonNeg | None = None
+    repeats: Pos | None = None
+    max_trials: Pos | None = None
+    n_per_benchmark: Pos | None = None
+
+
+class SFTRun(_Section):
+    global_batch: Pos | None = None
+
+
+class VFold(_Section):
+    font: StrictStr | None = None
+    sweep_tau: list[Pos] | None = None
+    sweep_keep: list[NonNeg] | None = None
+
+
+class Verl(_Section):
+    prompt_tokens: Pos | None = None
+    total_epochs: Pos | None = None
+    lr_warmup_steps: NonNeg | None = None
+    use_kl_loss: StrictBool | None = None
+    entropy_coeff: NonNegNum | None = None
+
+
+class StageBudgets(_Section):
+    max_turns: Pos | None = None
+
+
+class Data(_Section):
+    event_start: StrictStr | datetime.date | None = None  # an unquoted YAML date is a date
+    event_end: StrictStr | datetime.date | None = None
+    event_window_days: Pos | None = None
+    web_backend: StrictStr | None = None
+    stable_fact: StrictStr | None = None
+    rl_group_size: Pos | None = None
+    require_target_match: StrictBool | None = None
+    hop_depths: list[Pos] | None = None
+
+
+class Advantage(_Section):
+    delta: NonNegNum | None = None
+
+
+class ToolArgs(_Section):
+    web_search_queries: Pos | None = None
+    web_search_num: dict[StrictStr, StrictInt] | None = None
+    image_search_queries: Pos | None = None
+    image_search_num: dict[StrictStr, StrictInt] | None = None
+    reverse_search_images: Pos | None = None
+    reverse_search_num: dict[StrictStr, StrictInt] | None = None
+    extract_urls: Pos | None = None
+
+
+class SFTData(_Section):
+    max_response_tokens: Pos | None = None
+    max_trajectory_tokens: Pos | None = None
+
+
+#: the sections without a config class, each validated by its strict model
+SECTION_KEYS: dict[str, type[BaseModel]] = {
+    "tools": Tools, "clip": Clip, "rl_run": RLRun, "reward": Reward, "eval": Eval, "sft_run": SFTRun,
+    "vfold": VFold, "verl": Verl, "stage_budgets": StageBudgets, "data": Data, "advantage": Advantage,
+    "tool_args": ToolArgs, "sft_data": SFTData,
+}
+OPEN_SECTIONS = ("schedules", "paper_only")  # any key: named schedules, values recorded but not run
+
+
+def _nearest(name: str, known) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def known_keys(section: str, section_models: dict[str, str]) -> set[str] | None:
+    """The keys ``section`` may hold, or None when it is open (:data:`OPEN_SECTIONS`).
+
+    Raises:
+        KeyError: an unknown section.
+    """
+    if section in OPEN_SECTIONS:
+        return None
+    if section in SECTION_KEYS:
+        return set(SECTION_KEYS[section].model_fields)
+    path = section_models.get("harness" if section == "rl_rollout" else section)
+    if path is None:
+        raise KeyError(section)
+    import importlib
+
+    mod, cls = path.split(":")
+    return set(getattr(importlib.import_module(mod), cls).model_fields)
+
+
+def check_keys(keys, section_models: dict[str, str], origin: dict[str, str]) -> str | None:
+    """Why one of ``keys`` (``"section.key"``; ``"stages"``) is not a known recipe key, or None. ``origin``
+    maps a key to the file it came from (an overlay's typo is named in the overlay)."""
+    sections = {*SECTION_KEYS, *OPEN_SECTIONS, *section_models, "rl_rollout"}
+    for k in keys:
+        if k == "stages":
+            continue
+        section, _, key = k.partition(".")
+        where = f"{origin.get(k, '?')}.yaml"
+        if section not in sections:
+            return f"{where}: unknown section {section!r}{_nearest(section, sections | {'stages'})}"
+        known = known_keys(section, section_models)
+        if known is not None and key not in known:
+            return f"{where}: unknown key {k!r}{_nearest(key, known)}; {section} keys: {sorted(known)}"
+    return None
+
+
+def _allows_bool(annotation: Any) -> bool:
+    if annotation is bool or annotation is Any:
+        return True
+    return any(_allows_bool(a) for a in typing.get_args(annotation) if a is not type(None))
+
+
+def bool_problem(model: type[BaseModel], values: dict[str, Any], where: str) -> str | None:
+    """A ``true``/``false`` given for a field of ``model`` that is not a bool (pydantic's lax mode reads
+    ``True`` as 1), or None."""
+    for k, v in values.items():
+        field = model.model_fields.get(k)
+        if field is None or field.annotation is None:
+            continue
+        items = v if isinstance(v, list) else [v]
+        if any(isinstance(x, bool) for x in items) and not _allows_bool(field.annotation):
+            return f"{where}.{k}: {v!r} is a bool, not a number ({_type_name(field.annotation)}); write the number"
+    return None
+
+
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def section_problem(section: str, values: dict[str, Any]) -> tuple[str, str] | None:
+    """``("section.key", why)`` when the values of a declared section (:data:`SECTION_KEYS`) do not fit
+    it (one line), or None."""
+    from pydantic import ValidationError
+
+    try:
+        SECTION_KEYS[section](**values)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = f"{section}.{err['loc'][0]}" if err["loc"] else section
+        return key, f"{key}: {err['msg']} (got {err.get('input')!r})"
+    return None
+
+
+__all__ = ["OPEN_SECTIONS", "SECTION_KEYS", "bool_problem", "check_keys", "known_keys", "section_problem"]

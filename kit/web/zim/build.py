@@ -1,0 +1,343 @@
+"""Streaming, parallel, resumable extraction of one archive into its store (issue 17, part 2).
+
+Phases, each recorded per finished chunk in ``build.sqlite`` beside the store in the build folder
+(so a killed build resumes where it stopped; :func:`kit.web.zim.cache._load_or_build` keeps that
+folder and renames it to the final one only once :func:`build_archive` returned):
+
+1. **articles**: entry ids in chunks of :data:`ARTICLE_CHUNK`; each chunk is extracted (in a
+   process pool of ``workers`` processes, results consumed in chunk order so ids are
+   deterministic) and written with its image references in one transaction.
+2. **images**: the distinct referenced paths in first-reference order, in batches of
+   :data:`IMAGE_CHUNK`; redirects followed, each final image decoded and hashed once (pool), kept
+   images numbered in that order (the order the in-memory build used).
+3. **finish**: each kept reference becomes an occurrence with its position among the page's kept
+   images (a window function), indexes are created, ``hashes.npy`` is written in batches.
+
+Memory stays bounded by a chunk's worth of articles or images, whatever the archive size.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import multiprocessing
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import numpy as np
+
+from kit.types import BackendError
+from kit.web.text_clean import is_decorative_image
+from kit.web.zim.cache import INDEX_FORMAT
+from kit.web.zim.images import HASH_CROPS, RASTER_MIMES, _center_crop, decode_image, image_hashes
+from kit.web.zim.store import INDEXES, SCHEMA, STORE_FILE, pack_text
+
+log = logging.getLogger(__name__)
+
+#: Archive entries per extraction chunk (one transaction, one unit of resumed work).
+ARTICLE_CHUNK = 256
+#: Referenced image paths per hashing batch.
+IMAGE_CHUNK = 256
+#: Below this many entries the build runs in this process (a pool's start-up costs more).
+PARALLEL_MIN_ENTRIES = 4 * ARTICLE_CHUNK
+BUILD_FILE = "build.sqlite"  # build progress and scratch tables, removed once complete
+FORMAT_FILE = "build.format"  # INDEX_FORMAT the build folder was started with
+
+_BUILD_SCHEMA = """
+CREATE TABLE IF NOT EXISTS b.chunks(phase TEXT NOT NULL, id INTEGER NOT NULL,
+    PRIMARY KEY(phase, id));
+CREATE TABLE IF NOT EXISTS b.skipped(phase TEXT NOT NULL, reason TEXT NOT NULL,
+    n INTEGER NOT NULL, PRIMARY KEY(phase, reason));
+CREATE TABLE IF NOT EXISTS b.refs(id INTEGER PRIMARY KEY, doc INTEGER NOT NULL,
+    src TEXT NOT NULL, alt TEXT NOT NULL, caption TEXT NOT NULL, context TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS b.srcs(ord INTEGER PRIMARY KEY, src TEXT NOT NULL UNIQUE,
+    image INTEGER);
+CREATE TABLE IF NOT EXISTS b.hashes(image INTEGER PRIMARY KEY, h BLOB NOT NULL);
+"""
+
+
+def _base_mime(mimetype: str) -> str:
+    return mimetype.split(";", 1)[0].strip().lower()
+
+
+def is_article_path(path: str, new_scheme: bool) -> bool:
+    if new_scheme:
+        return not path.startswith(("-/", "_", "M/", "X/"))
+    return path.startswith("A/")
+
+
+# ---- work done in the pool's processes (each opens the archive once) ---------------------------
+_W: dict = {}
+
+
+def _worker_archive(path: str):
+    import libzim.reader
+
+    if _W.get("path") != path:
+        _W["path"], _W["archive"] = path, libzim.reader.Archive(path)
+    return _W["archive"]
+
+
+def extract_chunk(path: str, lo: int, hi: int, main_path: str | None, new_scheme: bool):
+    """Articles of entries ``lo..hi-1``: ([(path, title, first, text, [(src, alt, caption,
+    context)])], {skip reason: count}, [warning]), in entry-id order."""
+    from kit.web.zim.html import _extract_article
+
+    arch = _worker_archive(path)
+    out, skipped, warnings = [], {}, []
+    for eid in range(lo, hi):
+        try:
+            entry = arch._get_entry_by_id(eid)
+            if entry.is_redirect or not is_article_path(entry.path, new_scheme):
+                continue
+            if entry.path == main_path:
+                continue
+            item = entry.get_item()
+            if _base_mime(item.mimetype) != "text/html":
+                continue
+            epath, title, html = entry.path, entry.title, bytes(item.content)
+        except RuntimeError as exc:
+            warnings.append(f"skipping unreadable entry #{eid}: {exc}")
+            skipped["unreadable"] = skipped.get("unreadable", 0) + 1
+            continue
+        try:
+            art = _extract_article(epath, title, html)
+        except ValueError as exc:
+            warnings.append(f"skipping article {epath}: {exc}")
+            skipped["unparsable"] = skipped.get("unparsable", 0) + 1
+            continue
+        out.append((art.path, art.title, art.first_sentence, art.text,
+                    [(r.src_path, r.alt, r.caption, r.context) for r in art.images]))
+    return out, skipped, warnings
+
+
+def hash_image(path: str, mime: str, data: bytes):
+    """(skip reason or "", (mime, width, height), hashes bytes) of one referenced image."""
+    if mime == "image/svg+xml":
+        return "svg", None, None
+    if mime not in RASTER_MIMES:
+        return "not_raster", None, None
+    try:
+        img = decode_image(data)
+    except BackendError:
+        return "undecodable", None, None
+    if is_decorative_image(path, *img.size):
+        return "decorative", None, None
+    hs = np.array([image_hashes(_center_crop(img, c)) for c in HASH_CROPS], dtype=np.uint64)
+    return "", (mime, img.size[0], img.size[1]), hs.tobytes()
+
+
+def _hash_batch(items: list[tuple[str, str, bytes]]):
+    return [hash_image(*it) for it in items]
+
+
+# ---- the build ---------------------------------------------------------------------------------
+class _Runner:
+    """Runs chunk jobs inline or in a process pool, yielding results in submission order with at
+    most ``2 * workers`` chunks in flight (bounded memory)."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.pool: cf.ProcessPoolExecutor | None = None
+        if workers > 1:
+            # forkserver: workers fork from one clean server process (no fork of this possibly
+            # threaded one), started once per process, with this module preloaded and without
+            # re-running the caller's main script.
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(["kit.web.zim.build"])
+            self.pool = cf.ProcessPoolExecutor(workers, mp_context=ctx)
+
+    def map(self, fn: Callable, jobs: Iterator[tuple]) -> Iterator:
+        if self.pool is None:
+            for args in jobs:
+                yield fn(*args)
+            return
+        window: list[cf.Future] = []
+        for args in jobs:
+            window.append(self.pool.submit(fn, *args))
+            if len(window) >= 2 * self.workers:
+                yield window.pop(0).result()
+        for fut in window:
+            yield fut.result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def _add_skipped(db: sqlite3.Connection, phase: str, counts: dict[str, int]) -> None:
+    for reason, n in counts.items():
+        db.execute("INSERT INTO b.skipped VALUES (?, ?, ?) ON CONFLICT(phase, reason) "
+                   "DO UPDATE SET n = n + excluded.n", (phase, reason, n))
+
+
+def _done(db: sqlite3.Connection, phase: str) -> set[int]:
+    return {i for (i,) in db.execute("SELECT id FROM b.chunks WHERE phase = ?", (phase,))}
+
+
+def _articles(arch, db, runner: _Runner, stats: dict) -> None:
+    done = _done(db, "articles")
+    (next_doc,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM articles").fetchone()
+    n_chunks = -(-arch.entry_count // ARTICLE_CHUNK)
+    todo = [c for c in range(n_chunks) if c not in done]
+    stats["chunks_resumed"] = len(done)
+    jobs = ((str(arch.file), c * ARTICLE_CHUNK, min(arch.entry_count, (c + 1) * ARTICLE_CHUNK),
+             arch.main_path, arch.new_scheme) for c in todo)
+    for c, (arts, skipped, warnings) in zip(todo, runner.map(extract_chunk, jobs), strict=True):
+        for w in warnings:
+            log.warning("%s: %s", arch.file.name, w)
+        with db:  # the chunk and its record of being done: one transaction
+            for path, title, first, text, refs in arts:
+                db.execute("INSERT INTO articles VALUES (?, ?, ?, ?, ?, ?)",
+                           (next_doc, path, title, title.casefold(), first, pack_text(text)))
+                db.executemany("INSERT INTO b.refs(doc, src, alt, caption, context) "
+                               "VALUES (?, ?, ?, ?, ?)", [(next_doc, *r) for r in refs])
+                next_doc += 1
+            _add_skipped(db, "articles", skipped)
+            db.execute("INSERT INTO b.chunks VALUES ('articles', ?)", (c,))
+        stats["chunks_built"] = stats.get("chunks_built", 0) + 1
+
+
+def _images(arch, db, runner: _Runner) -> None:
+    if not _done(db, "srcs"):
+        with db:  # distinct referenced paths in first-reference order
+            db.execute("INSERT INTO b.srcs(src) SELECT src FROM b.refs GROUP BY src "
+                       "ORDER BY min(id)")
+            db.execute("INSERT INTO b.chunks VALUES ('srcs', 0)")
+    done = _done(db, "images")
+    (n_srcs,) = db.execute("SELECT count(*) FROM b.srcs").fetchone()
+    todo = [c for c in range(-(-n_srcs // IMAGE_CHUNK)) if c not in done]
+
+    plans: list[tuple[int, list]] = []  # in flight, in submission order
+
+    def jobs() -> Iterator[tuple]:
+        for c in todo:
+            rows = db.execute("SELECT ord, src FROM b.srcs WHERE ord > ? AND ord <= ? ORDER BY ord",
+                              (c * IMAGE_CHUNK, (c + 1) * IMAGE_CHUNK)).fetchall()
+            plan, items, seen = [], [], {}
+            for ord_, src in rows:
+                entry = arch.entry(src)
+                if entry is None:
+                    plan.append((ord_, None, "missing"))
+                    continue
+                if entry.path not in seen:
+                    try:
+                        mime, data = arch.read(entry)
+                    except BackendError:
+                        plan.append((ord_, None, "unreadable"))
+                        continue
+                    seen[entry.path] = len(items)
+                    items.append((entry.path, mime, data))
+                plan.append((ord_, entry.path, seen[entry.path]))
+            plans.append((c, plan))
+            yield (items,)
+
+    for hashed in runner.map(_hash_batch, jobs()):
+        c, plan = plans.pop(0)
+        skipped: dict[str, int] = {}
+        with db:
+            for ord_, final, what in plan:
+                if final is None:
+                    skipped[what] = skipped.get(what, 0) + 1
+                    continue
+                row = db.execute("SELECT id FROM images WHERE path = ?", (final,)).fetchone()
+                if row is not None:  # another reference (redirect) to a kept image
+                    db.execute("UPDATE b.srcs SET image = ? WHERE ord = ?", (row[0], ord_))
+                    continue
+                reason, rec, hs = hashed[what]
+                if reason:
+                    skipped[reason] = skipped.get(reason, 0) + 1
+                    continue
+                (img,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM images").fetchone()
+                db.execute("INSERT INTO images VALUES (?, ?, ?, ?, ?)", (img, final, *rec))
+                db.execute("INSERT INTO b.hashes VALUES (?, ?)", (img, hs))
+                db.execute("UPDATE b.srcs SET image = ? WHERE ord = ?", (img, ord_))
+            _add_skipped(db, "images", skipped)
+            db.execute("INSERT INTO b.chunks VALUES ('images', ?)", (c,))
+
+
+def save_hashes(db: sqlite3.Connection, out: Path, n_images: int) -> None:
+    """``hashes.npy``, uint64 ``(n_images, len(HASH_CROPS), 2)``, written in batches."""
+    shape = (n_images, len(HASH_CROPS), 2)
+    if n_images == 0:
+        np.save(out, np.zeros(shape, dtype=np.uint64), allow_pickle=False)
+        return
+    arr = np.lib.format.open_memmap(out, mode="w+", dtype=np.uint64, shape=shape)
+    cur = db.execute("SELECT image, h FROM b.hashes ORDER BY image")
+    while rows := cur.fetchmany(4096):
+        for i, h in rows:
+            arr[i] = np.frombuffer(h, dtype=np.uint64).reshape(shape[1:])
+    arr.flush()
+    del arr
+
+
+def _finish(db: sqlite3.Connection, out: Path) -> int:
+    if not _done(db, "occurrences"):
+        with db:
+            db.execute("DELETE FROM occurrences")
+            db.execute(
+                "INSERT INTO occurrences(image, doc, position, alt, caption, context) "
+                "SELECT s.image, r.doc, row_number() OVER (PARTITION BY r.doc ORDER BY r.id) - 1,"
+                " r.alt, r.caption, r.context FROM b.refs r JOIN b.srcs s ON s.src = r.src "
+                "WHERE s.image IS NOT NULL")
+            db.executescript(INDEXES)
+            db.execute("INSERT INTO b.chunks VALUES ('occurrences', 0)")
+    (n_images,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM images").fetchone()
+    save_hashes(db, out / "hashes.npy", n_images)
+    return int(n_images)
+
+
+def build_archive(arch, out: Path, workers: int | None = None) -> dict:
+    """Extract ``arch`` (a :class:`~kit.web.zim.archive._ZimArchive`) into ``out`` (empty, or a
+    killed build's folder to resume); returns the counts for the manifest: ``articles``,
+    ``images``, ``skipped_articles``, ``skipped_images``, ``chunks_built``, ``chunks_resumed``.
+
+    ``workers`` defaults to the CPU count for archives of :data:`PARALLEL_MIN_ENTRIES` entries
+    or more, else 1 (inline). Raises ``sqlite3.Error``/``OSError`` on a write failure (the
+    caller turns it into a clear :class:`~kit.web.zim.archive.ZimError`).
+    """
+    if workers is None:
+        workers = (os.cpu_count() or 1) if arch.entry_count >= PARALLEL_MIN_ENTRIES else 1
+    t0 = time.perf_counter()
+    stamp = out / FORMAT_FILE
+    if stamp.exists() and stamp.read_text() != str(INDEX_FORMAT):  # an older layout's leftovers
+        for name in (STORE_FILE, BUILD_FILE, "hashes.npy", "manifest.json"):
+            (out / name).unlink(missing_ok=True)
+    stamp.write_text(str(INDEX_FORMAT))
+    db = sqlite3.connect(out / STORE_FILE, isolation_level=None)
+    stats: dict = {}
+    runner = _Runner(max(1, workers))
+    try:
+        db.execute("PRAGMA journal_mode=DELETE")  # WAL off: the store is read as one file
+        db.execute("ATTACH DATABASE ? AS b", (str(out / BUILD_FILE),))
+        db.executescript(SCHEMA + _BUILD_SCHEMA)
+        db.isolation_level = ""  # `with db:` transactions from here on
+        try:
+            _articles(arch, db, runner, stats)
+            _images(arch, db, runner)
+        except BrokenProcessPool as exc:  # e.g. a worker could not start
+            log.warning("%s: the extraction pool failed (%s); continuing in this process",
+                        arch.file.name, exc)
+            runner.close()
+            runner = _Runner(1)
+            resumed = stats.get("chunks_resumed", 0)
+            _articles(arch, db, runner, stats)  # resumes after the chunks already written
+            stats["chunks_resumed"] = resumed
+            _images(arch, db, runner)
+        n_images = _finish(db, out)
+        (n_articles,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM articles").fetchone()
+        skipped = {p: dict(db.execute("SELECT reason, n FROM b.skipped WHERE phase = ? "
+                                      "ORDER BY reason", (p,)).fetchall())
+                   for p in ("articles", "images")}
+    finally:
+        runner.close()
+        db.close()
+    return {"articles": int(n_articles), "images": n_images,
+            "skipped_articles": skipped["articles"], "skipped_images": skipped["images"],
+            "chunks_built": stats.get("chunks_built", 0),
+            "chunks_resumed": stats.get("chunks_resumed", 0),
+            "build_seconds": round(time.perf_counter() - t0, 3)}
