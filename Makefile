@@ -50,7 +50,7 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not vllm and not gpu and not verl"
 
 test: setup check
-	$(PY) -m pytest -q -m "not vllm and not verl"
+	$(PY) -m pytest -q -m "not vllm and not verl" --durations=30
 	$(MAKE) test-vllm
 	$(MAKE) test-verl
 

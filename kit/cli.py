@@ -111,7 +111,8 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
     if problem:  # before any other rule: a paper profile's needs would hide it
         raise ParameterError(problem)
     params = absolute_paths(declared, check_params(declared, params or {}, f"notebook {name}"))  # cells run in notebooks/
-    check_combinations(declared, params, profile, f"notebook {name}", preflight=preflight)
+    check_combinations(declared, params, profile, f"notebook {name}", preflight=preflight,
+                       local_refs=check_endpoints)  # a missing base_model folder before any endpoint probe
     if preflight:
         if profile == "smoke":
             raise ParameterError("--preflight applies to a paper profile (paper, points_seeker); smoke is already small")

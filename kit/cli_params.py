@@ -484,7 +484,7 @@ def _recipe_why(profile: str, switch: str) -> str:
 
 
 def check_combinations(declared: dict[str, Param], params: dict[str, Any], profile: str = "smoke",
-                       where: str = "", *, preflight: bool = False) -> None:
+                       where: str = "", *, preflight: bool = False, local_refs: bool = False) -> None:
     """Rules across parameters, checked before a notebook starts (no network):
 
     * a ``<role>_model`` given while its ``<role>_endpoint`` is empty (a model nothing serves);
@@ -501,14 +501,24 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
       with ``summarizer_endpoint``, ``image_judge="phash"`` with ``image_judge_endpoint``;
     * notebook 05's ``stages`` must resolve (:func:`resolved_stages`: the notebook's own
       :func:`kit.rl.staging.resolve_schedule` with the profile's recipe), and a paper run whose resolved
-      schedule has an OPD stage needs ``teacher_model``.
+      schedule has an OPD stage needs ``teacher_model``;
+    * the web a notebook searches (:func:`web_backend_param`): left None it is the recipe's (``rl_run.web_backend``,
+      ``eval.web_backend``, ``data.web_backend``: the live web for the paper recipes), which needs
+      ``SERPER_API_KEY``, else ``-p web_backend zim`` / ``-p backend zim`` (the labelled local web;
+      :func:`kit.data.synthesis_web.resolve_web_backend`);
+    * with ``local_refs`` (a run about to start, not a sequence plan whose folders earlier notebooks write):
+      each checkpoint reference of :data:`CHECKPOINT_PARAMS` must load
+      (:func:`kit.policy.factory.checkpoint_ref_problem`: a missing ``base_model`` folder), before any
+      endpoint probe.
 
     "Paper profile" is any profile but smoke (``paper``, ``points_seeker``); a ``preflight`` of one needs none
     of its endpoints or checkpoints (tiny stand-ins take their place, :mod:`kit.profiles`).
 
     Raises:
-        ParameterError: the first rule broken (one line).
+        ParameterError: every rule broken, collected (one line each; a single problem is its own line), so
+            a paper command is fixed in one pass, not one missing parameter per run.
     """
+    problems: list[str] = []
     value = {k: params.get(k, p.default) for k, p in declared.items()}
     at = f" of {where}" if where else ""
     paper = profile != "smoke" and not preflight  # a paper recipe run for real: its endpoints must be named
@@ -516,11 +526,11 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
         if name.endswith("_model") and value.get(name) and (name[: -len("model")] + "endpoint") in declared:
             ep = name[: -len("model")] + "endpoint"
             if not value.get(ep):
-                raise ParameterError(f"{name}={value[name]!r}{at} is set but {ep} is empty: name the endpoint that serves it")
+                problems.append(f"{name}={value[name]!r}{at} is set but {ep} is empty: name the endpoint that serves it")
     if paper:
         missing = [f"{n} ({why})" for n, why in PAPER_NEEDS.items() if n in declared and not value.get(n)]
         if missing:
-            raise ParameterError(f"the {profile} profile{at} needs " + ", ".join(missing))
+            problems.append(f"the {profile} profile{at} needs " + ", ".join(missing))
     for (switch, on), needed in NEEDS.items():
         # None: the profile's recipe value (eval.judge / eval.image_judge / eval.summarizer; kit.eval.judge_factory)
         by_profile = paper and switch in declared and value.get(switch) is None and _recipe_switch(profile, switch) == on
@@ -529,33 +539,71 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
                        and not (n.endswith("_model") and recipe_model(profile, n[: -len("model")]))]
             if missing and by_profile:
                 alt, why = PAPER_SWITCHES[switch], _recipe_why(profile, switch)
-                raise ParameterError(f"the {profile} profile{at} uses {switch}={on!r} ({why}) and needs "
-                                     f"{' and '.join(missing)}; or pass {switch}={alt!r} for the labelled fallback")
-            if missing:
-                raise ParameterError(f"{switch}={on!r}{at} needs {' and '.join(missing)}")
+                problems.append(f"the {profile} profile{at} uses {switch}={on!r} ({why}) and needs "
+                                f"{' and '.join(missing)}; or pass {switch}={alt!r} for the labelled fallback")
+            elif missing:
+                problems.append(f"{switch}={on!r}{at} needs {' and '.join(missing)}")
     if "policy_kind" in declared:
         from kit.policy.factory import eval_policy_kind
 
         try:
             eval_policy_kind(value.get("policy_kind"), profile, value.get("model") or "", value.get("endpoint") or "")
         except ValueError as e:
-            raise ParameterError(f"{e}{at}") from e
+            problems.append(f"{e}{at}")
     if value.get("backend") == "verl":  # notebook 05 trains in process; verl has its own launcher
-        raise ParameterError(f"backend='verl'{at} is not run by a notebook: launch verl with scripts/launch_verl.sh "
-                             "(SCHEDULE=NAME; `python -m kit.cli recipe NAME --verl` prints its overrides), or "
-                             "leave backend 'inprocess'")
+        problems.append(f"backend='verl'{at} is not run by a notebook: launch verl with scripts/launch_verl.sh "
+                        "(SCHEDULE=NAME; `python -m kit.cli recipe NAME --verl` prints its overrides), or "
+                        "leave backend 'inprocess'")
     for switch, offline in PAPER_SWITCHES.items():  # an endpoint the chosen offline judge would never call
         ep = f"{switch}_endpoint"
         if value.get(switch) == offline and ep in declared and str(value.get(ep) or "").strip():
-            raise ParameterError(f"{ep}={value[ep]!r}{at} is set but {switch}={offline!r} does not use it (it runs "
-                                 f"offline): drop {ep}, or pass {switch}={_ONLINE[switch]!r} to use the endpoint")
+            problems.append(f"{ep}={value[ep]!r}{at} is set but {switch}={offline!r} does not use it (it runs "
+                            f"offline): drop {ep}, or pass {switch}={_ONLINE[switch]!r} to use the endpoint")
+    web = web_backend_param(declared)
+    if web is not None:  # a live web with no key stops here, not inside the kernel (kit.data.synthesis_web)
+        from kit.data.synthesis_web import resolve_web_backend
+        from kit.profiles import get_profile
+
+        try:
+            resolve_web_backend(get_profile(profile, preflight=preflight), value.get(web[0]), parameter=web[0], key=web[1])
+        except ParameterError as e:
+            problems.append(f"{e}{at}")
     if "stages" in declared:
-        schedule = resolved_stages(value.get("stages"), profile, preflight=preflight, where=where)
+        try:
+            schedule = resolved_stages(value.get("stages"), profile, preflight=preflight, where=where)
+        except ParameterError as e:
+            problems.append(str(e))
+            schedule = []
         if paper and "teacher_model" in declared and not value.get("teacher_model") and \
                 any(s.kind == "opd" for s in schedule):
             shown = value.get("stages") or get_profile_value(profile, "rl_run.stages")
-            raise ParameterError(f"the {profile} profile{at} runs an OPD warmup stage (stages={shown!r}), which needs "
-                                 "teacher_model (a stronger checkpoint); name it, or pass stages without 'opd'")
+            problems.append(f"the {profile} profile{at} runs an OPD warmup stage (stages={shown!r}), which needs "
+                            "teacher_model (a stronger checkpoint); name it, or pass stages without 'opd'")
+    if local_refs:  # offline: a folder or reference check, before preflight_endpoints probes any server
+        from kit.policy.factory import checkpoint_ref_problem
+
+        for name, kw in CHECKPOINT_PARAMS.items():
+            ref = value.get(name) if name in declared else ""
+            problem = checkpoint_ref_problem(name, ref, **kw) if isinstance(ref, str) and ref else None
+            if problem:
+                problems.append(problem)
+    if len(problems) == 1:
+        raise ParameterError(problems[0])
+    if problems:
+        raise ParameterError(f"{len(problems)} problems with the parameters{at}:\n" +
+                             "\n".join(f"  - {p}" for p in problems))
+
+
+def web_backend_param(declared: dict[str, Param]) -> tuple[str, str] | None:
+    """``(parameter, recipe key)`` of the web a notebook searches, or None: notebook 05's ``web_backend``
+    (``rl_run.web_backend``, it declares ``stages``), notebook 02's ``web_backend`` (``data.web_backend``),
+    notebooks 01/06's ``backend`` when it offers ``"serper"`` (``eval.web_backend``)."""
+    if "web_backend" in declared:
+        return "web_backend", "rl_run.web_backend" if "stages" in declared else "data.web_backend"
+    b = declared.get("backend")
+    if b is not None and "serper" in (b.choices or ()):
+        return "backend", "eval.web_backend"
+    return None
 
 
 _ONLINE = {"judge": "llm", "image_judge": "vlm", "summarizer": "llm"}  # the switch value that calls <switch>_endpoint

@@ -95,7 +95,12 @@ def save_figure(fig: Any, path_stem: str | Path, *, smoke: bool = False, plotlyj
     fig.write_html(str(html), include_plotlyjs=plotlyjs, full_html=True)
     renderer = "kaleido"
     try:
+        for p in (png, svg):
+            p.unlink(missing_ok=True)  # a stale image must not pass for this figure's
         _kaleido_write(fig, [png, svg], width, height)
+        missing = [p.name for p in (png, svg) if not (p.is_file() and p.stat().st_size > 0)]
+        if missing:  # seen on a loaded machine: kaleido returned without writing every file
+            raise RuntimeError(f"kaleido returned without writing {missing}")
     except Exception as e:  # no kaleido, no Chrome, or Chrome failed to start: draw the same data with matplotlib
         log.warning("kaleido static export failed (%s: %s); drawing %s with matplotlib", type(e).__name__, e, stem.name)
         renderer = "matplotlib"

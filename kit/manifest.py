@@ -108,7 +108,7 @@ def env_snapshot(names=ENV_VARS) -> dict[str, str]:
 
 def write_manifest(run_dir: str | Path, *, config: dict[str, Any], seed: int | None, data_files: list[str | Path] = (),
                    model: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
-                   seeds: dict[str, int] | None = None, stand_ins: dict[str, str] | None = None) -> Path:
+                   seeds: dict[str, int] | None = None, stand_ins: dict[str, str | None] | None = None) -> Path:
     """Write ``run_dir/manifest.json`` and return its path.
 
     Args:
@@ -118,7 +118,8 @@ def write_manifest(run_dir: str | Path, *, config: dict[str, Any], seed: int | N
         model: policy identity (name, path or endpoint, smoke flag); a local ``path`` is hashed.
         extra: further top-level keys (labels, cache statistics).
         stand_ins: for a preflight (``config["preflight"]`` true): ``{role: what ran}`` overriding the default
-            of :func:`kit.profiles.preflight_stand_ins` (e.g. a warm-started stand-in policy).
+            of :func:`kit.profiles.preflight_stand_ins` (e.g. a warm-started stand-in policy; ``None``: the
+            role did not run and is not listed).
         A listed path that does not exist is recorded as ``"missing"``. A preflight manifest always gets a
         top-level ``stand_ins`` (every paper role: the model it stands in for and what really ran), so no
         preflight output passes for a run of the paper's judge, summarizer, expert or teacher.

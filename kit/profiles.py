@@ -153,11 +153,12 @@ def stand_in_name(paper_model: str) -> str:
     return f"tiny stand-in ({PREFLIGHT_MODEL}, random weights) for {paper_model}"
 
 
-def preflight_stand_ins(profile: str | Profile, ran: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+def preflight_stand_ins(profile: str | Profile, ran: dict[str, str | None] | None = None) -> dict[str, dict[str, str]]:
     """What really ran for each paper role (:data:`STAND_IN_ROLES`) of a preflight of ``profile``:
     ``{role: {"stands_in_for": the recipe's model (or the parameter naming it), "ran": what ran}}``. ``ran``
-    overrides the default :data:`DEFAULT_STAND_IN` per role (e.g. a warm-started
-    stand-in policy). Written by :func:`kit.manifest.write_manifest` into every preflight manifest.
+    overrides the default :data:`DEFAULT_STAND_IN` per role (e.g. a warm-started stand-in policy, the phash
+    image judge); a role given as ``None`` did not run and is left out, so the manifest names only the roles
+    the run used. Written by :func:`kit.manifest.write_manifest` into every preflight manifest.
 
     Raises:
         ValueError: an unknown profile, or a role in ``ran`` that is not in :data:`STAND_IN_ROLES`.
@@ -168,10 +169,12 @@ def preflight_stand_ins(profile: str | Profile, ran: dict[str, str] | None = Non
         raise ValueError(f"unknown stand-in roles {bad}; known: {sorted(STAND_IN_ROLES)}")
     out = {}
     for role, key in STAND_IN_ROLES.items():
+        if role in (ran or {}) and (ran or {})[role] is None:
+            continue  # the role did not run in this notebook: no stand-in to name
         named = prof.value(key, None) if key else None
         out[role] = {"stands_in_for": str(named) if named else {"policy": "base_model", "OPD teacher": "teacher_model"}
                      .get(role, "the run's endpoint"),
-                     "ran": (ran or {}).get(role, DEFAULT_STAND_IN)}
+                     "ran": str((ran or {}).get(role, DEFAULT_STAND_IN))}
     return out
 
 

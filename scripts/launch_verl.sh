@@ -35,6 +35,8 @@ RECIPE="${RECIPE:-weagent_mmsearch}"
 RFLAGS=()
 [ "${PREFLIGHT:-0}" = "1" ] && RFLAGS+=(--preflight)
 [ -n "${SCHEDULE:-}" ] && RFLAGS+=(--stages "$SCHEDULE")
+# refuse before Ray and the model load when the recipe's judge/summarizer needs an endpoint not given
+(cd "$ROOT" && "$VENV/bin/python" -m kit.rl.verl.launch_check "$RECIPE" "${RFLAGS[@]}" -- "$@") || exit 2
 NGPUS="${NGPUS:-$("$VENV/bin/python" -c 'import torch; print(max(torch.cuda.device_count(), 1))')}"
 NNODES="${NNODES:-1}"
 export KIT_ROOT="$ROOT"

@@ -98,9 +98,10 @@ def test_image_judge_endpoint_without_model_uses_the_recipes_model(tmp_path, ker
         assert _run(tmp_path, "06", "paper", ("image_judge_endpoint", url)) == 0, capsys.readouterr().err
 
 
-def test_paper_run_with_judge_and_summarizer_endpoints_but_no_models_passes_the_offline_check():
+def test_paper_run_with_judge_and_summarizer_endpoints_but_no_models_passes_the_offline_check(monkeypatch):
     """check_combinations (no network): ``summarizer="llm"`` with an endpoint needs no summarizer_model when
     the recipe names one."""
+    monkeypatch.setenv("SERPER_API_KEY", "k")  # the recipe's live web (eval.web_backend) is not the subject here
     from kit.cli_params import check_combinations, notebook_parameters
     from kit.paths import PROJECT_ROOT
 

@@ -168,3 +168,15 @@ def test_save_figure_falls_back_to_matplotlib_when_chrome_cannot_start(tmp_path,
     files = save_figure(tool_use_figure(tool_use(_items())), tmp_path / "fig7", smoke=True)
     assert files.static_renderer == "matplotlib" and pixel_std(files.png) > BLANK_STD
     assert "<svg" in files.svg.read_text()[:2000] and files.html.exists()
+
+
+def test_save_figure_falls_back_when_kaleido_returns_without_writing(tmp_path, monkeypatch):
+    """Seen on a loaded machine: kaleido returned and one image was missing (notebook 03's tau_k_sweep.png).
+    A stale image from an earlier run must not pass for this figure's either."""
+    import kit.figures as figures
+
+    (tmp_path / "fig7.png").write_bytes(b"stale")
+    monkeypatch.setattr(figures, "_kaleido_write", lambda *a, **k: None)
+    files = save_figure(tool_use_figure(tool_use(_items())), tmp_path / "fig7", smoke=True)
+    assert files.static_renderer == "matplotlib" and pixel_std(files.png) > BLANK_STD
+    assert files.svg.stat().st_size > 0

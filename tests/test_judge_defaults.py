@@ -132,8 +132,9 @@ def test_mmsearch_is_scored_by_the_llm_judge_under_paper(tmp_path):
     assert fallback.correct is True and fallback.judge.startswith("rule:f1") and "(fallback)" in fallback.judge
 
 
-def test_notebook_06_paper_run_stops_before_the_kernel_without_judge_endpoints():
+def test_notebook_06_paper_run_stops_before_the_kernel_without_judge_endpoints(monkeypatch):
     """The CLI's cross-parameter check resolves None to the paper's judges and summarizer (kit.cli_params)."""
+    monkeypatch.setenv("SERPER_API_KEY", "k")  # the recipe's live web (eval.web_backend) is not the subject here
     from kit.cli_params import ParameterError, check_combinations, notebook_parameters
     from kit.paths import PROJECT_ROOT
 

@@ -132,7 +132,7 @@ def test_packed_sample_sum_training_runs_through_trl(tiny, tmp_path):
 def test_points_seeker_seeding_spec_names_the_papers_sources():
     from kit.train.mixtures import DEFAULT_MIXTURE, MIXTURES, Mixture, MixtureError, load_mixture
 
-    mix = Mixture.from_file(DEFAULT_MIXTURE)
+    mix = load_mixture(DEFAULT_MIXTURE)
     names = [s.name for s in mix.sources]
     assert names == ["a-m-team/AM-DeepSeek-R1-Distilled-1.4M", "Agent-Ark/Toucan-1.5M",
                      "tanhuajie2001/Reason-RFT-CoT-Dataset", "TIGER-Lab/VisualWebInstruct"]

@@ -16,7 +16,8 @@ from kit.paths import PROJECT_ROOT
 from kit.recipes import RecipeError, load_recipe
 
 NB05 = notebook_parameters(PROJECT_ROOT / "notebooks" / "05_rl_long_mdr.ipynb")
-PAPER = {"base_model": "tiny-qwen2_vl", "judge": "rule", "summarizer": "extractive", "rl_prompts": "x"}
+# web_backend "zim": the labelled local web (the recipe's live web needs SERPER_API_KEY; tests/test_web_backend_recipe.py)
+PAPER = {"base_model": "tiny-qwen2_vl", "judge": "rule", "summarizer": "extractive", "rl_prompts": "x", "web_backend": "zim"}
 
 
 # ------------------------------------------------------------------- N1: notebook 05's stages, one parser

@@ -218,7 +218,8 @@ def test_points_seeker_image_judge_is_phash_and_needs_no_endpoint():
     from kit.cli_params import check_combinations
 
     d = _declared("06")
-    named = {"judge_endpoint": "http://j", "summarizer_endpoint": "http://s", "summarizer_model": "m"}
+    named = {"judge_endpoint": "http://j", "summarizer_endpoint": "http://s", "summarizer_model": "m",
+             "backend": "zim"}  # the labelled local web: the recipe's live web needs SERPER_API_KEY
     check_combinations(d, named, "points_seeker")  # no image_judge_endpoint asked for
     from kit.cli_params import ParameterError
 
@@ -246,7 +247,8 @@ def test_opd_teacher_rule():
     from kit.cli_params import ParameterError, check_combinations
 
     d = _declared("05")
-    base = {"base_model": "tiny-qwen2_vl", "rl_prompts": "x", "judge": "rule", "summarizer": "extractive"}
+    base = {"base_model": "tiny-qwen2_vl", "rl_prompts": "x", "judge": "rule", "summarizer": "extractive",
+            "web_backend": "zim"}  # the labelled local web: the recipe's live web needs SERPER_API_KEY
     with pytest.raises(ParameterError, match="teacher_model"):
         check_combinations(d, base, "paper")
     with pytest.raises(ParameterError, match="teacher_model"):

@@ -51,7 +51,7 @@ def test_verl_runs_the_weagent_schedule_as_one_launch():
 
     r = load_recipe("weagent_mmsearch")
     (run,) = verl_stages(r, stages="weagent")
-    assert (run.start, run.end) == (0, r.get("rl_run.total_steps"))
+    assert (run.start, run.end) == (0, r.get("schedules.weagent")[0]["steps"])  # its own count, not Long-MDR's
     st = verl_settings(r, stages="weagent", stage=run.name)
     assert st["kit.stages"] == "weagent" and st["kit.stage"] == run.name
     assert st["data.max_prompt_length"] + st["data.max_response_length"] == r.get("harness.max_context_tokens")

@@ -129,7 +129,7 @@ def test_mixture_sampling(tmp_path, tiny):
     assert rep[str(b)]["drawn"] == 3 and rep[str(a)]["drawn"] == 4 and len(recs) == 7
     ex, erep = tiny[1].encode_many(recs)
     assert erep.kept == 7 and all(e.num_loss_tokens > 0 for e in ex)
-    assert Mixture.from_file(DEFAULT_MIXTURE).size > 0
+    assert Mixture.from_file(DEFAULT_MIXTURE).size > 0  # a MIXTURES name: the recipe row
     with pytest.raises(MixtureError):
         Mixture.from_dict({"size": 1, "sources": [{"name": "x", "kind": "reasoning", "weight": 0}]})
     with pytest.raises(MixtureError, match="cannot load"):

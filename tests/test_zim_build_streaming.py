@@ -316,3 +316,26 @@ def test_index_folder_is_named_by_archive_and_format(zims, tmp_path, monkeypatch
     monkeypatch.setattr(archive_mod, "INDEX_FORMAT", archive_mod.INDEX_FORMAT + 1)
     other = LocalZimWeb([zims[100]], index_dir=tmp_path).archives[0]
     assert other.index_dir != arch.index_dir
+
+
+def test_index_build_shows_progress_per_chunk(zims, tmp_path, monkeypatch):
+    """Issue 18 part 3: index builds are long loops with a progress bar (articles, then images)."""
+    from kit.web.zim import build as build_mod
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total=None, desc=None, unit="it", **kw):
+            self.total, self.desc, self.n = total, desc, 0
+            bars.append(self)
+
+        def update(self, n=1):
+            self.n += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(build_mod, "progress", Bar)
+    LocalZimWeb([zims[100]], index_dir=tmp_path).archives[0].ensure_ready()
+    assert [b.desc.rsplit(": ", 1)[1] for b in bars] == ["articles", "images"]
+    assert all(b.total >= 1 and b.n == b.total for b in bars)

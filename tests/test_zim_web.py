@@ -457,7 +457,7 @@ def test_index_is_cached_and_reused(tmp_path, paths, monkeypatch):
 def test_corrupt_cache_is_rebuilt_deterministically(tmp_path, paths):
     web1 = LocalZimWeb([paths[FRENCH]], index_dir=tmp_path)
     web1.ensure_ready()
-    d = tmp_path / web1.archives[0].sha256[:16]
+    d = Path(web1.archives[0].index_dir)
     before = {n: (d / n).read_bytes() for n in ("store.sqlite", "hashes.npy")}
     (d / "hashes.npy").write_bytes(b"garbage")
     web2 = LocalZimWeb([paths[FRENCH]], index_dir=tmp_path)

@@ -28,6 +28,8 @@ from kit.types import ImageHit, Page, ReverseImageResult, SearchBackend, SearchH
 WEB_BACKENDS = ("serper", "zim")
 #: Label of paper-profile outputs whose stages 2–4 ran on the local ZIM web instead of the live web.
 LOCAL_WEB_LABEL = "local-web"
+#: The note a paper-profile summary/manifest carries when its run used the local web (RL rollouts, evaluation).
+LOCAL_WEB_NOTE = "local web (ZIM), not the paper's live web"
 SERPER_KEY_ENV = "SERPER_API_KEY"
 
 
@@ -36,8 +38,10 @@ class LiveWebRequired(ParameterError):
 
 
 def resolve_web_backend(profile: Any, choice: str | None = None, env: Mapping[str, str] | None = None,
-                        parameter: str = "web_backend") -> str:
-    """``"serper"`` or ``"zim"``: ``choice``, else the profile's (paper: ``"serper"``, smoke: ``"zim"``).
+                        parameter: str = "web_backend", key: str = "data.web_backend") -> str:
+    """``"serper"`` or ``"zim"``: ``choice``, else the profile's recipe row ``key`` (paper: ``"serper"``, smoke
+    and preflight: ``"zim"``). ``key``: ``data.web_backend`` (stages 2-4), ``rl_run.web_backend`` (RL rollouts,
+    notebook 05), ``eval.web_backend`` (evaluation, notebook 06).
 
     Raises:
         ParameterError: ``choice`` not in :data:`WEB_BACKENDS`.
@@ -46,19 +50,27 @@ def resolve_web_backend(profile: Any, choice: str | None = None, env: Mapping[st
     from kit.profiles import get_profile
 
     p = get_profile(profile)
-    backend = choice or str(p.value("data.web_backend"))  # the recipe's: paper serper (§4.2), smoke zim
+    backend = choice or str(p.value(key))  # the recipe's: paper serper (WeAgent §3.2/§4.2), smoke zim
     if backend not in WEB_BACKENDS:
         raise ParameterError(f"{parameter}={backend!r}: choose one of {', '.join(map(repr, WEB_BACKENDS))}")
     env = os.environ if env is None else env
     if backend == "serper" and not env.get(SERPER_KEY_ENV) and p.preflight and choice is None:
         return "zim"  # a preflight's stand-in for the live web (its outputs say preflight and local-web)
     if backend == "serper" and not env.get(SERPER_KEY_ENV):
-        why = ("the paper profile runs data stages 2-4 on the live web (WeAgent §4.2)" if choice is None
-               else f"{parameter}='serper' is the live web")
+        why = (f"{parameter}='serper' is the live web" if choice is not None
+               else "the paper profile runs data stages 2-4 on the live web (WeAgent §4.2)" if key == "data.web_backend"
+               else f"the {p.name} profile's {key} is the live web ({_citation(p, key)})")
         raise LiveWebRequired(f"{why} but {SERPER_KEY_ENV} is not set: export {SERPER_KEY_ENV}, or pass "
-                              f"{parameter}='zim' to run them on the local ZIM web (outputs labelled "
-                              f"{LOCAL_WEB_LABEL!r})")
+                              f"{parameter}='zim' (-p {parameter} zim) for the local ZIM web, the labelled offline "
+                              f"choice (outputs labelled {LOCAL_WEB_LABEL!r})")
     return backend
+
+
+def _citation(p: Any, key: str) -> str:
+    """``"<recipe title> <source>"`` of the profile's row ``key`` (the paper section that asks for it)."""
+    r = p.recipe_obj()
+    e = r.entries.get(key)
+    return f"{r.title} {e.source or e.kit}" if e is not None else f"recipe {r.label}"
 
 
 def web_labels(profile: Any, backend: str) -> list[str]:

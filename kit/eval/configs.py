@@ -132,3 +132,16 @@ def make_configs(profile="paper", names: list[str] | tuple[str, ...] = CONFIG_NA
                                 description="tool images reach the model as text lines only (Hermes stand-in)"),
     }
     return {n: all_configs[n] for n in names}
+
+
+def config_tools(config: EvalConfig) -> list[str]:
+    """The names of the tools an episode under ``config`` is offered: its enabled native tools, then its
+    ``tool_set``'s (POINTS-Seeker §4.1 web_search / image_search / visit have ``tools_enabled == []``), so a
+    configurations table never shows a tool-using harness as "(none)".
+
+    Raises:
+        ValueError: an unknown tool set (:func:`kit.harness.toolsets.config_tool_specs`).
+    """
+    from kit.harness.toolsets import config_tool_specs
+
+    return list(config_tool_specs(config.harness))

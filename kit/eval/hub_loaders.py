@@ -87,6 +87,11 @@ class UnpinnedRevisionWarning(UserWarning):
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
+#: repositories served by the preflight's local stand-in Hub (:func:`kit.eval.hub_standin.install_standin_hub`
+#: fills it): their loads are marked ``stand_in`` so a synthetic snapshot never passes for the real release
+STANDIN_REPOS: set[str] = set()
+STANDIN_SOURCE = "local stand-in hub (format-true, not the real release)"
+
 
 @dataclass
 class RowContext:
@@ -526,7 +531,13 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
     unpinned = local is None and rev is None
     info.update({"pinned_revision": src.revision, "unpinned": unpinned, "protocol": proto.describe(name),
                  "revision_evidence": src.revision_evidence, "notes": src.notes})
-    if unpinned:
+    if local is None and src.repo in STANDIN_REPOS:  # a preflight's synthetic release, not the Hub's
+        info.update({"stand_in": True, "source": STANDIN_SOURCE})
+        msg = (f"{name}: loaded {src.repo} from the {STANDIN_SOURCE} at its commit {info['resolved_commit']} "
+               "(synthetic rows; the commit is the stand-in's, not a revision of the real release)")
+        info["warnings"] = [msg]
+        warnings.warn(msg, UnpinnedRevisionWarning, stacklevel=2)
+    elif unpinned:
         msg = (f"{name}: no revision of {src.repo} is pinned in the registry or given; loaded its default branch at "
                f"commit {info['resolved_commit']} (recorded as resolved_commit; pass revision='{info['resolved_commit']}' "
                "to repeat this run)")

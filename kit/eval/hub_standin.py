@@ -6,8 +6,9 @@ rows of each in the file layout and columns its loader reads (:data:`kit.eval.hu
 MMSearch-Plus rows encrypted with its canary like the release) to the kit's in-process Hub
 (:class:`kit.hub.localhub.LocalHub`, huggingface_hub's own client over the Hub's HTTP API) and routes
 ``huggingface_hub`` to it, so the benchmarks load through the real hub path (snapshot download at the
-default branch, the resolved commit recorded). The rows are synthetic ("Who made item 0?"): results on them
-mean nothing and the run says ``preflight``.
+default branch, the resolved commit recorded, marked ``"stand_in": true`` with ``source``
+:data:`kit.eval.hub_loaders.STANDIN_SOURCE`; commit ids are content-derived, so two runs agree). The rows
+are synthetic ("Who made item 0?"): results on them mean nothing and the run says ``preflight``.
 """
 
 from __future__ import annotations
@@ -87,10 +88,12 @@ def install_standin_hub(root: str | Path, *, n: int = 2, names=STANDIN_BENCHMARK
     import huggingface_hub.constants as hf_constants
     from huggingface_hub import CommitOperationAdd, HfApi
 
+    from kit.eval import hub_loaders
     from kit.eval.hub_loaders import HUB_SOURCES
     from kit.hub.localhub import LocalHub
 
-    hub = LocalHub(Path(root))
+    # a fixed clock: commit ids derive from the files only, so two preflights record the same stand-in commits
+    hub = LocalHub(Path(root), clock=lambda: 0.0)
     # a cache of its own: synthetic snapshots under the real repository ids must never reach the user's
     # Hugging Face cache (an offline run would later read them as the real benchmark)
     hf_constants.HF_HUB_CACHE = str(Path(root) / "hf_cache")
@@ -103,4 +106,5 @@ def install_standin_hub(root: str | Path, *, n: int = 2, names=STANDIN_BENCHMARK
         api.create_repo(repo, repo_type="dataset", exist_ok=True)
         api.create_commit(repo, repo_type="dataset", commit_message="preflight stand-in release",
                           operations=[CommitOperationAdd(p, b) for p, b in files.items()])
+    hub_loaders.STANDIN_REPOS.update(files_by_repo)  # their loads say stand_in (LoadResult.info)
     return hub

@@ -343,3 +343,28 @@ async def load_benchmarks(specs: list[str], *, source: str = "local", limit: int
             lr.problem(None, f"unexpected {type(e).__name__}: {str(e)[:300]}")
         out[key] = lr
     return out
+
+
+class NothingEvaluated(RuntimeError):
+    """An evaluation with no task to run: every benchmark failed to load or was empty (one line per benchmark)."""
+
+
+def require_tasks(benchmarks: dict[str, LoadResult], max_reasons: int = 3) -> int:
+    """The number of loaded tasks; an evaluation with none must not finish as a success (empty Table 1).
+
+    Args:
+        benchmarks: :class:`LoadResult` by key (``load_benchmarks``'s result).
+        max_reasons: load-problem reasons listed per benchmark.
+    Raises:
+        NothingEvaluated: zero tasks over ``benchmarks``; the message lists each benchmark's load problems.
+    """
+    n = sum(len(lr.tasks) for lr in benchmarks.values())
+    if n:
+        return n
+    lines = []
+    for key, lr in benchmarks.items():
+        reasons = list(dict.fromkeys(str(p.get("reason", p)) for p in lr.problems))
+        shown = "; ".join(reasons[:max_reasons]) + (f"; … ({len(reasons) - max_reasons} more)" if len(reasons) > max_reasons else "")
+        lines.append(f"  {key}: {len(lr.problems)} load problem(s)" + (f": {shown}" if shown else " (no rows)"))
+    raise NothingEvaluated("0 tasks to evaluate: every benchmark failed to load or was empty\n"
+                           + ("\n".join(lines) or "  (no benchmarks)"))

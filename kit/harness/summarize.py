@@ -146,15 +146,19 @@ class LLMSummarizer:
     The page given to the model is clipped to ``max_input_chars`` characters.
     """
 
-    def __init__(self, policy, *, max_input_chars: int = 60_000, max_tokens: int = 2048):
+    def __init__(self, policy, *, max_input_chars: int = 60_000, max_tokens: int = 2048, label: str | None = None):
         self.policy = policy
+        self.label = label  # what ran, when the policy's own name would hide it (a preflight's stand-in)
         self.max_input_chars = max_input_chars
         self.max_tokens = max_tokens
         self.fallback = ExtractiveSummarizer()
 
     @property
     def name(self) -> str:
-        """``llm:<policy name>`` (the method recorded on each summary)."""
+        """``llm:<policy name>`` (the method recorded on each summary); a preflight's stand-in policy
+        is named by ``label`` like the judge's: ``llm:tiny stand-in (…, random weights) for <model>``."""
+        if self.label:
+            return f"llm:{self.label}"
         return f"llm:{getattr(self.policy, 'name', 'endpoint')}"
 
     async def summarize(self, markdown: str, *, goal: str | None, max_chars: int, title: str = "") -> tuple[str, str]:
@@ -215,10 +219,12 @@ def make_summarizer(endpoint: str = "", model: str = "", profile: Any = "smoke",
     if kind == "extractive":
         return ExtractiveSummarizer(fallback=profile_kind != "extractive")
     if policy is None and not endpoint and prof.preflight:
-        from kit.profiles import stand_in_policy
+        from kit.profiles import stand_in_name, stand_in_policy
 
         policy = stand_in_policy("summarizer", max_new_tokens=32)
         llm_kwargs.setdefault("max_input_chars", int(prof.value("eval.summarizer_max_input_chars")))
+        llm_kwargs.setdefault("label", stand_in_name(model or str(prof.value("eval.summarizer_model", None)
+                                                                  or "the run's summarizer")))
     if policy is None:
         if not endpoint:
             raise SummarizerConfigError(

@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
@@ -54,12 +55,16 @@ class LocalHub:
     Args:
         root: storage folder (created).
         require_token_for_writes: answer 401 to writes without an ``Authorization`` header, like the Hub.
+        clock: the commit time (seconds) hashed into each commit id; a constant makes the ids content-derived,
+            so two hubs fed the same files give the same commits (the preflight's stand-in Hub).
 
     Use :meth:`installed` to route ``huggingface_hub`` through it for the duration of a block.
     """
 
-    def __init__(self, root: str | Path, *, require_token_for_writes: bool = True):
+    def __init__(self, root: str | Path, *, require_token_for_writes: bool = True,
+                 clock: Callable[[], float] = time.time):
         self.root = Path(root)
+        self.clock = clock
         self.root.mkdir(parents=True, exist_ok=True)
         self.require_token = require_token_for_writes
         self.requests: list[RecordedRequest] = []
@@ -205,7 +210,7 @@ class LocalHub:
         return h
 
     def _new_commit(self, d: Path, parent: str | None, message: str, files: dict[str, str]) -> str:
-        blob = json.dumps({"parent": parent, "message": message, "files": files, "time": time.time()}, sort_keys=True)
+        blob = json.dumps({"parent": parent, "message": message, "files": files, "time": self.clock()}, sort_keys=True)
         sha = hashlib.sha1(blob.encode()).hexdigest()
         (d / "commits" / f"{sha}.json").write_text(blob)
         return sha

@@ -47,6 +47,7 @@ class RLRun(_Section):
     stages: StrictStr | None = None  # resolved by kit.rl.staging.resolve_schedule in Recipe.validate
     total_steps: Pos | None = None  # a run of 0 or -5 steps trains nothing, silently
     stage_steps: Pos | None = None
+    web_backend: StrictStr | None = None  # the web of the RL rollouts: "serper" (live) | "zim" (local, labelled)
 
 
 class Reward(_Section):
@@ -76,6 +77,7 @@ class Eval(_Section):
     repeats: Pos | None = None
     max_trials: Pos | None = None
     n_per_benchmark: Pos | None = None
+    web_backend: StrictStr | None = None  # the web of evaluation: "serper" (live) | "zim" (local, labelled)
 
 
 class SFTRun(_Section):
@@ -136,7 +138,7 @@ SECTION_KEYS: dict[str, type[BaseModel]] = {
     "vfold": VFold, "verl": Verl, "stage_budgets": StageBudgets, "data": Data, "advantage": Advantage,
     "tool_args": ToolArgs, "sft_data": SFTData,
 }
-OPEN_SECTIONS = ("schedules", "paper_only")  # any key: named schedules, values recorded but not run
+OPEN_SECTIONS = ("schedules", "paper_only", "mixtures")  # any key: named schedules, values not run, SFT mixtures
 
 
 def _nearest(name: str, known) -> str:

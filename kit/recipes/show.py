@@ -80,6 +80,11 @@ def cmd_recipe(args) -> int:
             print(f"recipe: {e}", file=sys.stderr)
             return 2
         print("\n".join(lines))
+        if args.verl:  # stderr: the launcher reads stdout as overrides; an endpoint is the user's, not the recipe's
+            from kit.rl.verl.launch_check import endpoint_keys
+
+            for key, why in endpoint_keys(r).items():
+                print(f"# {key}=URL required ({why}): pass it to scripts/launch_verl.sh", file=sys.stderr)
         return 0
     if args.json:
         print(json.dumps(r.as_dict(), indent=2, default=str))

@@ -225,6 +225,20 @@ def resolve_schedule(recipe, base: HarnessConfig, spec: str | None = None) -> li
     return out
 
 
+def schedule_total_steps(recipe, spec: str | None = None) -> int:
+    """The step total of the schedule ``spec`` (default ``rl_run.stages``) of a resolved
+    :class:`~kit.recipes.Recipe`: a named schedule (``schedules.NAME``) whose stages all give ``steps`` runs
+    their sum (``"weagent"``: its own count, not Long-MDR's ``rl_run.total_steps``); anything else, or an
+    overlay that sets ``rl_run.total_steps`` (the preflight: a size), runs ``rl_run.total_steps``.
+    Returns a step count (int >= 1)."""
+    spec = str(spec or recipe.get("rl_run.stages"))
+    total = int(recipe.get("rl_run.total_steps"))
+    if not recipe.has(f"schedules.{spec}") or recipe.entries["rl_run.total_steps"].origin in recipe.overlays:
+        return total
+    steps = [s.steps for s in recipe.schedule(spec)]
+    return sum(int(n) for n in steps) if all(n is not None for n in steps) else total
+
+
 class RescueConfig(BaseModel):
     """Entropy-triggered rescue (see module docstring). Entropy in nats per generated token.
 

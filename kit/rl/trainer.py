@@ -122,6 +122,15 @@ class RLConfig(BaseModel):
             raise ValueError(f"dtype must be None or one of {DTYPES}, got {self.dtype!r}")
         return self
 
+    def resolved_dump(self) -> dict[str, Any]:
+        """``model_dump()`` with ``eps_lo`` / ``eps_hi`` resolved: ``None`` becomes the algorithm's clip range
+        (:data:`kit.rl.objective.ALGORITHMS`, from the recipes), the values the loss really used (for manifests)."""
+        spec = algorithm(self.algorithm)
+        out = self.model_dump()
+        out["eps_lo"] = spec.eps_lo if self.eps_lo is None else self.eps_lo
+        out["eps_hi"] = spec.eps_hi if self.eps_hi is None else self.eps_hi
+        return out
+
 
 @dataclass
 class _Item:

@@ -24,7 +24,8 @@ and the resolved commit goes into the report.
 
 Mixture specs (:data:`MIXTURES`): ``points_seeker_seeding`` (:data:`DEFAULT_MIXTURE`, the four
 sources POINTS-Seeker A.2 names, weights proportional to the sizes it states), ``points_seeker_sft``
-(A.3; sources the paper names without a hub id are required parameters) and
+(A.3; sources the paper names without a hub id are required parameters) — both rows of
+``kit/recipes/points_seeker.yaml`` (``mixtures.seeding`` / ``mixtures.sft``, cited) — and
 ``kit_open_alternatives`` (``agentic_seeding.json``, the kit's earlier example with other datasets).
 """
 
@@ -106,8 +107,8 @@ class Mixture:
 
     @classmethod
     def from_file(cls, path: str | Path) -> Mixture:
-        """Load a JSON mixture config."""
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """Load a JSON mixture config, or a :data:`MIXTURES` name (the paper's live in the recipe)."""
+        return cls.from_dict(mixture_spec(path))
 
     def quotas(self) -> dict[str, int]:
         """Records per source: ``size * weight / Σweight``, rounded so the total equals ``size``."""
@@ -157,12 +158,32 @@ def _rows(src: Source) -> list[dict[str, Any]]:
 
 
 _SHAREGPT_ROLES = {"human": "user", "gpt": "assistant", "function_call": "assistant", "observation": "tool"}
-MIXTURES = {
-    "points_seeker_seeding": Path(__file__).with_name("points_seeker_seeding.json"),  # A.2 sources, paper default
-    "points_seeker_sft": Path(__file__).with_name("points_seeker_sft.json"),  # A.3 sources
+# name -> "recipe:key" (paper values live in the recipe: kit/recipes/points_seeker.yaml `mixtures`) or a JSON path
+MIXTURES: dict[str, str | Path] = {
+    "points_seeker_seeding": "points_seeker:mixtures.seeding",  # A.2 sources, paper default
+    "points_seeker_sft": "points_seeker:mixtures.sft",  # A.3 sources
     "kit_open_alternatives": Path(__file__).with_name("agentic_seeding.json"),  # kit variant, other datasets
 }
-DEFAULT_MIXTURE = MIXTURES["points_seeker_seeding"]
+DEFAULT_MIXTURE = "points_seeker_seeding"  # a MIXTURES name: load_mixture(DEFAULT_MIXTURE)
+
+
+def mixture_spec(name_or_path: str | Path) -> dict[str, Any]:
+    """The mixture config dict of a :data:`MIXTURES` name (a recipe row, copied) or a JSON file path.
+
+    Raises:
+        MixtureError: neither a known name nor a file.
+    """
+    import copy
+
+    where = MIXTURES.get(str(name_or_path), Path(name_or_path))
+    if isinstance(where, str):
+        from kit.recipes import load_recipe
+
+        recipe, key = where.split(":", 1)
+        return copy.deepcopy(load_recipe(recipe).get(key))
+    if not Path(where).is_file():
+        raise MixtureError(f"unknown mixture {name_or_path!r}; known: {sorted(MIXTURES)}")
+    return json.loads(Path(where).read_text())
 
 
 def load_mixture(name_or_path: str | Path, replace: dict[str, dict[str, Any]] | None = None, **fields) -> Mixture:
@@ -173,10 +194,7 @@ def load_mixture(name_or_path: str | Path, replace: dict[str, dict[str, Any]] | 
     Raises:
         MixtureError: unknown name; a replaced source not in the spec; a ``REQUIRED:`` source left.
     """
-    path = MIXTURES.get(str(name_or_path), Path(name_or_path))
-    if not Path(path).is_file():
-        raise MixtureError(f"unknown mixture {name_or_path!r}; known: {sorted(MIXTURES)}")
-    d = json.loads(Path(path).read_text())
+    d = mixture_spec(name_or_path)
     names = [s["name"] for s in d["sources"]]
     for k in replace or {}:
         if k not in names:

@@ -17,7 +17,7 @@ Row -> :class:`EpisodeRecord` converters for the formats :mod:`kit.train.mixture
   ``seeding:dataset-answer``.
 
 Column names per source are ``Source.columns`` (defaults :data:`VQA_COLUMNS`); the layouts of the
-real datasets that the kit could not verify are marked in ``points_seeker_seeding.json``.
+real datasets that the kit could not verify are marked in ``kit/recipes/points_seeker.yaml`` (``mixtures.seeding``).
 """
 
 from __future__ import annotations

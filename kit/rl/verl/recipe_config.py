@@ -78,13 +78,14 @@ def verl_stages(recipe: str | Recipe, overlays: Iterable[str] = (), stages: str 
     """The verl launches of ``recipe`` (module docstring): its schedule's RL stages with their step ranges.
     ``stages``: a schedule spec of :func:`kit.rl.staging.resolve_schedule` (default the recipe's
     ``rl_run.stages``; ``"weagent"``: WeAgent's one Table 5 stage). The RL step total is
-    ``rl_run.total_steps`` minus the OPD stages' steps; a stage past it is dropped.
+    :func:`~kit.rl.staging.schedule_total_steps` (a named schedule's own steps, else ``rl_run.total_steps``)
+    minus the OPD stages' steps; a stage past it is dropped.
 
     Raises:
         VerlConfigError: an OPD stage without a step count, an open-ended RL stage before the last, or no RL
             step left.
     """
-    from kit.rl.staging import resolve_schedule
+    from kit.rl.staging import resolve_schedule, schedule_total_steps
 
     r = _recipe(recipe, overlays)
     base = r.harness(**r.section("rl_rollout"))
@@ -92,7 +93,7 @@ def verl_stages(recipe: str | Recipe, overlays: Iterable[str] = (), stages: str 
     opd = [s for s in schedule if s.kind == "opd"]
     if any(s.steps is None for s in opd):
         raise VerlConfigError(f"recipe {r.label}: an OPD stage without a step count")
-    total = int(r.get("rl_run.total_steps")) - sum(int(s.steps) for s in opd)
+    total = schedule_total_steps(r, stages) - sum(int(s.steps) for s in opd)
     rl = [s for s in schedule if s.kind == "rl"]
     if total < 1 or not rl:
         raise VerlConfigError(f"recipe {r.label}: no RL step left for verl (rl_run.total_steps "
@@ -174,6 +175,8 @@ def verl_settings(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str
         "kit.stage": pick.name,
         "kit.algorithm": rl.algorithm,
         "kit.harness": None,  # the recipe builds the harness (kit.rl.verl.settings)
+        # the rollouts' web (kit.rl.verl.agent_loop): paper recipes the live web (WeAgent §3.2, POINTS-Seeker §4.1)
+        "kit.backend": str(r.get("rl_run.web_backend", "zim")),
         "kit.judge": str(r.get("eval.judge")),
         "kit.judge_model": str(r.get("eval.judge_model", "")),
         "kit.summarizer": str(r.get("eval.summarizer")),

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kit.progress import progress
 from kit.types import BackendError
 from kit.web.text_clean import is_decorative_image
 from kit.web.zim.cache import INDEX_FORMAT
@@ -187,6 +188,7 @@ def _articles(arch, db, runner: _Runner, stats: dict) -> None:
     stats["chunks_resumed"] = len(done)
     jobs = ((str(arch.file), c * ARTICLE_CHUNK, min(arch.entry_count, (c + 1) * ARTICLE_CHUNK),
              arch.main_path, arch.new_scheme) for c in todo)
+    bar = progress(total=len(todo), desc=f"index {arch.file.name}: articles", unit="chunk")
     for c, (arts, skipped, warnings) in zip(todo, runner.map(extract_chunk, jobs), strict=True):
         for w in warnings:
             log.warning("%s: %s", arch.file.name, w)
@@ -200,6 +202,8 @@ def _articles(arch, db, runner: _Runner, stats: dict) -> None:
             _add_skipped(db, "articles", skipped)
             db.execute("INSERT INTO b.chunks VALUES ('articles', ?)", (c,))
         stats["chunks_built"] = stats.get("chunks_built", 0) + 1
+        bar.update(1)
+    bar.close()
 
 
 def _images(arch, db, runner: _Runner) -> None:
@@ -236,6 +240,7 @@ def _images(arch, db, runner: _Runner) -> None:
             plans.append((c, plan))
             yield (items,)
 
+    bar = progress(total=len(todo), desc=f"index {arch.file.name}: images", unit="chunk")
     for hashed in runner.map(_hash_batch, jobs()):
         c, plan = plans.pop(0)
         skipped: dict[str, int] = {}
@@ -258,6 +263,8 @@ def _images(arch, db, runner: _Runner) -> None:
                 db.execute("UPDATE b.srcs SET image = ? WHERE ord = ?", (img, ord_))
             _add_skipped(db, "images", skipped)
             db.execute("INSERT INTO b.chunks VALUES ('images', ?)", (c,))
+        bar.update(1)
+    bar.close()
 
 
 def save_hashes(db: sqlite3.Connection, out: Path, n_images: int) -> None:
