@@ -40,11 +40,18 @@ import ast
 import math
 import os
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 from annotated_types import Ge, Gt, Le
+
+# the local paths and checkpoint references the checks read, in their own module (re-exported: old import paths)
+from kit.cli_refs import CHECKPOINT_PARAMS as CHECKPOINT_PARAMS
+from kit.cli_refs import PATH_PARAMS as PATH_PARAMS
+from kit.cli_refs import absolute_paths as absolute_paths
+from kit.cli_refs import checkpoint_problems, written_by_plan
 
 Count = Annotated[int, Ge(1)]
 NonNegInt = Annotated[int, Ge(0)]
@@ -375,11 +382,14 @@ def named_endpoints(declared: dict[str, Param], params: dict[str, Any],
 
 
 def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], where: str = "",
-                        timeout_s: float = 5.0, *, profile: str = "smoke") -> list[str]:
+                        timeout_s: float = 5.0, *, profile: str = "smoke", written: Iterable[str | Path] = ()) -> list[str]:
     """Check every named endpoint of a notebook run (reachable, serves the named model), a ``model``
-    named without an endpoint (a local checkpoint folder, :func:`kit.policy.factory.local_model_problem`),
-    the checkpoint references of :data:`CHECKPOINT_PARAMS` and ``rl_prompts``
-    (:func:`kit.rl.prompts.rl_prompts_problem`), before it starts.
+    named without an endpoint (a local checkpoint folder, :func:`kit.policy.factory.local_model_problem`)
+    and ``rl_prompts`` (:func:`kit.rl.prompts.rl_prompts_problem`), before it starts. The checkpoint
+    references of :data:`CHECKPOINT_PARAMS` are not checked here but once, offline, by
+    :func:`check_combinations` (``local_refs=True``, :func:`checkpoint_problems`), which runs first.
+    ``written``: folders earlier notebooks of a sequence plan write (:func:`written_by_plan`); a ``model`` or
+    ``rl_prompts`` inside one is not checked (it does not exist yet).
 
     Returns one line per endpoint checked. Raises :class:`kit.policy.factory.ModelUnavailable` (one
     line naming the parameter) at the first one that cannot be used. The main ``endpoint`` may omit
@@ -391,6 +401,7 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
     from kit.policy.factory import ModelUnavailable, check_endpoint, local_model_problem
 
     lines = []
+    written = list(written)
     prefix = f"{where}: " if where else ""
     endpoints = named_endpoints(declared, params, profile)
     for name, endpoint, model, key_env in endpoints:
@@ -404,24 +415,15 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
         lines.append(f"{prefix}{name} {endpoint} serves {served!r}")
     # the main model named without an endpoint is loaded in process: a checkpoint folder or tiny-<arch>
     model = params.get("model", declared["model"].default) if "model" in declared else ""
-    if isinstance(model, str) and not any(n == "endpoint" for n, *_ in endpoints):
+    if isinstance(model, str) and not any(n == "endpoint" for n, *_ in endpoints) and not written_by_plan(model, written):
         problem = local_model_problem(model)
         if problem:
             raise ModelUnavailable(f"{prefix}{problem}")
         if model:
             lines.append(f"{prefix}model {model!r} loads in process")
-    # the other model-like parameters: what their notebooks load (04/05 resolve hub: refs; 02 reads a folder)
-    from kit.policy.factory import checkpoint_ref_problem
-
-    for name, kw in CHECKPOINT_PARAMS.items():
-        value = params.get(name, declared[name].default) if name in declared else ""
-        if isinstance(value, str) and value:
-            problem = checkpoint_ref_problem(name, value, **kw)
-            if problem:
-                raise ModelUnavailable(f"{prefix}{problem}")
-            lines.append(f"{prefix}{name} {value!r} is a checkpoint reference")
+    # the checkpoint references of CHECKPOINT_PARAMS were checked offline by check_combinations(local_refs=True)
     source = params.get("rl_prompts", declared["rl_prompts"].default) if "rl_prompts" in declared else ""
-    if isinstance(source, str) and source:
+    if isinstance(source, str) and source and not written_by_plan(source, written):
         from kit.rl.prompts import rl_prompts_problem
 
         problem = rl_prompts_problem(source)
@@ -431,25 +433,6 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
     return lines
 
 
-def absolute_paths(declared: dict[str, Param], params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with every :data:`PATH_PARAMS` value that is a relative path existing from the caller's
-    folder made absolute: the notebooks run inside ``notebooks/``, where ``results/02_data_synthesis``
-    names nothing. Other values (``hub:`` references, ``tiny-<arch>``, missing paths) are kept for the checks."""
-    out = dict(params)
-    for name in PATH_PARAMS:
-        v = out.get(name)
-        if name in declared and isinstance(v, str) and v and not v.startswith(("hub:", "tiny-")):
-            p = Path(v).expanduser()
-            if not p.is_absolute() and p.exists():
-                out[name] = str(p.resolve())
-    return out
-
-
-# model-like parameters that are not served: which references each notebook can load
-CHECKPOINT_PARAMS = {"base_model": {"tiny": True, "hub": True}, "sft_model": {"tiny": False, "hub": False},
-                     "teacher_model": {"tiny": True, "hub": True}}  # notebook 05's OPD teacher (_checkpoint)
-# parameters naming a local path (or a hub: reference) that a notebook reads
-PATH_PARAMS = (*CHECKPOINT_PARAMS, "rl_prompts")
 # (switch parameter, value) -> parameters that must then be non-empty; an empty <role>_model is the
 # recipe's served name (eval.<role>_model: kit.eval.judge_factory, kit.harness.summarize), so only a
 # recipe without one needs it named (:func:`recipe_model`)
@@ -484,7 +467,8 @@ def _recipe_why(profile: str, switch: str) -> str:
 
 
 def check_combinations(declared: dict[str, Param], params: dict[str, Any], profile: str = "smoke",
-                       where: str = "", *, preflight: bool = False, local_refs: bool = False) -> None:
+                       where: str = "", *, preflight: bool = False, local_refs: bool = False,
+                       written: Iterable[str | Path] = ()) -> None:
     """Rules across parameters, checked before a notebook starts (no network):
 
     * a ``<role>_model`` given while its ``<role>_endpoint`` is empty (a model nothing serves);
@@ -506,10 +490,10 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
       ``eval.web_backend``, ``data.web_backend``: the live web for the paper recipes), which needs
       ``SERPER_API_KEY``, else ``-p web_backend zim`` / ``-p backend zim`` (the labelled local web;
       :func:`kit.data.synthesis_web.resolve_web_backend`);
-    * with ``local_refs`` (a run about to start, not a sequence plan whose folders earlier notebooks write):
-      each checkpoint reference of :data:`CHECKPOINT_PARAMS` must load
-      (:func:`kit.policy.factory.checkpoint_ref_problem`: a missing ``base_model`` folder), before any
-      endpoint probe.
+    * with ``local_refs`` (a run about to start): each checkpoint reference of :data:`CHECKPOINT_PARAMS` must
+      load (:func:`checkpoint_problems`: a missing ``base_model`` folder), before any endpoint probe; the one
+      place they are checked. A sequence plan passes ``written``, the folders its earlier notebooks write: a
+      reference inside one is not refused (notebook 05's ``base_model`` may be notebook 04's checkpoint).
 
     "Paper profile" is any profile but smoke (``paper``, ``points_seeker``); a ``preflight`` of one needs none
     of its endpoints or checkpoints (tiny stand-ins take their place, :mod:`kit.profiles`).
@@ -580,13 +564,7 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
             problems.append(f"the {profile} profile{at} runs an OPD warmup stage (stages={shown!r}), which needs "
                             "teacher_model (a stronger checkpoint); name it, or pass stages without 'opd'")
     if local_refs:  # offline: a folder or reference check, before preflight_endpoints probes any server
-        from kit.policy.factory import checkpoint_ref_problem
-
-        for name, kw in CHECKPOINT_PARAMS.items():
-            ref = value.get(name) if name in declared else ""
-            problem = checkpoint_ref_problem(name, ref, **kw) if isinstance(ref, str) and ref else None
-            if problem:
-                problems.append(problem)
+        problems += checkpoint_problems(declared, params, where, written=written)
     if len(problems) == 1:
         raise ParameterError(problems[0])
     if problems:

@@ -216,24 +216,28 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         raise SequenceError(f"override(s) for notebook(s) {unplanned} that the plan {plan['keys']} does not run: "
                             + ", ".join(f"{k}.{n}" for k in unplanned for n in plan["per_notebook"][k]))
     typed: dict[str, dict[str, Any]] = {}
-    for key in plan["keys"]:
+    for i, key in enumerate(plan["keys"]):
         where = f"notebook {key} ({NOTEBOOKS[key]})"
         try:
             problem = profile_problem(declared[key], plan["profile"], where)
             if problem:
                 raise ParameterError(problem)
             typed[key] = check_params(declared[key], _given(plan, key, declared[key]), where)
-            check_combinations(declared[key], typed[key], plan["profile"], where)
+            # a checkpoint inside an earlier notebook's folder of this run (05's base_model = 04's output) is
+            # written before this notebook starts: not refused now
+            check_combinations(declared[key], typed[key], plan["profile"], where,
+                               local_refs=preflight and state["steps"][key]["status"] != "ok",
+                               written=[run_dir / NOTEBOOKS[k] for k in plan["keys"][:i]])
         except ParameterError as e:
             raise SequenceError(str(e)) from e
     if preflight:
         from kit.policy.factory import ModelUnavailable
 
-        for key in plan["keys"]:
+        for i, key in enumerate(plan["keys"]):
             if state["steps"][key]["status"] != "ok":
                 try:
                     preflight_endpoints(declared[key], typed[key], f"notebook {key} ({NOTEBOOKS[key]})",
-                                        profile=plan["profile"])
+                                        profile=plan["profile"], written=[run_dir / NOTEBOOKS[k] for k in plan["keys"][:i]])
                 except (ModelUnavailable, ParameterError) as e:
                     raise SequenceError(str(e)) from e
     for key in fresh:

@@ -18,7 +18,7 @@ turn it into a :class:`Profile` with :func:`get_profile`::
 from __future__ import annotations
 
 import functools
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -87,9 +87,7 @@ class Profile(BaseModel):
 
         if self.smoke:
             return HarnessConfig.smoke(real_model=real_model, **overrides)
-        cfg = self.recipe_obj().harness(**overrides)  # validated here
-        values = {k: getattr(cfg, k) for k in HarnessConfig.model_fields}
-        return HarnessConfig.model_construct(_fields_set=set(overrides), **values)
+        return self.recipe_obj().harness(**overrides)  # validated; only overrides are set (Recipe.harness)
 
     def pick(self, smoke_value: T, paper_value: T, *, given: T | None = None) -> T:
         """``given`` when it is not None (a caller's explicit value, 0 included), else ``smoke_value``
@@ -135,11 +133,24 @@ def get_profile(name: str | Profile, *, preflight: bool = False) -> Profile:
                                    "default_model": PREFLIGHT_MODEL})
 
 
-#: the paper roles a preflight runs on a tiny stand-in: role -> the recipe key naming the paper's model (None: the
-#: run names it, e.g. the SFT checkpoint or the OPD teacher; the recipe gives no served model)
-STAND_IN_ROLES: dict[str, str | None] = {
-    "policy": "paper_only.base_model", "answer judge": "eval.judge_model", "image judge": "eval.image_judge_model",
-    "summarizer": "eval.summarizer_model", "expert": "paper_only.expert_model", "OPD teacher": None}
+class StandInRole(NamedTuple):
+    """Where a preflight finds the paper model a stand-in replaces: ``recipe_key`` (the recipe value naming it,
+    or None: the recipe gives none) and ``parameter`` (the notebook parameter that names it when the recipe
+    does not: a checkpoint, or the endpoint serving the role)."""
+
+    recipe_key: str | None
+    parameter: str
+
+
+#: the paper roles a preflight runs on a tiny stand-in (one table: the recipe key naming the paper's model, and
+#: the parameter naming it when the recipe gives none, e.g. the SFT checkpoint or the OPD teacher)
+STAND_IN_ROLES: dict[str, StandInRole] = {
+    "policy": StandInRole("paper_only.base_model", "base_model"),
+    "answer judge": StandInRole("eval.judge_model", "judge_endpoint"),
+    "image judge": StandInRole("eval.image_judge_model", "image_judge_endpoint"),
+    "summarizer": StandInRole("eval.summarizer_model", "summarizer_endpoint"),
+    "expert": StandInRole("paper_only.expert_model", "expert_endpoint"),
+    "OPD teacher": StandInRole(None, "teacher_model")}
 
 
 #: what :func:`preflight_stand_ins` records for a role the notebook does not override
@@ -155,7 +166,7 @@ def stand_in_name(paper_model: str) -> str:
 
 def preflight_stand_ins(profile: str | Profile, ran: dict[str, str | None] | None = None) -> dict[str, dict[str, str]]:
     """What really ran for each paper role (:data:`STAND_IN_ROLES`) of a preflight of ``profile``:
-    ``{role: {"stands_in_for": the recipe's model (or the parameter naming it), "ran": what ran}}``. ``ran``
+    ``{role: {"stands_in_for": the recipe's model (else the parameter naming it), "ran": what ran}}``. ``ran``
     overrides the default :data:`DEFAULT_STAND_IN` per role (e.g. a warm-started stand-in policy, the phash
     image judge); a role given as ``None`` did not run and is left out, so the manifest names only the roles
     the run used. Written by :func:`kit.manifest.write_manifest` into every preflight manifest.
@@ -164,17 +175,16 @@ def preflight_stand_ins(profile: str | Profile, ran: dict[str, str | None] | Non
         ValueError: an unknown profile, or a role in ``ran`` that is not in :data:`STAND_IN_ROLES`.
     """
     prof = get_profile(profile, preflight=True)
-    bad = sorted(set(ran or {}) - set(STAND_IN_ROLES))
+    ran = dict(ran or {})
+    bad = sorted(set(ran) - set(STAND_IN_ROLES))
     if bad:
         raise ValueError(f"unknown stand-in roles {bad}; known: {sorted(STAND_IN_ROLES)}")
     out = {}
-    for role, key in STAND_IN_ROLES.items():
-        if role in (ran or {}) and (ran or {})[role] is None:
+    for role, (key, parameter) in STAND_IN_ROLES.items():
+        if role in ran and ran[role] is None:
             continue  # the role did not run in this notebook: no stand-in to name
         named = prof.value(key, None) if key else None
-        out[role] = {"stands_in_for": str(named) if named else {"policy": "base_model", "OPD teacher": "teacher_model"}
-                     .get(role, "the run's endpoint"),
-                     "ran": str((ran or {}).get(role, DEFAULT_STAND_IN))}
+        out[role] = {"stands_in_for": str(named) if named else parameter, "ran": str(ran.get(role, DEFAULT_STAND_IN))}
     return out
 
 

@@ -5,13 +5,21 @@ One :class:`Tracker` with four back ends, chosen by ``report_to``:
 * ``"none"`` (default): nothing is written (``metrics.jsonl`` stays the record);
 * ``"tensorboard"``: event files in ``log_dir`` (``torch.utils.tensorboard.SummaryWriter``; the
   ``tensorboard`` package is a dependency of the kit), ``tensorboard --logdir RUN/tracking``;
-* ``"trackio"``: a local trackio project (``TRACKIO_DIR`` defaults to ``log_dir``); optional,
-  ``pip install trackio``;
-* ``"wandb"``: a Weights & Biases run with ``dir=log_dir`` (``WANDB_MODE=offline`` works without a
-  login); optional, ``pip install wandb``.
+* ``"trackio"``: a local trackio project, one SQLite file ``log_dir/<project>.db`` (trackio's storage
+  is pointed at ``log_dir`` for each tracker, whatever ``TRACKIO_DIR`` says; no dashboard is launched,
+  nothing leaves the machine unless ``TRACKIO_SPACE_ID`` / ``TRACKIO_SERVER_URL`` ask for it);
+  ``TRACKIO_DIR=RUN/tracking trackio show``; optional, ``pip install trackio``;
+* ``"wandb"``: a Weights & Biases run in ``log_dir/wandb``; ``WANDB_MODE`` is read for each tracker
+  (``offline``: the ``.wandb`` transaction log only, no login, no network; ``wandb sync`` uploads it
+  later); every row carries ``step`` and is plotted against it (``define_metric``), so a step logged
+  twice or out of order (a resumed run) is kept, not dropped; ``pip install wandb`` (``make setup``
+  installs it: the test reads the offline run back).
 
 The optional packages are imported only when chosen; a missing one raises
-:class:`TrackingUnavailable` naming the pip command.
+:class:`TrackingUnavailable` naming the pip command. A back end that cannot start (no W&B login, a bad
+mode, an unwritable folder) raises :class:`TrackingError` when the tracker is made, i.e. before the
+first training step; a write that fails later warns (:class:`TrackingWarning`), is counted in
+``Tracker.failed_logs`` and training goes on (``metrics.jsonl`` stays the record).
 
 What is logged is exactly a ``metrics.jsonl`` row, flattened by :func:`flatten_metrics`: every number
 (bools as 0/1; NaN kept; ``null`` as NaN) becomes a scalar named by
@@ -25,6 +33,8 @@ import json
 import math
 import numbers
 import os
+import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,10 +43,22 @@ BACKENDS = ("none", "tensorboard", "trackio", "wandb")
 _PIP = {"tensorboard": "pip install tensorboard",
         "trackio": "pip install trackio (or pip install -e '.[tracking]')",
         "wandb": "pip install wandb (or pip install -e '.[tracking]')"}
+_HINT = {"wandb": "set WANDB_MODE=offline to log without a login or network (wandb sync uploads it later), "
+                  "or run `wandb login`",
+         "trackio": "check that log_dir is writable; unset TRACKIO_SPACE_ID / TRACKIO_SERVER_URL for a local run",
+         "tensorboard": "check that log_dir is writable"}
 
 
 class TrackingUnavailable(ImportError):
     """The chosen tracking back end is not installed; the message names the pip command."""
+
+
+class TrackingError(RuntimeError):
+    """The chosen back end is installed but cannot start (raised by :class:`Tracker` before training)."""
+
+
+class TrackingWarning(UserWarning):
+    """A log write failed after the tracker started; training goes on, ``metrics.jsonl`` keeps the row."""
 
 
 def check_report_to(report_to: str | None) -> str:
@@ -107,6 +129,8 @@ class Tracker:
     Raises:
         ValueError: an unknown back end, or no ``log_dir``.
         TrackingUnavailable: the back end's package is not installed (the message names the pip command).
+        TrackingError: the back end cannot start (e.g. ``wandb.init`` without a login and not
+            ``WANDB_MODE=offline``); raised here, so a trainer fails before its first step.
     """
 
     def __init__(self, report_to: str | None = "none", log_dir: str | Path | None = None, *,
@@ -114,35 +138,53 @@ class Tracker:
         self.backend = check_report_to(report_to)
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self._w: Any = None
+        self.project = project
+        self.failed_logs = 0  # writes that raised after the start (warned once per error type)
+        self._warned: set[str] = set()
         if self.backend == "none":
             return
         if self.log_dir is None:
             raise ValueError(f"report_to={self.backend!r} needs a log_dir (inside the run's output folder)")
-        self.log_dir.mkdir(parents=True, exist_ok=True)
         name = run_name or self.log_dir.resolve().parent.name
         cfg = json.loads(json.dumps(dict(config or {}), default=str))
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self._w = self._start(name, cfg)
+        except TrackingUnavailable:
+            raise
+        except Exception as e:  # any start failure: one clear error before the first step, not mid-training
+            raise TrackingError(f"report_to={self.backend!r} could not start in {self.log_dir}: "
+                                f"{type(e).__name__}: {e} ({_HINT[self.backend]})") from e
+
+    def _start(self, name: str, cfg: dict[str, Any]) -> Any:
+        """The back end's writer / run (raises what the back end raises)."""
+        assert self.log_dir is not None
         if self.backend == "tensorboard":
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError as e:
                 raise TrackingUnavailable(f"report_to='tensorboard' needs TensorBoard: {_PIP['tensorboard']}") from e
-            self._w = SummaryWriter(log_dir=str(self.log_dir))
+            w = SummaryWriter(log_dir=str(self.log_dir))
             if cfg:
-                self._w.add_text("config", "```\n" + json.dumps(cfg, indent=1) + "\n```", 0)
-        elif self.backend == "trackio":
-            os.environ.setdefault("TRACKIO_DIR", str(self.log_dir))  # read when trackio is first imported
-            try:
-                import trackio
-            except ImportError as e:
-                raise TrackingUnavailable(f"report_to='trackio' needs trackio: {_PIP['trackio']}") from e
-            trackio.init(project=project, name=name, config=cfg)
-            self._w = trackio  # its module-level log/finish act on the run init started
-        else:
-            try:
-                import wandb
-            except ImportError as e:
-                raise TrackingUnavailable(f"report_to='wandb' needs wandb: {_PIP['wandb']}") from e
-            self._w = wandb.init(project=project, name=name, dir=str(self.log_dir), config=cfg)
+                w.add_text("config", "```\n" + json.dumps(cfg, indent=1) + "\n```", 0)
+            return w
+        if self.backend == "trackio":
+            trackio = trackio_at(self.log_dir)
+            # embed=False: no local dashboard server inside a (papermill) notebook kernel
+            return trackio.init(project=self.project, name=name, config=cfg, embed=False)
+        try:
+            import wandb
+        except ImportError as e:
+            raise TrackingUnavailable(f"report_to='wandb' needs wandb: {_PIP['wandb']}") from e
+        # mode read per tracker: wandb's settings singleton would keep the first run's environment
+        mode: Any = os.environ.get("WANDB_MODE") or None  # wandb validates it (a bad one: TrackingError)
+        run = wandb.init(project=self.project, name=name, dir=str(self.log_dir), config=cfg, mode=mode,
+                         reinit="create_new")
+        # x axis = the row's own step, so a repeated or earlier step (a resume) is kept: wandb drops
+        # a history row whose step= is below the last one
+        run.define_metric("step")
+        run.define_metric("*", step_metric="step")
+        return run
 
     @property
     def active(self) -> bool:
@@ -154,14 +196,26 @@ class Tracker:
         if self._w is None:
             return {}
         scalars, texts = flatten_metrics(metrics)
-        if self.backend == "tensorboard":
-            for k, v in scalars.items():
-                self._w.add_scalar(k, v, step)
-            for k, t in texts.items():
-                self._w.add_text(k, t, step)
-        else:  # trackio and W&B take one dict per step; text goes in as text
-            self._w.log({**scalars, **texts}, step=step)
+        try:
+            if self.backend == "tensorboard":
+                for k, v in scalars.items():
+                    self._w.add_scalar(k, v, step)
+                for k, t in texts.items():
+                    self._w.add_text(k, t, step)
+            elif self.backend == "wandb":  # one history row per call, its step as a value (define_metric)
+                self._w.log({**scalars, **texts, "step": step})
+            else:  # trackio: one row per call at step (text as text)
+                self._w.log({**scalars, **texts}, step=step)
+        except Exception as e:
+            self._failed("log", step, e)
         return scalars
+
+    def _failed(self, what: str, step: int, e: Exception) -> None:
+        self.failed_logs += 1
+        if type(e).__name__ not in self._warned:
+            self._warned.add(type(e).__name__)
+            warnings.warn(f"report_to={self.backend!r}: {what} at step {step} failed ({type(e).__name__}: {e}); "
+                          "training goes on, metrics.jsonl keeps the row", TrackingWarning, stacklevel=3)
 
     def log_table(self, name: str, rows: Sequence[Mapping[str, Any]], *, step: int = 0,
                   index: Sequence[str] = ()) -> None:
@@ -186,15 +240,18 @@ class Tracker:
                 self._w.add_scalar(k, v, step)
             return
         data = [[r.get(c) for c in cols] for r in rows]
-        if self.backend == "wandb":
-            import wandb
+        try:
+            if self.backend == "wandb":
+                import wandb
 
-            self._w.log({name: wandb.Table(columns=cols, data=data), **scalars}, step=step)
-        else:
-            import pandas as pd
-            import trackio
+                self._w.log({name: wandb.Table(columns=list[Any](cols), data=data), **scalars, "step": step})
+            else:
+                import pandas as pd
+                import trackio
 
-            self._w.log({name: trackio.Table(dataframe=pd.DataFrame(data, columns=cols)), **scalars}, step=step)
+                self._w.log({name: trackio.Table(dataframe=pd.DataFrame(data, columns=cols)), **scalars}, step=step)
+        except Exception as e:
+            self._failed(f"table {name!r}", step, e)
 
     def flush(self) -> None:
         if self.backend == "tensorboard" and self._w is not None:
@@ -204,14 +261,51 @@ class Tracker:
         """Flush and close (idempotent)."""
         if self._w is None:
             return
-        if self.backend == "tensorboard":
-            self._w.close()
-        else:
-            self._w.finish()
-        self._w = None
+        w, self._w = self._w, None
+        try:
+            w.close() if self.backend == "tensorboard" else w.finish()
+        except Exception as e:  # after training: warn, the run's results stand
+            self._failed("close", -1, e)
 
     def __enter__(self) -> Tracker:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def trackio_at(log_dir: Path) -> Any:
+    """trackio, its local storage pointed at ``log_dir``.
+
+    trackio reads ``TRACKIO_DIR`` once, at import, into module constants (``utils.TRACKIO_DIR``,
+    ``MEDIA_DIR``, copies in ``sqlite_storage``...), so a second tracker in the same process would write
+    into the first one's folder: every trackio module attribute holding that folder, or a path under it,
+    is re-pointed. Raises RuntimeError when the storage still resolves elsewhere (a trackio layout this
+    does not know).
+    """
+    target = log_dir.resolve()
+    before = os.environ.get("TRACKIO_DIR")
+    os.environ["TRACKIO_DIR"] = str(target)  # a first import starts there
+    try:
+        import trackio
+        import trackio.utils
+        from trackio.sqlite_storage import SQLiteStorage
+    except ImportError as e:
+        raise TrackingUnavailable(f"report_to='trackio' needs trackio: {_PIP['trackio']}") from e
+    finally:
+        if before is None:
+            os.environ.pop("TRACKIO_DIR", None)
+        else:
+            os.environ["TRACKIO_DIR"] = before
+    old = Path(trackio.utils.TRACKIO_DIR)
+    if old != target:
+        for mod_name, mod in list(sys.modules.items()):
+            if mod is None or not (mod_name == "trackio" or mod_name.startswith("trackio.")):
+                continue
+            for attr, val in list(vars(mod).items()):
+                if isinstance(val, Path) and val.is_relative_to(old) and attr.isupper():
+                    setattr(mod, attr, target / val.relative_to(old))
+    where = SQLiteStorage.get_project_db_path("p").parent
+    if where != target:
+        raise RuntimeError(f"trackio stores its projects in {where}, not in {target} (unknown trackio layout)")
+    return trackio

@@ -247,11 +247,11 @@ def test_every_model_like_parameter_is_preflighted(tmp_path, capsys, no_kernel):
         err = capsys.readouterr().err.strip()
         assert rc == 2 and msg in err and len(err.splitlines()) == 1, (key, name, value, err)
     assert not (tmp_path / "o").exists()
-    from kit.cli_params import preflight_endpoints
+    from kit.cli_params import checkpoint_problems
 
     decl = notebook_parameters(__import__("kit.paths").paths.PROJECT_ROOT / "notebooks" / "04_sft_unsloth.ipynb")
-    assert preflight_endpoints(decl, {"base_model": "hub:Qwen/Qwen2-VL-2B-Instruct@main"})  # syntax only, no download
-    assert preflight_endpoints(decl, {"base_model": "tiny-qwen3_vl"})
+    assert checkpoint_problems(decl, {"base_model": "hub:Qwen/Qwen2-VL-2B-Instruct@main"}) == []  # syntax only
+    assert checkpoint_problems(decl, {"base_model": "tiny-qwen3_vl"}) == []
 
 
 REAL_REFUSALS = [

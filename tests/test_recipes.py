@@ -128,6 +128,10 @@ def test_profiles_select_recipes():
     h = pre.harness()  # the context, rules and tools stay the paper's; turns and response length are sizes
     assert (h.max_context_tokens, h.wall_clock_s, h.tools_enabled) == (32_768, 900.0, paper.harness().tools_enabled)
     assert h.max_turns < 20 and h.max_response_tokens < 100
+    # the RL rollouts' turns are longer (a warm-started stand-in's answer must fit, or no group ever updates) and
+    # still a size: 1/32 of Table 5's 4,096, so notebook 05's preflight stays a CPU check
+    rl_turn = pre.harness(**pre.recipe_obj().section("rl_rollout")).max_response_tokens
+    assert h.max_response_tokens < rl_turn <= 128 < paper.harness().max_response_tokens
     assert pre.size(1, 64) == 1 and paper.size(1, 64) == 64 and paper.size(1, 64, given=0) == 0
     with pytest.raises(ValueError, match="paper profile"):
         get_profile("smoke", preflight=True)
@@ -154,3 +158,30 @@ def test_cli_recipe_json_and_errors():
     assert json.loads(pre.stdout)["overlays"] == ["preflight"]
     bad = run("nope")
     assert bad.returncode == 2 and "choose one of" in bad.stderr
+
+
+def test_a_direct_recipe_harness_marks_only_the_callers_values_as_set():
+    """Recipe.harness() used to mark every recipe value as set: vanilla GSPO then refused the recipe's own
+    self_recovery as an explicit choice instead of turning it off (Table 3); Profile.harness never did."""
+    from kit.profiles import get_profile
+    from kit.rl.eligibility import explicit_self_recovery, harness_config_for
+
+    r = load_recipe("weagent_mmsearch")
+    cfg = r.harness()
+    assert cfg.model_fields_set == set() and cfg.self_recovery is True and not explicit_self_recovery(cfg)
+    assert harness_config_for("gspo", cfg).self_recovery is False  # the later override applies
+    assert r.harness(max_turns=3).model_fields_set == {"max_turns"}
+    assert explicit_self_recovery(r.harness(self_recovery=True))  # the caller's own choice stays one
+    assert r.harness(max_turns=3) == get_profile("paper").harness(max_turns=3)  # one rule for both
+    with pytest.raises(ValueError):
+        r.harness(max_turns=0)  # still validated
+
+
+def test_stand_in_roles_is_one_table_of_recipe_keys_and_parameters():
+    from kit.profiles import STAND_IN_ROLES, preflight_stand_ins
+
+    got = preflight_stand_ins("points_seeker")  # its recipe names no image judge, expert or teacher model
+    for role, (key, parameter) in STAND_IN_ROLES.items():
+        named = load_recipe("points_seeker").get(key, None) if key else None
+        assert got[role]["stands_in_for"] == (str(named) if named else parameter), role
+    assert got["OPD teacher"]["stands_in_for"] == "teacher_model" and got["expert"]["stands_in_for"] == "expert_endpoint"

@@ -139,6 +139,23 @@ def test_flat_fallback_for_large_radius_and_empty_index():
     assert [len(x) for x in empty.search(ph, dh, MATCH_DISTANCE)] == [0, 0]
 
 
+def test_probe_with_every_bucket_empty_and_several_radii():
+    """All codes far from the query: every probed bucket is empty (no candidate at all); then
+    the per-radius probe plans (cached) each give the scan's answer on the same index."""
+    hashes = np.zeros((300, 3, 2), dtype=np.uint64)
+    index = HashIndex.build(hashes, k=4)
+    ones = 2**64 - 1
+    got = index.search(ones, ones, MATCH_DISTANCE, method="probe")
+    assert [len(x) for x in got] == [0, 0] and got[0].dtype == np.int64 and got[1].dtype == np.int32
+    rng = np.random.default_rng(11)
+    codes = _random_codes(rng, 300)
+    codes[::7] = np.array(_flip(codes[0, 0], rng, 9), dtype=np.uint64)
+    index = HashIndex.build(codes, k=4)
+    for radius in (0, 8, 9, 26, 9):
+        ph, dh = int(codes[0, 0, 0]), int(codes[0, 0, 1])
+        assert _same(index.search(ph, dh, radius, method="probe"), scan_matches(codes, ph, dh, radius))
+
+
 def test_thresholds_satisfy_the_pigeonhole():
     for bits in ((21, 21, 22, 21, 21, 22), (16,) * 8, (8,) * 16, (32, 32, 32, 32)):
         for radius in (0, 1, 13, 26, 60):

@@ -133,7 +133,7 @@ def test_agent_loop_builds_the_recipes_harness(name, overlays):
             want.model_dump(exclude={"max_turns", "max_calls", "max_context_tokens", "wall_clock_s"})
     # the preflight overlay: every stage at most stage_budgets.max_turns turns (notebook 05 does the same)
     assert got.max_turns == (r.get("stage_budgets.max_turns") if overlays else 10)
-    assert got.max_response_tokens == (48 if overlays else 4096)
+    assert got.max_response_tokens == (load_recipe("preflight").get("rl_rollout.max_response_tokens") if overlays else 4096)
     assert settings.algorithm_of(kit_cfg).name == ("grpo" if name == "points_seeker" else "fa_gspo")
     prof = settings.profile_of(kit_cfg)
     assert prof.recipe == name and prof.preflight is bool(overlays)

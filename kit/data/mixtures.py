@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kit.harness.episode import EpisodeRecord, Task
+from kit.harness.portable import resolved_record
 from kit.types import Message
 
 Origin = Literal["in-house", "open-source"]
@@ -120,7 +121,8 @@ def sft_row(rec: EpisodeRecord, source: str, origin: Origin) -> dict[str, Any]:
     if rec.images and ws is None:
         raise MixtureDataError(f"record {rec.id} ({source}) has images but no workspace")
     images = [_image(ws / im.filename) for im in rec.images]
-    episode = rec.model_dump(mode="json", exclude={"messages"})
+    # the workspace is this machine's folder: not published (records_from_sft_dataset sets a new one)
+    episode = rec.model_dump(mode="json", exclude={"messages", "workspace"})
     return {"id": rec.id, "source": source, "origin": origin, "question": rec.task.question,
             "answers": list(rec.task.answers), "labels": list(rec.labels),
             "messages": json.dumps([m.model_dump(mode="json", exclude_none=True) for m in rec.messages],
@@ -175,6 +177,8 @@ def _draw_sources(sources, size, seed, model, reject, to_row, reasons: tuple[str
             items = [model.model_validate(r) for r in _read_jsonl(Path(s.path))]
         except ValueError as e:
             raise MixtureDataError(f"source {s.name}: {e}") from e
+        if model is EpisodeRecord:  # a relative workspace is relative to the file's folder (kit.harness.portable)
+            items = [resolved_record(x, Path(s.path).parent) for x in items]
         why = [reject(x) for x in items]
         good = [x for x, w in zip(items, why) if w is None]
         quota = None if quotas is None else quotas[s.name]

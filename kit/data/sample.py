@@ -23,6 +23,7 @@ from kit.data.linkgraph import norm_title
 from kit.data.records import SynthTask, write_json
 from kit.data.seeds import SeedError, fact_correct, pixel_fact
 from kit.harness.episode import EpisodeRecord
+from kit.harness.portable import record_line
 from kit.policy.demonstrator import DemonstratorPolicy, _call
 from kit.types import AssistantTurn, Message, SamplingParams, Usage
 
@@ -270,7 +271,8 @@ def split_outcomes(tasks: Sequence[SynthTask], records: Sequence[EpisodeRecord],
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "sft_episodes.jsonl", "w", encoding="utf-8") as f:
         for r in sft:
-            f.write(r.model_dump_json() + "\n")
+            # workspaces of the sampling run beside out (02's trajectories/): relative, so the folder can move
+            f.write(record_line(r, out / "sft_episodes.jsonl", up=1) + "\n")
     with open(out / "rl_prompts.jsonl", "w", encoding="utf-8") as f:
         for t, rate in rl:
             row = t.to_task().model_dump()

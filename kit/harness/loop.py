@@ -140,7 +140,8 @@ class Harness:
         task = task.model_copy(update={"question": clean_text(task.question)})
         rec = EpisodeRecord(id=clean_text(episode_id or f"{task.id}-{uuid.uuid4().hex[:8]}"), task=task,
                             config_hash=self.config.config_hash(), policy=getattr(self.policy, "name", ""),
-                            backend=getattr(self.backend, "name", ""), workspace=str(ws), labels=self.labels)
+                            backend=getattr(self.backend, "name", ""), workspace=str(ws.absolute()), labels=self.labels)
+        # absolute in memory (a later chdir cannot break it); episode files store it relative (kit.harness.portable)
         # The record keeps the question as given; user_prompt() neutralizes it for the model (task text is data).
         n_control = neutralize_control_tokens(task.question)[1]
         if n_control:

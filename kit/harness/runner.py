@@ -21,6 +21,7 @@ from pathlib import Path
 from kit.harness.episode import EpisodeRecord, Task, json_safe
 from kit.harness.loop import Harness
 from kit.harness.parsing import scrub
+from kit.harness.portable import record_line, resolved_record
 from kit.progress import progress as progress_bar
 
 EPISODES = "episodes.jsonl"
@@ -40,7 +41,8 @@ def episode_id(task: Task, sample: int = 0) -> str:
 
 def read_episodes(path: str | Path, *, repair: bool = False) -> list[EpisodeRecord]:
     """Read an episodes file. A torn last line (killed writer) is ignored, and cut off when
-    ``repair`` is True.
+    ``repair`` is True. A relative ``workspace`` (how :class:`EpisodeWriter` writes one inside the
+    file's folder) is resolved against the file's folder, so a moved run folder still finds its images.
 
     Raises:
         ValueError: a line other than the last is not a valid episode record.
@@ -57,7 +59,7 @@ def read_episodes(path: str | Path, *, repair: bool = False) -> list[EpisodeReco
         pos += len(seg) + 1
         if seg.strip():
             try:
-                out.append(EpisodeRecord.model_validate_json(seg))
+                out.append(resolved_record(EpisodeRecord.model_validate_json(seg), path.parent))
             except ValueError as e:
                 if i < len(segments) - 1 or tail.strip():
                     raise ValueError(f"{path}: line {i + 1} is not a valid episode record: {e}") from e
@@ -70,7 +72,8 @@ def read_episodes(path: str | Path, *, repair: bool = False) -> list[EpisodeReco
 
 
 class EpisodeWriter:
-    """Appends records as JSON lines, one fsync per record, from many concurrent episodes."""
+    """Appends records as JSON lines, one fsync per record, from many concurrent episodes. A workspace
+    inside the file's folder is written relative to it (:func:`kit.harness.portable.record_line`)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -78,11 +81,12 @@ class EpisodeWriter:
         self._lock = asyncio.Lock()
 
     async def write(self, rec: EpisodeRecord) -> None:
+        # the workspace is written relative to this file's folder, so the run folder can move (kit.harness.portable)
         try:
-            line = rec.model_dump_json() + "\n"
+            line = record_line(rec, self.path) + "\n"
         except ValueError:  # unserializable text or values slipped through: convert rather than lose the episode
             # (PydanticSerializationError is a ValueError; json_safe turns numpy/objects into numbers/str)
-            line = EpisodeRecord.model_validate(scrub(json_safe(rec.model_dump()))).model_dump_json() + "\n"
+            line = record_line(EpisodeRecord.model_validate(scrub(json_safe(rec.model_dump()))), self.path) + "\n"
         async with self._lock:
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(line)

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import base64
 import mimetypes
+from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Any
 
 from jinja2 import Environment
+from markupsafe import Markup
 
 from kit.harness.episode import EpisodeRecord
 from kit.harness.errors import ImageError
@@ -55,13 +59,27 @@ table{border-collapse:collapse;font-size:.8em}td,th{border:1px solid #ddd;paddin
 <td>{{ i.width }}×{{ i.height }}</td><td>{{ i.source_url or "" }}</td><td>{{ i.sha256[:12] }}</td></tr>{% endfor %}</table>
 </body></html>"""
 
-_ENV = Environment(autoescape=True)
+_SCRUB: ContextVar[Callable[[str], str] | None] = ContextVar("transcript_scrub", default=None)
+
+
+def _portable(value: Any) -> Any:
+    """Every text shown, with this machine's folders written portably (kit.view.paths, issue 18); the
+    inlined images (``data:`` URIs) and already-escaped markup are left as they are."""
+    scrub = _SCRUB.get()
+    if scrub is None or not isinstance(value, str) or isinstance(value, Markup) or value.startswith("data:"):
+        return value
+    return scrub(value)
+
+
+_ENV = Environment(autoescape=True, finalize=_portable)
 _TPL = _ENV.from_string(_TEMPLATE)
 
 
 def render_transcript(rec: EpisodeRecord, workspace: str | Path | None = None) -> str:
     """HTML of one episode; images are read from ``workspace`` (default: the record's) and inlined.
-    A missing image file shows as a broken image with its name, never an error."""
+    A missing image file shows as a broken image with its name, never an error. No absolute path of
+    this machine is shown: the repository, the data folder and the home folder are written
+    ``results/...``, ``$MMSEARCH_KIT_DATA/...`` and ``~/...`` (:class:`kit.view.paths.PathScrubber`)."""
     ws = Path(workspace or rec.workspace or ".")
 
     def img(name: str) -> str:
@@ -73,7 +91,13 @@ def render_transcript(rec: EpisodeRecord, workspace: str | Path | None = None) -
         mime = mimetypes.guess_type(p.name)[0] or "image/png"
         return f"data:{mime};base64," + base64.b64encode(data).decode()
 
-    return _TPL.render(r=rec, img=img)
+    from kit.view.paths import PathScrubber  # lazy: the viewer package imports the harness
+
+    token = _SCRUB.set(PathScrubber())
+    try:
+        return _TPL.render(r=rec, img=img)
+    finally:
+        _SCRUB.reset(token)
 
 
 def write_transcript(rec: EpisodeRecord, path: str | Path, workspace: str | Path | None = None) -> Path:

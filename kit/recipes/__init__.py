@@ -287,8 +287,13 @@ class Recipe:
         return _model(section)(**{**self.section(section), **overrides})
 
     def harness(self, **overrides: Any):
-        """The recipe's :class:`~kit.harness.config.HarnessConfig` with ``overrides``."""
-        return self.build("harness", **overrides)
+        """The recipe's :class:`~kit.harness.config.HarnessConfig` with ``overrides`` (validated: pydantic's
+        ``ValidationError``, a ``ValueError``, on a bad value). Only ``overrides`` count as set
+        (``model_fields_set``), as in :meth:`kit.profiles.Profile.harness`: a recipe value is not the caller's
+        choice, so a later rule may still change it (vanilla GSPO turns the recipe's ``self_recovery`` off,
+        :func:`kit.rl.eligibility.explicit_self_recovery`)."""
+        cfg = self.build("harness", **overrides)  # validated here
+        return type(cfg).model_construct(_fields_set=set(overrides), **{k: getattr(cfg, k) for k in type(cfg).model_fields})
 
     def stages(self) -> list:
         """The recipe's stage schedule as :class:`~kit.rl.staging.Stage` objects (``[]`` when it has none)."""

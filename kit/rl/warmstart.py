@@ -31,8 +31,9 @@ class ProtocolDemonstrator:
     tag (``points_seeker``: ``<answer>``, POINTS-Seeker §3.2.2), so a warm start on its trajectories teaches the
     grammar the rollouts are scored with. Tool calls are the demonstrator's (a call the tool set lacks is not
     made: the demonstrator plans only with the enabled tools). ``direct``: no tool call, the verdict at once
-    (a preflight's 48-token turns cannot hold a tool call in the tiny model's vocabulary, so a demonstrated
-    call would only teach an overlong turn). Implements :class:`kit.types.Policy`.
+    (a preflight: the tiny stand-in learns one short answer turn, about 22 tokens, inside the overlay's
+    128-token RL turns (``rl_rollout.max_response_tokens``); a demonstrated call would lengthen it).
+    Implements :class:`kit.types.Policy`.
 
     Raises:
         ValueError: an unknown ``protocol``.

@@ -366,10 +366,13 @@ def make_trainer(model, examples: list[SFTExample], pad_token_id: int, out_dir: 
     """Build the TRL trainer (also used on top of an Unsloth model) with the kit collator.
 
     ``out_dir`` receives checkpoints (every ``cfg.save_steps``) and the trainer state; ``callbacks``
-    (``transformers.TrainerCallback`` list, e.g. :func:`tracking_callback`) go to the trainer.
+    (``transformers.TrainerCallback`` list, e.g. :func:`tracking_callback`) go to the trainer. The step bar is
+    the kit's (:func:`kit.progress.use_kit_progress`: a widget in JupyterLab, sparse in headless logs).
     """
     import torch
     from trl import SFTConfig as TRLConfig
+
+    from kit.progress import use_kit_progress
 
     bf16 = cfg.bf16 if cfg.bf16 is not None else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     args = TRLConfig(
@@ -396,10 +399,12 @@ def make_trainer(model, examples: list[SFTExample], pad_token_id: int, out_dir: 
         from datasets import Dataset
 
         eval_ds = Dataset.from_dict({"example_index": list(range(len(examples), len(all_examples)))})
-    return _trainer_class()(model=model, args=args, train_dataset=train.dataset(), eval_dataset=eval_ds,
-                            data_collator=collator, processing_class=processing_class, callbacks=callbacks,
-                            lr_language=cfg.lr_language, lr_vision=cfg.lr_vision,
-                            loss_normalization=cfg.loss_normalization)
+    trainer = _trainer_class()(model=model, args=args, train_dataset=train.dataset(), eval_dataset=eval_ds,
+                               data_collator=collator, processing_class=processing_class, callbacks=callbacks,
+                               lr_language=cfg.lr_language, lr_vision=cfg.lr_vision,
+                               loss_normalization=cfg.loss_normalization)
+    use_kit_progress(trainer)  # the step bar by kit.progress: a widget in JupyterLab, sparse in headless logs
+    return trainer
 
 
 @dataclass

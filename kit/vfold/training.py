@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kit.harness.episode import EpisodeRecord, Event
 from kit.harness.events import EventType
+from kit.harness.portable import portable_record
 from kit.harness.registry import EvidenceRegistry
 from kit.vfold.fold import VFoldContext
 
@@ -116,6 +117,7 @@ def render_dataset(records: Iterable[EpisodeRecord], out_dir: str | Path, render
                 continue
             new = render_trajectory(rec, out / "workspaces" / (rec.id + "-vfold"), renderer, mode=mode, layout=layout,
                                     require_lossless=require_lossless)
-            fh.write(json.dumps(new.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            # the workspace relative to out, so the rendered folder can move (kit.harness.portable)
+            fh.write(json.dumps(portable_record(new, out).model_dump(mode="json"), ensure_ascii=False) + "\n")
             rendered.append(new)
     return rendered

@@ -28,6 +28,7 @@ from PIL import Image
 from kit.harness.errors import ImageError
 from kit.view.compare import Pair, change_counts, compare_configurations, compare_runs
 from kit.view.load import Item, Run, load_run, read_workspace_image, unique_labels
+from kit.view.paths import PathScrubber, display_path, run_display
 from kit.view.turns import turn_views
 
 _ENV = Environment(loader=PackageLoader("kit.view", "templates"), autoescape=True, undefined=StrictUndefined,
@@ -220,6 +221,13 @@ def build_site(run_dirs: list[str | Path], out: str | Path, *, configs: tuple[st
     except OSError as e:  # a parent is a file, no permission
         raise ValueError(f"cannot create the site folder {str(out)!r}: {e.strerror or e}") from e
     (out / MARKER).write_text("written by kit.view.build_site; the folder is replaced on the next build\n")
+    # no page names this machine's folders: runs by their display name, local paths portably (kit.view.paths)
+    names = {str(r.root): run_display(r.root) for r in runs}
+    scrub = PathScrubber(names)
+
+    def shown(p: str | None) -> str:
+        return display_path(p, names)
+
     for ri, run in enumerate(runs):
         taken: set[str] = set()
         for it in run.items:
@@ -234,10 +242,10 @@ def build_site(run_dirs: list[str | Path], out: str | Path, *, configs: tuple[st
             srcs, missing = _copy_images(it, out / "images", "../../images", image_max_side)
             html = _ENV.get_template("episode.jinja").render(
                 r=it.record, it=it, turns=turn_views(it.record), src=srcs.get, missing=missing,
-                index="../../index.html", js=_js)
+                index="../../index.html", js=_js, path=shown)
             page = out / it.page
             page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(html, encoding="utf-8")
+            page.write_text(scrub(html), encoding="utf-8")
     comparisons: list[Comparison] = []
     if len(runs) == 2:
         comparisons.append(Comparison(f"{runs[0].label} vs {runs[1].label}", "", runs[0].label, runs[1].label,
@@ -256,13 +264,14 @@ def build_site(run_dirs: list[str | Path], out: str | Path, *, configs: tuple[st
                                           compare_configurations(run.items, ca, cb)))
     for n, c in enumerate(comparisons, 1):
         c.page = f"compare-{n}.html"
-        (out / c.page).write_text(_ENV.get_template("compare.jinja").render(
-            title=c.title, pairs=c.pairs, counts=c.counts, key_names=c.key_names, name_a=c.name_a, name_b=c.name_b), encoding="utf-8")
+        (out / c.page).write_text(scrub(_ENV.get_template("compare.jinja").render(
+            title=c.title, pairs=c.pairs, counts=c.counts, key_names=c.key_names, name_a=c.name_a, name_b=c.name_b)),
+            encoding="utf-8")
     items = [it for r in runs for it in r.items]
     index = out / "index.html"
-    index.write_text(_ENV.get_template("index.jinja").render(
+    index.write_text(scrub(_ENV.get_template("index.jinja").render(
         title=title or "Run viewer: " + " vs ".join(r.label for r in runs), runs=runs, rows=items,
-        filters=_filters(items), counts=_counts(items), comparisons=comparisons, tri=_tri),
+        filters=_filters(items), counts=_counts(items), comparisons=comparisons, tri=_tri, where=names)),
         encoding="utf-8")
     return index
 

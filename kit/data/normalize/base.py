@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kit.harness.episode import EpisodeRecord, RegisteredImage
+from kit.harness.portable import portable_record
 from kit.types import ContentPart, Message
 
 _MOJIBAKE = re.compile(r"(?:Ã[\x80-\xbf¡-ÿ]|â€|Â[\xa0-\xbf]|ï¿½)")
@@ -255,7 +256,7 @@ def normalize_rows(adapter: Adapter, rows: Iterable[dict[str, Any]], out_dir: st
                                            ensure_ascii=False) + "\n")
                         continue
                     kept.append(res)
-                    f.write(res.model_dump_json() + "\n")
+                    f.write(portable_record(res, out).model_dump_json() + "\n")  # workspace relative to out
     finally:
         if pool is not None:
             pool.shutdown()

@@ -23,6 +23,7 @@ from kit.web.zim.index import _IMAGE_FIELDS, _ITEM_MASK, _Collection, _LanguageI
 from kit.web.zim.markdown import _md_url, render_article
 from kit.web.zim.resolve import resolve_entry
 from kit.web.zim.snippets import SNIPPET_CHARS, make_snippet, snippet_keys
+from kit.web.zim.store import _ImageRecord
 from kit.web.zim.text import _clip, filename_words
 
 if TYPE_CHECKING:
@@ -228,18 +229,27 @@ class LocalZimWeb:
         return await asyncio.to_thread(self.search_sync, query, num)
 
     # ---- text-to-image search --------------------------------------------------------------------
-    def _image_hit(self, arch: _ZimArchive, idx: int, occ: dict | None = None) -> ImageHit:
-        rec = arch.images[idx]
-        occ = occ or rec.occurrences[0]
-        art = arch.articles[occ["doc"]]
+    def _image_hit(self, arch: _ZimArchive, rec: _ImageRecord, occ: dict) -> ImageHit:
+        """``rec`` with its bytes, shown on the page of occurrence ``occ`` (a record of
+        :meth:`~kit.web.zim.store.ArchiveStore.images_with_pages`: it names its page)."""
         entry = arch.entry(rec.path)
         if entry is None:
             raise BackendError(f"image {rec.path} vanished from {arch.file.name}")
         mime, data = arch.read(entry)
-        return ImageHit(title=art["title"], image_url=arch.url(rec.path),
-                        page_url=arch.url(art["path"]), domain=arch.stem,
+        return ImageHit(title=occ["page_title"], image_url=arch.url(rec.path),
+                        page_url=arch.url(occ["page_path"]), domain=arch.stem,
                         caption=occ["caption"] or occ["alt"] or filename_words(rec.path),
                         content=data, mime=mime)
+
+    @staticmethod
+    def _records(arch: _ZimArchive, ids) -> dict[int, _ImageRecord]:
+        """Image records of ``ids`` with their pages: one store statement (per 500 ids)."""
+        if not ids:
+            return {}
+        try:
+            return arch.store.images_with_pages(ids)
+        except IndexError as exc:  # the store does not match the index that named these ids
+            raise BackendError(f"{arch.file.name}: index and store disagree ({exc})") from exc
 
     def image_search_sync(self, query: str, num: int) -> list[ImageHit]:
         """Text-to-image search (Table 4 ``web_search_for_image``).
@@ -271,18 +281,21 @@ class LocalZimWeb:
             for (score, _), key in zip(res.hits, keys, strict=True):
                 merged.append((-float(score) * scale, key >> 40, key & _ITEM_MASK))
         merged.sort()
+        top = merged[:num]
+        recs = {mi: self._records(self.collection.members[mi], [i for _, m, i in top if m == mi])
+                for mi in {m for _, m, _ in top}}
         out = []
-        for _, mi, idx in merged[:num]:
-            arch = self.collection.members[mi]
+        for _, mi, idx in top:
+            arch, rec = self.collection.members[mi], recs[mi][idx]
             qtok = set(arch.analyzer.analyze(query))
             # Most query words in caption/alt/title; then the page where it is the lead image.
             best = min(
-                arch.images[idx].occurrences,
+                rec.occurrences,
                 key=lambda o: (-len(qtok & set(arch.analyzer.analyze(
-                    f"{o['caption']} {o['alt']} {arch.articles[o['doc']]['title']}"))),
+                    f"{o['caption']} {o['alt']} {o['page_title']}"))),
                     o.get("position", 0), o["doc"]),
             )
-            out.append(self._image_hit(arch, idx, best))
+            out.append(self._image_hit(arch, rec, best))
         return out
 
     async def image_search(self, query: str, num: int) -> list[ImageHit]:
@@ -330,35 +343,35 @@ class LocalZimWeb:
             found, best = archive_hash_index(arch, MATCH_DISTANCE).search(ph, dh, MATCH_DISTANCE)
             matches.extend((int(d), ai, int(i)) for i, d in zip(found, best, strict=True))
         matches.sort()
-        pages: list[tuple[tuple, SearchHit]] = []
+        recs = {ai: self._records(self.archives[ai], [i for _, a, i in matches if a == ai])
+                for ai in {a for _, a, _ in matches}}
+        pages: list[tuple[tuple, SearchHit, dict]] = []
         seen_pages: set[tuple[int, int]] = set()
         for dist, ai, idx in matches:
             arch = self.archives[ai]
-            for occ in sorted(arch.images[idx].occurrences,
+            for occ in sorted(recs[ai][idx].occurrences,
                               key=lambda o: (o.get("position", 0), o["doc"])):
                 key = (ai, occ["doc"])
                 if key in seen_pages:
                     continue
                 seen_pages.add(key)
-                art = arch.articles[occ["doc"]]
-                snippet = occ["caption"] or art["first"]
+                snippet = occ["caption"] or occ["page_first"]
                 pages.append(((dist, occ.get("position", 0), ai, occ["doc"]),
-                              SearchHit(title=art["title"], url=arch.url(art["path"]),
-                                        snippet=_clip(snippet, SNIPPET_CHARS), date=arch.date)))
+                              SearchHit(title=occ["page_title"], url=arch.url(occ["page_path"]),
+                                        snippet=_clip(snippet, SNIPPET_CHARS), date=arch.date),
+                              occ))
         pages.sort(key=lambda t: t[0])
         kg = None
         if pages and pages[0][0][0] <= STRONG_DISTANCE:
-            _, ai, d = pages[0][0][1:]
-            arch = self.archives[ai]
-            art = arch.articles[d]
-            kg = KnowledgeGraph(title=art["title"], description=art["first"],
-                                url=arch.url(art["path"]))
+            (_, _, ai, _), _, occ = pages[0]
+            kg = KnowledgeGraph(title=occ["page_title"], description=occ["page_first"],
+                                url=self.archives[ai].url(occ["page_path"]))
         thumbs = []
         for _dist, ai, idx in matches[:num]:
-            arch = self.archives[ai]
-            occ = min(arch.images[idx].occurrences, key=lambda o: (o.get("position", 0), o["doc"]))
-            thumbs.append(self._image_hit(arch, idx, occ))
-        return ReverseImageResult(pages=[h for _, h in pages[:num]], knowledge_graph=kg,
+            rec = recs[ai][idx]
+            occ = min(rec.occurrences, key=lambda o: (o.get("position", 0), o["doc"]))
+            thumbs.append(self._image_hit(self.archives[ai], rec, occ))
+        return ReverseImageResult(pages=[h for _, h, _ in pages[:num]], knowledge_graph=kg,
                                   thumbnails=thumbs)
 
     async def reverse_image_search(self, image: bytes, num: int) -> ReverseImageResult:

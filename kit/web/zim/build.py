@@ -33,9 +33,10 @@ import numpy as np
 from kit.progress import progress
 from kit.types import BackendError
 from kit.web.text_clean import is_decorative_image
+from kit.web.zim import store as store_mod
 from kit.web.zim.cache import INDEX_FORMAT
 from kit.web.zim.images import HASH_CROPS, RASTER_MIMES, _center_crop, decode_image, image_hashes
-from kit.web.zim.store import INDEXES, SCHEMA, STORE_FILE, pack_text
+from kit.web.zim.store import INDEXES, PAGE_SIZE, SCHEMA, STORE_FILE, TextCodec, read_codec
 
 log = logging.getLogger(__name__)
 
@@ -83,12 +84,22 @@ def _worker_archive(path: str):
     return _W["archive"]
 
 
-def extract_chunk(path: str, lo: int, hi: int, main_path: str | None, new_scheme: bool):
+def _worker_codec(zdict: bytes) -> TextCodec:
+    if _W.get("zdict") != zdict:
+        _W["zdict"], _W["codec"] = zdict, TextCodec(zdict)
+    return _W["codec"]
+
+
+def extract_chunk(path: str, lo: int, hi: int, main_path: str | None, new_scheme: bool,
+                  zdict: bytes | None = None):
     """Articles of entries ``lo..hi-1``: ([(path, title, first, text, [(src, alt, caption,
-    context)])], {skip reason: count}, [warning]), in entry-id order."""
+    context)])], {skip reason: count}, [warning]), in entry-id order. With ``zdict`` (the store's
+    dictionary), ``text`` is already packed (:class:`~kit.web.zim.store.TextCodec`: compression
+    runs in the pool), else it is the ``str``."""
     from kit.web.zim.html import _extract_article
 
     arch = _worker_archive(path)
+    codec = None if zdict is None else _worker_codec(zdict)
     out, skipped, warnings = [], {}, []
     for eid in range(lo, hi):
         try:
@@ -111,7 +122,8 @@ def extract_chunk(path: str, lo: int, hi: int, main_path: str | None, new_scheme
             warnings.append(f"skipping article {epath}: {exc}")
             skipped["unparsable"] = skipped.get("unparsable", 0) + 1
             continue
-        out.append((art.path, art.title, art.first_sentence, art.text,
+        out.append((art.path, art.title, art.first_sentence,
+                    art.text if codec is None else codec.pack(art.text),
                     [(r.src_path, r.alt, r.caption, r.context) for r in art.images]))
     return out, skipped, warnings
 
@@ -186,21 +198,38 @@ def _articles(arch, db, runner: _Runner, stats: dict) -> None:
     n_chunks = -(-arch.entry_count // ARTICLE_CHUNK)
     todo = [c for c in range(n_chunks) if c not in done]
     stats["chunks_resumed"] = len(done)
+    # Texts are zstd frames; the dictionary is trained on the first ZDICT_SAMPLES bytes of text
+    # (articles before it: frames without one), then jobs submitted after carry it.
+    codec = read_codec(db)
+    samples: list[str] = []
+    n_sampled = 0
     jobs = ((str(arch.file), c * ARTICLE_CHUNK, min(arch.entry_count, (c + 1) * ARTICLE_CHUNK),
-             arch.main_path, arch.new_scheme) for c in todo)
+             arch.main_path, arch.new_scheme, codec.zdict or None) for c in todo)
     bar = progress(total=len(todo), desc=f"index {arch.file.name}: articles", unit="chunk")
     for c, (arts, skipped, warnings) in zip(todo, runner.map(extract_chunk, jobs), strict=True):
         for w in warnings:
             log.warning("%s: %s", arch.file.name, w)
+        trained = None
+        if not codec.zdict and n_sampled < store_mod.ZDICT_SAMPLES:
+            samples += [a[3] for a in arts if isinstance(a[3], str)]
+            n_sampled = sum(map(len, samples))
+            if n_sampled >= store_mod.ZDICT_SAMPLES:
+                trained = TextCodec.train(samples)
+                samples = []
         with db:  # the chunk and its record of being done: one transaction
+            if trained is not None and trained.zdict:
+                db.execute("INSERT INTO meta VALUES ('zdict', ?)", (trained.zdict,))
             for path, title, first, text, refs in arts:
+                blob = text if isinstance(text, bytes) else codec.pack(text)
                 db.execute("INSERT INTO articles VALUES (?, ?, ?, ?, ?, ?)",
-                           (next_doc, path, title, title.casefold(), first, pack_text(text)))
+                           (next_doc, path, title, title.casefold(), first, blob))
                 db.executemany("INSERT INTO b.refs(doc, src, alt, caption, context) "
                                "VALUES (?, ?, ?, ?, ?)", [(next_doc, *r) for r in refs])
                 next_doc += 1
             _add_skipped(db, "articles", skipped)
             db.execute("INSERT INTO b.chunks VALUES ('articles', ?)", (c,))
+        if trained is not None and trained.zdict:
+            codec = trained  # this chunk's texts: packed above without it, as sampled
         stats["chunks_built"] = stats.get("chunks_built", 0) + 1
         bar.update(1)
     bar.close()
@@ -319,6 +348,7 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
     stats: dict = {}
     runner = _Runner(max(1, workers))
     try:
+        db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # before the first table: no effect later
         db.execute("PRAGMA journal_mode=DELETE")  # WAL off: the store is read as one file
         db.execute("ATTACH DATABASE ? AS b", (str(out / BUILD_FILE),))
         db.executescript(SCHEMA + _BUILD_SCHEMA)

@@ -24,8 +24,10 @@ log = logging.getLogger(__name__)
 #: stemming. 3: titles parsed once (only known inline tags are markup), headings not decoded twice.
 #: 4: images decoded by kit.images with the registry's limits (e.g. a 1:300 banner is not indexed).
 #: 5: per-archive data in an SQLite store read on demand (kit.web.zim.store), text stored once
-#: (not in tantivy), streaming resumable build (kit.web.zim.build).
-INDEX_FORMAT = 5
+#: (not in tantivy), streaming resumable build (kit.web.zim.build). 6: article text as zstd
+#: frames with a per-archive trained dictionary, 16 KB store pages, collection indexes committed
+#: in steps (resumable).
+INDEX_FORMAT = 6
 
 
 def _write_json_atomic(path: Path, obj: object) -> None:

@@ -31,6 +31,7 @@ import logging
 import os
 import threading
 import weakref
+from dataclasses import dataclass
 from math import comb
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -125,6 +126,17 @@ def scan_matches(hashes: np.ndarray, ph: int, dh: int, radius: int) -> tuple[np.
     return idx.astype(np.int64), best[idx]
 
 
+@dataclass(frozen=True)
+class _ProbePlan:
+    """Vectorised probes of one threshold tuple: per probed chunk ``(word, shift, bits)``, its
+    number of flip masks; all masks end to end (int64) and each one's table base."""
+
+    chunks: list[tuple[int, int, int]]
+    counts: np.ndarray
+    masks: np.ndarray
+    bases: np.ndarray
+
+
 class HashIndex:
     """Exact radius search over ``(images, variants, 2)`` uint64 perceptual hashes (see module doc).
 
@@ -151,6 +163,7 @@ class HashIndex:
         self._pos_dtype = np.int32 if len(ids) < 2**31 else np.int64
         self._flat = None
         self._flat_lock = threading.Lock()
+        self._plans: dict[tuple[int, ...], _ProbePlan] = {}
 
     # ---- build / persist ----------------------------------------------------------------------
     @classmethod
@@ -267,26 +280,49 @@ class HashIndex:
         if t is None or method == "scan" or (
                 method == "auto" and _probes(bits, t) * per_probe > self.n_codes * _SCAN_COST):
             return self._scan(ph, dh, radius)
-        q = (ph, dh)
-        keys = [(_flip_masks(b, x) ^ np.uint32((q[w] >> s) & ((1 << b) - 1))).astype(np.int64) + int(base)
-                for (w, s, b), x, base in zip(self.chunks, t, self.bases[:-1], strict=True) if x >= 0]
-        key = np.concatenate(keys)
-        start = self.offsets[key]
-        length = self.offsets[key + 1] - start
-        nz = np.flatnonzero(length)
-        start, length = start[nz], length[nz]
-        if not len(start):
-            return np.zeros(0, np.int64), np.zeros(0, np.int32)
-        # Positions of every candidate in ``ids``: the buckets' ranges laid end to end.
+        plan = self._plan(t)
+        # Bucket numbers: each probed chunk's query value XOR its flip masks, plus its table base.
+        qv = np.array([(ph if w == 0 else dh) >> s & ((1 << b) - 1) for w, s, b in plan.chunks],
+                      dtype=np.int64)
+        key = np.repeat(qv, plan.counts)
+        key ^= plan.masks
+        key += plan.bases
+        offs = self.offsets
+        start = np.take(offs, key)
+        key += 1
+        length = np.take(offs, key)
+        length -= start
+        # Positions of every candidate in ``ids``: the buckets' ranges laid end to end (empty
+        # buckets repeat nothing, so they need no filtering first).
         ends = np.cumsum(length)
+        if not len(ends) or not ends[-1]:
+            return np.zeros(0, np.int64), np.zeros(0, np.int32)
+        start -= ends
+        start += length
         pos = np.arange(int(ends[-1]), dtype=self._pos_dtype)
-        pos += np.repeat((start - (ends - length)).astype(self._pos_dtype), length)
+        pos += np.repeat(start.astype(self._pos_dtype, copy=False), length)
         cand = np.take(self.ids, pos)
-        # Exact 128-bit Hamming distance of each candidate (0..128 fits uint8).
-        bc = np.bitwise_count(np.take(self.codes, cand, axis=0) ^ np.array([ph, dh], dtype=np.uint64))
+        # Exact 128-bit Hamming distance of each candidate (0..128 fits uint8), in place.
+        codes = np.take(self.codes, cand, axis=0)
+        codes ^= np.array([ph, dh], dtype=np.uint64)
+        bc = np.bitwise_count(codes)
         dist = bc[:, 0] + bc[:, 1]
         keep = np.flatnonzero(dist <= radius)
         return self._best_per_image(cand[keep].astype(np.int64), dist[keep].astype(np.int32))
+
+    def _plan(self, t: tuple[int, ...]) -> _ProbePlan:
+        """The probe plan of thresholds ``t`` (cached: one per radius in practice)."""
+        plan = self._plans.get(t)
+        if plan is None:
+            probed = [(c, x, base) for c, x, base in zip(self.chunks, t, self.bases[:-1], strict=True)
+                      if x >= 0]
+            masks = [_flip_masks(c[2], x) for c, x, _ in probed]
+            counts = np.array([len(m) for m in masks], dtype=np.int64)
+            plan = _ProbePlan(chunks=[c for c, _, _ in probed], counts=counts,
+                              masks=np.concatenate(masks).astype(np.int64),
+                              bases=np.repeat(np.array([int(b) for _, _, b in probed], np.int64), counts))
+            self._plans[t] = plan
+        return plan
 
     def _best_per_image(self, code_no: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         image = code_no // self.variants

@@ -7,9 +7,11 @@ from __future__ import annotations
 import array
 import hashlib
 import json
+import logging
 import math
+import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +23,8 @@ from kit.web.zim.text import filename_words, text_analyzer
 
 if TYPE_CHECKING:
     from kit.web.zim.archive import _ZimArchive
+
+log = logging.getLogger(__name__)
 
 #: Boost of the exact-title clause: its BM25 score (about ln N on a one-token field) times this
 #: exceeds any content score, so exact title matches rank first, among themselves by content.
@@ -97,22 +101,53 @@ def bm25_bound(doc_freqs: Sequence[int], n_docs: int) -> float:
     return max(bound * (BM25_K1 + 1.0), 1e-9)
 
 
+#: Documents between two commits of a collection index being built: the unit of resumed work
+#: (a killed build redoes at most this many) and of a segment's flush (kit: ~1-2 min of indexing
+#: here; fewer commits would lose more on a kill, more would merge more).
+COMMIT_DOCS = 100_000
+#: tantivy writer heaps (bytes) of the text and the image index, one writer at a time: the
+#: build's fixed memory cap (kit: tantivy flushes a segment when its heap fills).
+TEXT_HEAP, IMAGE_HEAP = 96_000_000, 48_000_000
+#: Indexing threads of a writer (kit: one, so a build's segments, and the order tantivy returns
+#: equal-score hits in, are the same each time; the extraction pool uses the cores, and this
+#: step is ~10 % of a build's wall time at 20k articles).
+WRITER_THREADS = 1
+
 #: Up to this many documents, a language index keeps its (segment, doc) -> key table in memory
 #: (8 bytes a document): a list look-up per hit instead of a fast-field read per query.
 _KEYMAP_MAX_DOCS = 1_000_000
 
 
-def _address_keys(searcher: tantivy.Searcher, n_docs: int) -> list[array.array]:
-    """Table ``[segment_ord][doc] -> key`` of every document of an (immutable) index."""
-    hits = searcher.search(tantivy.Query.all_query(), limit=max(1, n_docs), count=False).hits
-    addrs = [a for _, a in hits]
-    keys = searcher.fast_field_values("key", addrs)
-    sizes = [0] * searcher.num_segments
-    for a in addrs:
-        sizes[a.segment_ord] = max(sizes[a.segment_ord], a.doc + 1)
-    table = [array.array("Q", bytes(8 * n)) for n in sizes]
-    for a, key in zip(addrs, keys, strict=True):
-        table[a.segment_ord][a.doc] = key
+#: Articles read from a store per query while indexing (bounds the rows held at once).
+_READ_BATCH = 256
+#: Documents a keymap read fetches per fast-field call (bounds the build's Python objects).
+_KEYMAP_BATCH = 65_536
+
+
+def _segment_sizes(index_dir: Path) -> list[int]:
+    """``max_doc`` of each segment in ``meta.json`` order (the order of a searcher's
+    ``segment_ord``: tantivy's reader opens ``meta.json``'s segments in turn)."""
+    meta = json.loads((index_dir / "meta.json").read_text(encoding="utf-8"))
+    return [int(s["max_doc"]) for s in meta["segments"]]
+
+
+def _address_keys(searcher: tantivy.Searcher, sizes: Sequence[int]) -> list[array.array]:
+    """Table ``[segment_ord][doc] -> key`` of every document of an (immutable, delete-free) index
+    whose segments hold ``sizes`` documents, read in batches of :data:`_KEYMAP_BATCH` addresses:
+    memory is the table (8 bytes a document) plus one batch, whatever the index size.
+
+    Raises:
+        ValueError: ``sizes`` do not match the searcher (segment count or document total).
+    """
+    if len(sizes) != searcher.num_segments or sum(sizes) != searcher.num_docs:
+        raise ValueError(f"segment sizes {sizes} do not match the index")
+    table = []
+    for seg, n in enumerate(sizes):
+        t = array.array("Q")
+        for lo in range(0, n, _KEYMAP_BATCH):
+            addrs = [tantivy.DocAddress(seg, d) for d in range(lo, min(n, lo + _KEYMAP_BATCH))]
+            t.extend(searcher.fast_field_values("key", addrs))
+        table.append(t)
     return table
 
 
@@ -194,57 +229,123 @@ class _Collection:
         members = [a for a in self.members if a.language == language]
         return sum(len(a.articles) for a in members), sum(len(a.images) for a in members)
 
+    def _text_docs(self, language: str | None, analyzer, start: int) -> Iterator[tantivy.Document]:
+        """Text documents of ``language``'s members in (member, article) order from the
+        ``start``-th on (a resumed build skips what its last commit holds)."""
+        for mi, arch in enumerate(self.members):
+            if arch.language != language:
+                continue
+            n = len(arch.articles)
+            if start >= n:
+                start -= n
+                continue
+            for doc, _path, title, body in arch.store.iter_articles(_READ_BATCH, start):
+                tdoc = tantivy.Document(content=f"{title}\n{body}",
+                                        title_key=" ".join(analyzer.analyze(title)))
+                tdoc.add_unsigned("key", _key(mi, doc))  # kwargs would make it i64
+                yield tdoc
+            start = 0
+
+    def _image_docs(self, language: str | None, start: int) -> Iterator[tantivy.Document]:
+        """Image documents of ``language``'s members in (member, image) order from ``start``."""
+        for mi, arch in enumerate(self.members):
+            if arch.language != language:
+                continue
+            n = len(arch.images)
+            if start >= n:
+                start -= n
+                continue
+            for i in range(start, n):
+                rec = arch.images[i]
+                occs = rec.occurrences
+
+                def joined(field: str, occs=occs) -> str:
+                    return "\n".join(dict.fromkeys(o[field] for o in occs if o[field]))
+
+                idoc = tantivy.Document(
+                    caption=joined("caption"), alt=joined("alt"), context=joined("context"),
+                    fname=filename_words(rec.path),
+                    title="\n".join(dict.fromkeys(arch.articles[o["doc"]]["title"]
+                                                  for o in occs)),
+                )
+                idoc.add_unsigned("key", _key(mi, i))
+                yield idoc
+            start = 0
+
+    @staticmethod
+    def _fill(path: Path, schema: tantivy.Schema, tok: str, analyzer, heap: int,
+              docs, total: int, stats: dict) -> None:
+        """Index ``docs(start)`` into the tantivy index at ``path`` (created, or a killed build's
+        to resume: its last commit's ``num_docs`` documents are the first ones, in the same
+        deterministic order), committing every :data:`COMMIT_DOCS` documents."""
+        def opened() -> tantivy.Index:
+            path.mkdir(exist_ok=True)
+            index = tantivy.Index(schema, path=str(path), reuse=(path / "meta.json").exists())
+            index.register_tokenizer(tok, analyzer)
+            index.reload()
+            return index
+
+        index = opened()
+        done = index.searcher().num_docs
+        if done > total:
+            # Not this collection's work (e.g. left by a kit that built differently): start over.
+            log.warning("%s: %d committed documents but the archives have %d; rebuilding it",
+                        path, done, total)
+            del index
+            shutil.rmtree(path)
+            index, done = opened(), 0
+        stats["resumed_docs"] = stats.get("resumed_docs", 0) + done
+        if done == total:
+            return
+        threads = WRITER_THREADS if heap // WRITER_THREADS >= 15_000_000 else 1
+        writer = index.writer(heap_size=heap, num_threads=threads)
+        writer.garbage_collect_files()  # segments of a killed build's uncommitted work
+        pending = 0
+        for tdoc in docs(done):
+            writer.add_document(tdoc)
+            pending += 1
+            if pending >= COMMIT_DOCS:
+                writer.commit()
+                stats["commits"] = stats.get("commits", 0) + 1
+                pending = 0
+        writer.commit()
+        writer.wait_merging_threads()
+
     def build(self, out: Path) -> dict:
-        """Index the members' cached corpora and image records into ``out``; returns the
-        manifest."""
+        """Index the members' stores into ``out`` (empty, or a killed build's folder to resume);
+        returns the manifest.
+
+        Per language, the text index is filled first, then the image index (one writer at a time:
+        peak memory is one writer's fixed heap, :data:`TEXT_HEAP` or :data:`IMAGE_HEAP`, whatever
+        the collection size), each committed every :data:`COMMIT_DOCS` documents, so a killed
+        build resumes from its last commit and ends equal to an uninterrupted one (same
+        documents and keys; results tie-break by key, not by segment layout).
+        """
         t0 = time.perf_counter()
+        stats: dict = {}
         for language in self.languages:
             lk = _lang_key(language)
             tok = f"kit_{lk}"
             analyzer = text_analyzer(language)
-            (out / f"text_{lk}").mkdir()
-            (out / f"images_{lk}").mkdir()
-            text = tantivy.Index(self._text_schema(tok), path=str(out / f"text_{lk}"), reuse=False)
-            text.register_tokenizer(tok, analyzer)
-            images = tantivy.Index(self._image_schema(tok), path=str(out / f"images_{lk}"),
-                                   reuse=False)
-            images.register_tokenizer(tok, analyzer)
-            tw = text.writer(heap_size=128_000_000, num_threads=1)
-            iw = images.writer(heap_size=64_000_000, num_threads=1)
-            for mi, arch in enumerate(self.members):
-                if arch.language != language:
-                    continue
-                for doc, _path, title, body in arch.store.iter_articles():
-                    tdoc = tantivy.Document(content=f"{title}\n{body}",
-                                            title_key=" ".join(analyzer.analyze(title)))
-                    tdoc.add_unsigned("key", _key(mi, doc))  # kwargs would make it i64
-                    tw.add_document(tdoc)
-                for i, rec in enumerate(arch.images):
-                    occs = rec.occurrences
-
-                    def joined(field: str, occs=occs) -> str:
-                        return "\n".join(dict.fromkeys(o[field] for o in occs if o[field]))
-
-                    idoc = tantivy.Document(
-                        caption=joined("caption"), alt=joined("alt"), context=joined("context"),
-                        fname=filename_words(rec.path),
-                        title="\n".join(dict.fromkeys(arch.articles[o["doc"]]["title"]
-                                                      for o in occs)),
-                    )
-                    idoc.add_unsigned("key", _key(mi, i))
-                    iw.add_document(idoc)
-            for w in (tw, iw):
-                w.commit()
-                w.wait_merging_threads()
-            text.reload()
-            ts = text.searcher()
-            if ts.num_docs <= _KEYMAP_MAX_DOCS:  # stored: loading it reads no document
-                _save_keymap(_address_keys(ts, ts.num_docs), out / f"keymap_{lk}.bin")
+            n_text, n_images = self._counts(language)
+            self._fill(out / f"text_{lk}", self._text_schema(tok), tok, analyzer, TEXT_HEAP,
+                       lambda start, lang=language, an=analyzer: self._text_docs(lang, an, start),
+                       n_text, stats)
+            self._fill(out / f"images_{lk}", self._image_schema(tok), tok, analyzer, IMAGE_HEAP,
+                       lambda start, lang=language: self._image_docs(lang, start),
+                       n_images, stats)
+            if n_text <= _KEYMAP_MAX_DOCS:  # stored: loading it reads no document
+                text = tantivy.Index.open(str(out / f"text_{lk}"))
+                text.register_tokenizer(tok, analyzer)
+                ts = text.searcher()
+                _save_keymap(_address_keys(ts, _segment_sizes(out / f"text_{lk}")),
+                             out / f"keymap_{lk}.bin")
         manifest = {
             "format": INDEX_FORMAT, "members": [a.sha256 for a in self.members],
             "archives": [a.file.name for a in self.members],
             "languages": [_lang_key(x) for x in self.languages],
             "build_seconds": round(time.perf_counter() - t0, 3),
+            "resumed_docs": stats.get("resumed_docs", 0), "commits": stats.get("commits", 0),
         }
         _write_json_atomic(out / "manifest.json", manifest)
         return manifest
@@ -286,4 +387,5 @@ class _Collection:
         if self.ready:
             return False
         return _load_or_build(self.dir, self.load, build_fn or self.build,
-                              ", ".join(a.file.name for a in self.members))
+                              ", ".join(a.file.name for a in self.members),
+                              resumable=build_fn is None)

@@ -1,0 +1,150 @@
+"""Image search and reverse image search read the archive store in a bounded number of SQL
+statements per search (issue 17: one look-up per occurrence made common images expensive), with
+results identical to the per-item look-ups they replaced.
+
+``tests/fixtures/zim_image_results.json`` holds every field of the results (titles, URLs,
+captions, snippets, knowledge graph) as the per-item code returned them; it was recorded with
+``ZIM_IMAGE_RECORD=1 pytest tests/test_zim_image_queries.py`` before the change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from kit.paths import zim_paths
+from kit.web.zim import LocalZimWeb
+
+FIXTURE = Path(__file__).parent / "fixtures" / "zim_image_results.json"
+STEMS = {"wikipedia_en_ray_charles_maxi_2023-09", "wikipedia_en_ray_charles_2015-06",
+         "wikipedia_en_100_mini_2022-10", "wikipedia_fr_test_2017-07"}
+IMAGE_QUERIES = ["Ray Charles", "Ray Charles portrait", "piano", "Warrington Town Hall", "map",
+                 "flag", "Earth from space", "statue", "concert stage", "hôtel de ville"]
+#: Reverse image queries: every image at these fractions of each archive's image list.
+REVERSE_AT = (0.0, 0.2, 0.4, 0.6, 0.8)
+
+
+@pytest.fixture(scope="module")
+def web(data_dir) -> LocalZimWeb:
+    found = [p for p in zim_paths(data_dir) if p.stem in STEMS]
+    if len(found) != len(STEMS):
+        pytest.skip("shared ZIM archives missing")
+    w = LocalZimWeb(sorted(found))
+    w.ensure_ready()
+    return w
+
+
+def _reverse_queries(web: LocalZimWeb) -> dict[str, bytes]:
+    out = {}
+    for arch in sorted(web.archives, key=lambda a: a.stem):
+        n = len(arch.images)
+        for i in sorted({int(f * n) for f in REVERSE_AT} if n else set()):
+            path = arch.images[i].path
+            out[f"{arch.stem}/{path}"] = arch.read(arch.entry(path))[1]
+    return out
+
+
+def _image_hit(h) -> list:
+    return [h.title, h.image_url, h.page_url, h.domain, h.caption, h.mime, len(h.content)]
+
+
+def _results(web: LocalZimWeb, reverse: dict[str, bytes]) -> dict:
+    out: dict = {"image": {}, "reverse": {}}
+    for q in IMAGE_QUERIES:
+        out["image"][q] = [_image_hit(h) for h in web.image_search_sync(q, 20)]
+    for key, data in reverse.items():
+        res = web.reverse_image_search_sync(data, 10)
+        kg = res.knowledge_graph
+        out["reverse"][key] = {
+            "pages": [[h.title, h.url, h.snippet, h.date] for h in res.pages],
+            "thumbnails": [_image_hit(h) for h in res.thumbnails],
+            "knowledge_graph": [kg.title, kg.description, kg.url] if kg else None,
+        }
+    return out
+
+
+@contextmanager
+def _count_sql(web: LocalZimWeb):
+    """Count the SQL statements run on every archive store (sqlite3 trace callback)."""
+    counter = [0]
+
+    def trace(_stmt: str) -> None:
+        counter[0] += 1
+
+    for arch in web.archives:
+        arch.store.db.set_trace_callback(trace)
+    try:
+        yield counter
+    finally:
+        for arch in web.archives:
+            arch.store.db.set_trace_callback(None)
+
+
+def test_results_equal_the_per_item_lookups(web):
+    got = _results(web, _reverse_queries(web))
+    if os.environ.get("ZIM_IMAGE_RECORD") == "1":
+        FIXTURE.write_text(json.dumps(got, indent=1, ensure_ascii=False, sort_keys=True) + "\n",
+                           encoding="utf-8")
+    want = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    assert sum(len(v) for v in want["image"].values()) >= 60  # the set is not trivially empty
+    assert sum(len(v["pages"]) for v in want["reverse"].values()) >= 20
+    assert got == want
+
+
+def test_image_search_runs_at_most_one_statement_per_archive(web):
+    for q in ("Ray Charles", "piano", "map"):
+        with _count_sql(web) as n:
+            hits = web.image_search_sync(q, 20)
+        assert hits
+        assert n[0] <= len(web.archives), (q, n[0])
+
+
+def test_reverse_search_runs_at_most_one_statement_per_matching_archive(web):
+    queries = _reverse_queries(web)
+    for key, data in list(queries.items())[:8]:
+        with _count_sql(web) as n:
+            res = web.reverse_image_search_sync(data, 10)
+        assert res.pages, key
+        assert n[0] <= len(web.archives), (key, n[0])
+
+
+def test_images_with_pages_equals_per_item_records_across_in_lists(web, monkeypatch):
+    from kit.web.zim import store
+
+    IN_MAX = 40
+    monkeypatch.setattr(store, "IN_MAX", IN_MAX)  # the shared archives have <= 133 images
+    arch = max(web.archives, key=lambda a: len(a.images))
+    n = len(arch.images)
+    assert n > 2 * IN_MAX  # several IN lists
+    ids = list(range(n))
+    with _count_sql(web) as count:
+        got = arch.store.images_with_pages(ids[::-1] + [0])  # any order, duplicates
+    assert count[0] == -(-n // IN_MAX)
+    assert sorted(got) == ids
+    for i in (0, IN_MAX - 1, IN_MAX, n - 1):
+        rec, per_item = got[i], arch.images[i]
+        assert (rec.path, rec.mime, rec.width, rec.height) == (
+            per_item.path, per_item.mime, per_item.width, per_item.height)
+        assert [{k: o[k] for k in per_item.occurrences[0]} for o in rec.occurrences] == per_item.occurrences
+        assert [o["page_title"] for o in rec.occurrences] == [
+            arch.articles[o["doc"]]["title"] for o in per_item.occurrences]
+    with pytest.raises(IndexError, match=f"no image {n}"):
+        arch.store.images_with_pages([0, n])
+
+
+def test_store_that_lacks_an_indexed_image_is_a_backend_error(web, monkeypatch):
+    from kit.types import BackendError
+
+    hit = web.image_search_sync("Ray Charles", 1)[0]
+    arch = web._archive(hit.domain)
+
+    def missing(ids):
+        raise IndexError(f"no image {max(ids)}")
+
+    monkeypatch.setattr(arch.store, "images_with_pages", missing)
+    with pytest.raises(BackendError, match="index and store disagree"):
+        web.image_search_sync("Ray Charles", 1)
