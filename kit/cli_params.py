@@ -40,7 +40,6 @@ import ast
 import math
 import os
 import typing
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -50,8 +49,10 @@ from annotated_types import Ge, Gt, Le
 # the local paths and checkpoint references the checks read, in their own module (re-exported: old import paths)
 from kit.cli_refs import CHECKPOINT_PARAMS as CHECKPOINT_PARAMS
 from kit.cli_refs import PATH_PARAMS as PATH_PARAMS
+from kit.cli_refs import Written, checkpoint_problems, written_by_plan
 from kit.cli_refs import absolute_paths as absolute_paths
-from kit.cli_refs import checkpoint_problems, written_by_plan
+from kit.cli_refs import local_ref_problems as local_ref_problems
+from kit.cli_refs import plan_writes as plan_writes
 
 Count = Annotated[int, Ge(1)]
 NonNegInt = Annotated[int, Ge(0)]
@@ -382,14 +383,15 @@ def named_endpoints(declared: dict[str, Param], params: dict[str, Any],
 
 
 def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], where: str = "",
-                        timeout_s: float = 5.0, *, profile: str = "smoke", written: Iterable[str | Path] = ()) -> list[str]:
+                        timeout_s: float = 5.0, *, profile: str = "smoke", written: Written | None = None) -> list[str]:
     """Check every named endpoint of a notebook run (reachable, serves the named model), a ``model``
     named without an endpoint (a local checkpoint folder, :func:`kit.policy.factory.local_model_problem`)
     and ``rl_prompts`` (:func:`kit.rl.prompts.rl_prompts_problem`), before it starts. The checkpoint
     references of :data:`CHECKPOINT_PARAMS` are not checked here but once, offline, by
     :func:`check_combinations` (``local_refs=True``, :func:`checkpoint_problems`), which runs first.
-    ``written``: folders earlier notebooks of a sequence plan write (:func:`written_by_plan`); a ``model`` or
-    ``rl_prompts`` inside one is not checked (it does not exist yet).
+    ``written``: per parameter, the exact outputs earlier notebooks of a sequence plan write
+    (:func:`kit.cli_refs.plan_writes`); a ``model`` or ``rl_prompts`` naming one is not checked (it does not
+    exist yet; the sequence re-checks it right before the notebook starts, :func:`kit.cli_refs.local_ref_problems`).
 
     Returns one line per endpoint checked. Raises :class:`kit.policy.factory.ModelUnavailable` (one
     line naming the parameter) at the first one that cannot be used. The main ``endpoint`` may omit
@@ -401,7 +403,7 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
     from kit.policy.factory import ModelUnavailable, check_endpoint, local_model_problem
 
     lines = []
-    written = list(written)
+    written = written or {}
     prefix = f"{where}: " if where else ""
     endpoints = named_endpoints(declared, params, profile)
     for name, endpoint, model, key_env in endpoints:
@@ -415,7 +417,8 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
         lines.append(f"{prefix}{name} {endpoint} serves {served!r}")
     # the main model named without an endpoint is loaded in process: a checkpoint folder or tiny-<arch>
     model = params.get("model", declared["model"].default) if "model" in declared else ""
-    if isinstance(model, str) and not any(n == "endpoint" for n, *_ in endpoints) and not written_by_plan(model, written):
+    if isinstance(model, str) and not any(n == "endpoint" for n, *_ in endpoints) and \
+            not written_by_plan(model, written.get("model", ())):
         problem = local_model_problem(model)
         if problem:
             raise ModelUnavailable(f"{prefix}{problem}")
@@ -423,7 +426,7 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
             lines.append(f"{prefix}model {model!r} loads in process")
     # the checkpoint references of CHECKPOINT_PARAMS were checked offline by check_combinations(local_refs=True)
     source = params.get("rl_prompts", declared["rl_prompts"].default) if "rl_prompts" in declared else ""
-    if isinstance(source, str) and source and not written_by_plan(source, written):
+    if isinstance(source, str) and source and not written_by_plan(source, written.get("rl_prompts", ())):
         from kit.rl.prompts import rl_prompts_problem
 
         problem = rl_prompts_problem(source)
@@ -468,7 +471,7 @@ def _recipe_why(profile: str, switch: str) -> str:
 
 def check_combinations(declared: dict[str, Param], params: dict[str, Any], profile: str = "smoke",
                        where: str = "", *, preflight: bool = False, local_refs: bool = False,
-                       written: Iterable[str | Path] = ()) -> None:
+                       written: Written | None = None) -> None:
     """Rules across parameters, checked before a notebook starts (no network):
 
     * a ``<role>_model`` given while its ``<role>_endpoint`` is empty (a model nothing serves);
@@ -492,8 +495,12 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
       :func:`kit.data.synthesis_web.resolve_web_backend`);
     * with ``local_refs`` (a run about to start): each checkpoint reference of :data:`CHECKPOINT_PARAMS` must
       load (:func:`checkpoint_problems`: a missing ``base_model`` folder), before any endpoint probe; the one
-      place they are checked. A sequence plan passes ``written``, the folders its earlier notebooks write: a
-      reference inside one is not refused (notebook 05's ``base_model`` may be notebook 04's checkpoint).
+      place they are checked. A sequence plan passes ``written``, the exact outputs its earlier unfinished
+      notebooks write (:func:`kit.cli_refs.plan_writes`): a reference naming one is not refused (notebook 05's
+      ``base_model`` may be notebook 04's ``run/full/final``); anything else in their folders is;
+    * ``report_to`` (``tensorboard`` / ``trackio`` / ``wandb``) must be able to start here
+      (:func:`kit.tracking.report_to_problem`: the package importable; W&B offline/disabled or a key), so a
+      tracking problem stops the run before its kernel, not inside notebook 04/05/06 after its earlier cells.
 
     "Paper profile" is any profile but smoke (``paper``, ``points_seeker``); a ``preflight`` of one needs none
     of its endpoints or checkpoints (tiny stand-ins take their place, :mod:`kit.profiles`).
@@ -563,6 +570,12 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
             shown = value.get("stages") or get_profile_value(profile, "rl_run.stages")
             problems.append(f"the {profile} profile{at} runs an OPD warmup stage (stages={shown!r}), which needs "
                             "teacher_model (a stronger checkpoint); name it, or pass stages without 'opd'")
+    if "report_to" in declared:  # the trainers' Tracker refuses with the same line, but only inside the kernel
+        from kit.tracking import report_to_problem
+
+        problem = report_to_problem(value.get("report_to"))
+        if problem:
+            problems.append(f"{problem}{at}")
     if local_refs:  # offline: a folder or reference check, before preflight_endpoints probes any server
         problems += checkpoint_problems(declared, params, where, written=written)
     if len(problems) == 1:

@@ -12,7 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.cli_params import ParameterError, check_combinations, check_params, notebook_parameters, preflight_endpoints
+from kit.cli_params import (
+    ParameterError,
+    check_combinations,
+    check_params,
+    local_ref_problems,
+    notebook_parameters,
+    plan_writes,
+    preflight_endpoints,
+)
 from kit.paths import PROJECT_ROOT
 
 NOTEBOOKS = {
@@ -132,8 +140,10 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
     The state (``sequence.json``) holds the plan (keys, profile, overrides) and per step: status
     (``pending`` | ``running`` | ``ok`` | ``failed``), seconds, executed notebook, error. Before the
     first notebook runs, every override is checked (name declared by its notebook, value of the
-    declared type: :mod:`kit.cli_params`) and, with ``preflight``, every named endpoint of an
-    unfinished notebook is checked (reachable, serves the named model). With ``resume`` the recorded
+    declared type: :mod:`kit.cli_params`) and, with ``preflight``, every local reference and named endpoint
+    of an unfinished notebook is checked (a missing folder; reachable, serves the named model); a reference
+    may name an exact output of an earlier unfinished step (:data:`kit.cli_refs.NOTEBOOK_OUTPUTS`), which is
+    checked again right before the notebook starts (:func:`kit.cli_refs.local_ref_problems`). With ``resume`` the recorded
     plan is reused: finished steps are reported as done and the run continues from the first
     unfinished one (a notebook's own run folders resume inside it). Overrides given with ``resume``
     correct the recorded plan: they may change the profile or parameters of notebooks not yet
@@ -216,6 +226,12 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         raise SequenceError(f"override(s) for notebook(s) {unplanned} that the plan {plan['keys']} does not run: "
                             + ", ".join(f"{k}.{n}" for k in unplanned for n in plan["per_notebook"][k]))
     typed: dict[str, dict[str, Any]] = {}
+
+    def written(i: int) -> dict[str, list[Path]]:
+        # the exact outputs of the earlier steps still to run (kit.cli_refs.NOTEBOOK_OUTPUTS); a finished step's
+        # outputs exist already (a resume), so a reference to them is checked like any other path
+        return plan_writes(run_dir / NOTEBOOKS[k] for k in plan["keys"][:i] if state["steps"][k]["status"] != "ok")
+
     for i, key in enumerate(plan["keys"]):
         where = f"notebook {key} ({NOTEBOOKS[key]})"
         try:
@@ -223,11 +239,10 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             if problem:
                 raise ParameterError(problem)
             typed[key] = check_params(declared[key], _given(plan, key, declared[key]), where)
-            # a checkpoint inside an earlier notebook's folder of this run (05's base_model = 04's output) is
-            # written before this notebook starts: not refused now
+            # an output an earlier notebook of this run writes (05's base_model = 04's run/full/final) does not
+            # exist before it runs: not refused now, re-checked right before this notebook starts
             check_combinations(declared[key], typed[key], plan["profile"], where,
-                               local_refs=preflight and state["steps"][key]["status"] != "ok",
-                               written=[run_dir / NOTEBOOKS[k] for k in plan["keys"][:i]])
+                               local_refs=preflight and state["steps"][key]["status"] != "ok", written=written(i))
         except ParameterError as e:
             raise SequenceError(str(e)) from e
     if preflight:
@@ -237,7 +252,7 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             if state["steps"][key]["status"] != "ok":
                 try:
                     preflight_endpoints(declared[key], typed[key], f"notebook {key} ({NOTEBOOKS[key]})",
-                                        profile=plan["profile"], written=[run_dir / NOTEBOOKS[k] for k in plan["keys"][:i]])
+                                        profile=plan["profile"], written=written(i))
                 except (ModelUnavailable, ParameterError) as e:
                     raise SequenceError(str(e)) from e
     for key in fresh:
@@ -267,6 +282,10 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
                 if old.is_dir():
                     shutil.rmtree(old)
                     echo(f"{label}: cleared the earlier outputs in {old}")
+        problems = local_ref_problems(declared[key], params, f"notebook {key} ({NOTEBOOKS[key]})") if preflight else []
+        if problems:  # the runner is called without its own checks (check_endpoints=False): they run here
+            raise SequenceError(f"{label}: not started, a local reference it reads is missing now that the "
+                                "notebooks before it ran:\n" + "\n".join(f"  - {p}" for p in problems))
         step.update(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), params=params,
                     out_dir=str(out), error=None)
         _write_state(state_path, state)

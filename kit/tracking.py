@@ -25,6 +25,11 @@ What is logged is exactly a ``metrics.jsonl`` row, flattened by :func:`flatten_m
 (bools as 0/1; NaN kept; ``null`` as NaN) becomes a scalar named by
 its key path (``exclusions/overlong``, ``groups/train_groups``, ``recovery/forced_final_answer/triggered``)
 under the row's own ``step``; every string (``stage``, ``kind``, ``skipped``) becomes text at that step.
+A top-level key whose first word repeats (``rollout_rollout_s``, the trainer's ``rollout_`` prefix on the
+rollout summary's ``rollout_s``) is tagged once (``rollout_s``), unless that tag is taken in the row;
+``metrics.jsonl`` keeps its keys. Beside the ``stage`` text, the tracker logs a ``stage_index`` scalar
+(0, 1, 2.. in schedule order) so stage changes show on the curves. TensorBoard event files go in
+``log_dir/<run name>``, so ``tensorboard --logdir RUN/tracking`` lists the run by name (not ``.``).
 """
 
 from __future__ import annotations
@@ -69,9 +74,74 @@ def check_report_to(report_to: str | None) -> str:
     return name
 
 
+# WANDB_MODE values under which wandb.init needs no login (wandb's own names; "dryrun" is its old "offline")
+WANDB_NO_LOGIN_MODES = ("offline", "disabled", "dryrun")
+WANDB_HOST = "api.wandb.ai"
+
+
+def _wandb_key_available() -> bool:
+    """True when W&B would find an API key without asking: ``WANDB_API_KEY`` or a netrc entry for the
+    W&B host (``WANDB_BASE_URL``'s host, default ``api.wandb.ai``; the netrc file is ``NETRC`` or ``~/.netrc``)."""
+    import netrc
+    from urllib.parse import urlparse
+
+    if os.environ.get("WANDB_API_KEY", "").strip():
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or f"https://{WANDB_HOST}").hostname or WANDB_HOST
+    try:
+        auth = netrc.netrc(os.environ.get("NETRC") or None).authenticators(host)
+    except (OSError, netrc.NetrcParseError):  # no netrc file, or an unreadable one: no key from it
+        return False
+    return bool(auth and auth[2])
+
+
+def report_to_problem(report_to: str | None) -> str | None:
+    """One line saying why ``report_to`` cannot start in this environment, or ``None`` when it can;
+    checked without importing the back end (``importlib.util.find_spec``) and without network, so
+    :func:`kit.cli_params.check_combinations` can refuse a run before any notebook kernel starts, and
+    :class:`Tracker` refuses with the same words before the first step.
+
+    * an unknown back end (:func:`check_report_to`'s message);
+    * ``tensorboard`` / ``trackio`` / ``wandb`` whose package is not importable (names the pip command);
+    * ``wandb`` online (``WANDB_MODE`` not one of :data:`WANDB_NO_LOGIN_MODES`) with no API key
+      (:func:`_wandb_key_available`): wandb.init would prompt for a login inside the kernel or fail.
+    """
+    import importlib.util
+
+    try:
+        name = check_report_to(report_to)
+    except ValueError as e:
+        return str(e)
+    if name == "none":
+        return None
+    module = "torch.utils.tensorboard" if name == "tensorboard" else name
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module set to None in sys.modules
+        found = False
+    if not found:
+        return f"report_to={name!r} needs {name}, which is not installed: {_PIP[name]}"
+    if name == "wandb":
+        mode = (os.environ.get("WANDB_MODE") or "online").strip().lower()
+        if mode not in WANDB_NO_LOGIN_MODES and not _wandb_key_available():
+            return (f"report_to='wandb' runs online (WANDB_MODE={mode!r}) but no W&B API key is available "
+                    f"(WANDB_API_KEY, or a netrc entry for {WANDB_HOST}): {_HINT['wandb']}")
+    return None
+
+
 def _key_of(row: Mapping[str, Any]) -> str | None:
     """The name of a list element such as ``{"mechanism": "overlong_retry", ...}``: its first text value."""
     return next((v for v in row.values() if isinstance(v, str)), None)
+
+
+def _undouble(key: str, row: Mapping[str, Any]) -> str:
+    """``rollout_rollout_s`` -> ``rollout_s`` (a prefix added to a key that already starts with it); the
+    key itself when its first two ``_`` words differ or the shorter tag is another key of ``row``."""
+    words = key.split("_")
+    short = "_".join(words[1:])
+    if len(words) > 2 and words[0] and words[0] == words[1] and short not in row:
+        return short
+    return key
 
 
 def flatten_metrics(m: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, float], dict[str, str]]:
@@ -80,18 +150,22 @@ def flatten_metrics(m: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, f
     Nested dicts recurse; a list of dicts is keyed by each element's first text value (``recovery`` rows
     by ``mechanism``; by index when an element has none or names repeat); a list of numbers by index.
     ``None`` (``null``, e.g. a retention rate with no trigger) becomes NaN; the key ``step`` is left out
-    (it is the step). Anything else (a list of texts) is written as JSON text, never dropped.
+    (it is the step); a top-level key with a doubled first word is tagged once (:func:`_undouble`); an int too large for a float (``10**400``) becomes its decimal text. Anything else
+    (a list of texts) is written as JSON text, never dropped.
     """
     scalars: dict[str, float] = {}
     texts: dict[str, str] = {}
     for k, v in m.items():
-        key = f"{prefix}{k}"
+        key = f"{prefix}{k}" if prefix else _undouble(str(k), m)
         if not prefix and k == "step":
             continue
         if isinstance(v, bool):
             scalars[key] = float(v)
         elif isinstance(v, numbers.Real):  # numpy numbers too (pandas rows)
-            scalars[key] = float(v)
+            try:
+                scalars[key] = float(v)
+            except OverflowError:  # an int past float's range (10**400): kept exactly, as text
+                texts[key] = str(v)
         elif v is None:
             scalars[key] = math.nan
         elif isinstance(v, str):
@@ -109,7 +183,9 @@ def flatten_metrics(m: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, f
                 scalars.update(s)
                 texts.update(t)
         elif isinstance(v, Sequence) and all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in v):
-            scalars.update({f"{key}/{i}": float(x) for i, x in enumerate(v)})
+            s, t = flatten_metrics({str(i): x for i, x in enumerate(v)}, key + "/")  # same overflow rule
+            scalars.update(s)
+            texts.update(t)
         else:
             texts[key] = json.dumps(v, default=str)
     return scalars, texts
@@ -123,7 +199,10 @@ class Tracker:
         log_dir: where the back end writes (the run's output folder, e.g. ``RUN/tracking``); required
             unless ``report_to="none"``.
         project: trackio / W&B project name.
-        run_name: run name (default: the log folder's parent name).
+        run_name: run name (default: the log folder's parent name); TensorBoard writes into
+            ``log_dir/<run_name>`` so its run list shows this name.
+        stages: stage names in schedule order (``stage_index`` = position of the row's ``stage``); a stage
+            not listed (or no list) is numbered in order of first appearance after the listed ones.
         config: run settings (W&B / trackio config; TensorBoard text ``config``).
 
     Raises:
@@ -134,8 +213,12 @@ class Tracker:
     """
 
     def __init__(self, report_to: str | None = "none", log_dir: str | Path | None = None, *,
-                 project: str = "mmsearch-kit", run_name: str | None = None, config: Mapping[str, Any] | None = None):
+                 project: str = "mmsearch-kit", run_name: str | None = None, config: Mapping[str, Any] | None = None,
+                 stages: Sequence[str] = ()):
         self.backend = check_report_to(report_to)
+        self.stage_order: dict[str, int] = {}
+        for st in stages:
+            self.stage_order.setdefault(str(st), len(self.stage_order))
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self._w: Any = None
         self.project = project
@@ -146,11 +229,12 @@ class Tracker:
         if self.log_dir is None:
             raise ValueError(f"report_to={self.backend!r} needs a log_dir (inside the run's output folder)")
         name = run_name or self.log_dir.resolve().parent.name
+        self.run_name = name
         cfg = json.loads(json.dumps(dict(config or {}), default=str))
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             self._w = self._start(name, cfg)
-        except TrackingUnavailable:
+        except (TrackingUnavailable, TrackingError):
             raise
         except Exception as e:  # any start failure: one clear error before the first step, not mid-training
             raise TrackingError(f"report_to={self.backend!r} could not start in {self.log_dir}: "
@@ -164,7 +248,8 @@ class Tracker:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError as e:
                 raise TrackingUnavailable(f"report_to='tensorboard' needs TensorBoard: {_PIP['tensorboard']}") from e
-            w = SummaryWriter(log_dir=str(self.log_dir))
+            # a named subfolder: TensorBoard names a run by its folder under --logdir ("." at the root)
+            w = SummaryWriter(log_dir=str(self.log_dir / tensorboard_run_dir(name)))
             if cfg:
                 w.add_text("config", "```\n" + json.dumps(cfg, indent=1) + "\n```", 0)
             return w
@@ -176,6 +261,9 @@ class Tracker:
             import wandb
         except ImportError as e:
             raise TrackingUnavailable(f"report_to='wandb' needs wandb: {_PIP['wandb']}") from e
+        problem = report_to_problem("wandb")  # online with no key: wandb.init would prompt in a kernel
+        if problem:
+            raise TrackingError(f"report_to='wandb' could not start in {self.log_dir}: {problem}")
         # mode read per tracker: wandb's settings singleton would keep the first run's environment
         mode: Any = os.environ.get("WANDB_MODE") or None  # wandb validates it (a bad one: TrackingError)
         run = wandb.init(project=self.project, name=name, dir=str(self.log_dir), config=cfg, mode=mode,
@@ -192,11 +280,21 @@ class Tracker:
 
     def log(self, metrics: Mapping[str, Any], step: int) -> dict[str, float]:
         """Log one metrics row at ``step`` (the row's own ``step`` in the trainers). Returns the scalars
-        written (empty for ``"none"``)."""
+        written (empty for ``"none"``, or when the write failed: warned and counted in ``failed_logs``).
+
+        Raises:
+            ValueError: ``step`` is not a non-negative int (``1.5``, ``"3"``, ``-1``, ``True``), for every back end.
+        """
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+            raise ValueError(f"Tracker.log needs a non-negative int step, got {step!r} ({type(step).__name__})")
+        step = int(step)
         if self._w is None:
             return {}
-        scalars, texts = flatten_metrics(metrics)
-        try:
+        scalars: dict[str, float] = {}
+        try:  # flattening too: a row the back end cannot take warns, it never stops training
+            scalars, texts = flatten_metrics(metrics)
+            if isinstance(texts.get("stage"), str) and "stage_index" not in scalars:
+                scalars["stage_index"] = float(self.stage_order.setdefault(texts["stage"], len(self.stage_order)))
             if self.backend == "tensorboard":
                 for k, v in scalars.items():
                     self._w.add_scalar(k, v, step)
@@ -272,6 +370,12 @@ class Tracker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def tensorboard_run_dir(run_name: str) -> str:
+    """The TensorBoard run folder for ``run_name`` (one path part: separators and a leading dot replaced)."""
+    part = run_name.replace(os.sep, "_").replace("/", "_").strip() or "run"
+    return "_" + part[1:] if part.startswith(".") else part
 
 
 def trackio_at(log_dir: Path) -> Any:

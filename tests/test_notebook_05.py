@@ -5,6 +5,7 @@ plot written (~3.5 min on 2 cores)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -44,3 +45,10 @@ def test_notebook_05_smoke_runs_headless(tmp_path, data_dir):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["labels"] == ["smoke"] and manifest["config"]["algorithm"] == "fa_gspo"
     assert "Tiny-model smoke results" in (out / "summary.md").read_text()
+    # the trained policy is a loadable model folder (notebook 06's -p model), changed by the RL updates
+    from safetensors.torch import load_file
+
+    final = out / "run" / "final"
+    assert manifest["model"]["trained"] == str(final) and (final / "config.json").exists()
+    start, trained = (load_file(next(Path(d).glob("*.safetensors"))) for d in (manifest["model"]["path"], final))
+    assert set(start) == set(trained) and any(not start[k].equal(trained[k]) for k in start)

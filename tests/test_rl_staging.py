@@ -104,6 +104,21 @@ def test_paper_schedule_and_validation(tmp_path):
     fig = plot_run_log(RunLog(tmp_path / "l.jsonl").events, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000 and len(fig.axes) == 2
     assert (tmp_path / "p.svg").read_text().count("<svg") == 1 and fig.axes[0].get_ylabel() == "mean reward"
+    assert list(fig.axes[0].lines[0].get_ydata()) == [0.1, 0.2]  # an older log's reward_mean
+
+
+def test_run_plot_draws_the_reward_the_trainer_logs(tmp_path):
+    """RLTrainer's step rows carry ``rollout_reward_mean`` (kit.rl.trainer): the reward panel draws it
+    (it was empty: the plot read a key the trainer never writes), on whole-number step ticks."""
+    import math
+
+    log = RunLog(tmp_path / "l.jsonl")
+    for i, r in enumerate([0.25, None, 0.5]):
+        log.write("step", i, rollout_reward_mean=r, entropy_mean=1.0)
+    fig = plot_run_log(RunLog(tmp_path / "l.jsonl").events)
+    y = list(fig.axes[0].lines[0].get_ydata())
+    assert y[0] == 0.25 and math.isnan(y[1]) and y[2] == 0.5
+    assert all(float(t).is_integer() for t in fig.axes[1].get_xticks())
 
 
 def test_parse_stages_builds_the_notebook_schedule_and_refuses_bad_specs():

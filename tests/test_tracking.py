@@ -28,9 +28,9 @@ from kit.tracking import (
 )
 
 torch.set_num_threads(2)
-EventAccumulator = pytest.importorskip(
-    "tensorboard.backend.event_processing.event_accumulator",
-    reason="tensorboard is a kit dependency (pyproject)").EventAccumulator
+EventMultiplexer = pytest.importorskip(
+    "tensorboard.backend.event_processing.event_multiplexer",
+    reason="tensorboard is a kit dependency (pyproject)").EventMultiplexer
 
 ROW = {"groups": {"train_groups": 2, "eligible": 9}, "exclusions": {"synthesis_incomplete": 7},
        "entropy_mean": float("nan"), "loss": -7.45e-09, "step": 3, "stage": "h1", "kind": "rl",
@@ -39,10 +39,15 @@ ROW = {"groups": {"train_groups": 2, "eligible": 9}, "exclusions": {"synthesis_i
                     {"mechanism": "context_limit", "triggered": 0, "retention_rate": None}]}
 
 
-def read_events(log_dir):
-    """{tag: {step: value}} for scalars and {tag: {step: text}} for text, via TensorBoard's reader."""
-    acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0, "tensors": 0})
-    acc.Reload()
+def read_events(log_dir, run=None):
+    """{tag: {step: value}} for scalars and {tag: {step: text}} for text, via TensorBoard's reader. The log
+    dir holds exactly one run, listed by TensorBoard (``--logdir log_dir``) under a name, never ``.``
+    (``run``: that name, when given)."""
+    mux = EventMultiplexer(size_guidance={"scalars": 0, "tensors": 0}).AddRunsFromDirectory(str(log_dir))
+    mux.Reload()
+    (name,) = mux.Runs()
+    assert name not in (".", "") and (run is None or name == run), name
+    acc = mux.GetAccumulator(name)
     scalars = {t: {e.step: e.value for e in acc.Scalars(t)} for t in acc.Tags()["scalars"]}
     texts = {t: {e.step: e.tensor_proto.string_val[0].decode() for e in acc.Tensors(t)}
              for t in acc.Tags()["tensors"] if t.endswith("/text_summary")}
@@ -73,6 +78,10 @@ def test_flatten_keeps_every_number_and_text():
     assert math.isnan(s["entropy_mean"]) and math.isnan(s["recovery/context_limit/retention_rate"])
     assert s["recovery/overlong_retry/triggered"] == 1 and "step" not in s
     assert t == {"stage": "h1", "kind": "rl", "skipped": "no_advantage_signal"}
+    # the trainer's rollout_ prefix on the rollout summary's rollout_s: tagged once, unless that tag is taken
+    assert flatten_metrics({"rollout_rollout_s": 2.5, "rollout_reward_mean": 1.0})[0] == {
+        "rollout_s": 2.5, "rollout_reward_mean": 1.0}
+    assert flatten_metrics({"rollout_rollout_s": 2.5, "rollout_s": 1.0})[0] == {"rollout_rollout_s": 2.5, "rollout_s": 1.0}
     s, t = flatten_metrics({"x": [{"a": 1}, {"a": 2}], "tags": ["a", "b"]})  # no names: by index; texts as JSON
     assert s == {"x/0/a": 1.0, "x/1/a": 2.0} and t == {"tags": '["a", "b"]'}
 
@@ -171,8 +180,10 @@ def test_rl_steps_round_trip_through_tensorboard(rl_run):
     assert rows[0]["opd_kl"] > 0, rows[0]  # the distillation step's KL is one of the tracked numbers
     n = assert_same(rows, out / "tracking")
     assert n >= 2 * 20  # rollout stats, exclusions, recovery per mechanism, timings: every number of both rows
-    scalars, texts = read_events(out / "tracking")
+    scalars, texts = read_events(out / "tracking", run=out.name)
     assert texts["stage/text_summary"] == {0: "opd", 1: "rl"} and set(scalars["opd_kl"]) == {0}
+    assert scalars["stage_index"] == {0: 0.0, 1: 1.0}  # schedule order, a curve beside the text
+    assert "rollout_rollout_s" in rows[0] and set(scalars["rollout_s"]) == {0, 1} and "rollout_rollout_s" not in scalars
 
 
 def test_sft_curriculum_round_trip_at_global_steps(sft_run):
@@ -181,6 +192,7 @@ def test_sft_curriculum_round_trip_at_global_steps(sft_run):
     assert_same(rows, run / "tracking")
     scalars, texts = read_events(run / "tracking")
     assert texts["stage/text_summary"] == {1: "short", 2: "short", 3: "full", 4: "full"}
+    assert scalars["stage_index"] == {1: 0.0, 2: 0.0, 3: 1.0, 4: 1.0}
     assert "tokens_per_s" in scalars and set(scalars["train_loss"]) == {2, 4}  # each stage's summary row
 
 
@@ -391,3 +403,66 @@ def test_progress_is_on_and_sparse_when_headless(monkeypatch):
         assert not bar.disable and bar.mininterval == HEADLESS_MININTERVAL_S >= 5
     monkeypatch.setenv("KIT_PROGRESS", "0")
     assert progress(range(2)).disable
+
+
+def test_an_int_past_float_range_is_text_and_a_bad_write_never_stops_training(tmp_path):
+    s, t = flatten_metrics({"loss": 1.0, "tokens_seen": 10**400, "sizes": [1, 10**400]})
+    assert s == {"loss": 1.0, "sizes/0": 1.0} and t == {"tokens_seen": str(10**400), "sizes/1": str(10**400)}
+    with Tracker("tensorboard", tmp_path / "tb") as tr:
+        assert tr.log({"loss": 1.0, "tokens_seen": 10**400}, step=1) == {"loss": 1.0}
+        def broken(*a, **k):
+            raise OverflowError("int too large to convert to float")
+
+        import kit.tracking as tracking
+        real, tracking.flatten_metrics = tracking.flatten_metrics, broken
+        try:  # a row that cannot even be flattened warns and is counted (inside the try)
+            with pytest.warns(TrackingWarning, match="OverflowError"):
+                assert tr.log(ROW, 2) == {}
+        finally:
+            tracking.flatten_metrics = real
+        assert tr.failed_logs == 1
+
+
+@pytest.mark.parametrize("step", [1.5, "3", -1, True, None])
+def test_log_needs_a_non_negative_int_step(step, tmp_path):
+    for backend in ("none", "tensorboard"):
+        with Tracker(backend, tmp_path / backend) as tr, pytest.raises(ValueError, match="non-negative int step"):
+            tr.log({"loss": 1.0}, step)
+
+
+def test_report_to_problem_is_checked_without_the_package_or_a_kernel(tmp_path, monkeypatch):
+    from kit.tracking import report_to_problem
+
+    assert report_to_problem("none") is None and report_to_problem(None) is None
+    assert "report_to must be one of" in report_to_problem("mlflow")
+    monkeypatch.setitem(sys.modules, "trackio", None)  # as if not installed
+    assert "pip install trackio" in report_to_problem("trackio")
+    if importlib.util.find_spec("wandb") is None:
+        pytest.skip("wandb is installed by make setup")
+    for k in ("WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(k, raising=False)
+    netrc_file = tmp_path / "netrc"
+    monkeypatch.setenv("NETRC", str(netrc_file))  # none yet
+    monkeypatch.setenv("WANDB_MODE", "online")
+    assert "no W&B API key" in report_to_problem("wandb") and "WANDB_MODE=offline" in report_to_problem("wandb")
+    monkeypatch.delenv("WANDB_MODE")  # unset: wandb runs online
+    assert "no W&B API key" in report_to_problem("wandb")
+    for mode in ("offline", "disabled"):
+        monkeypatch.setenv("WANDB_MODE", mode)
+        assert report_to_problem("wandb") is None
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    assert report_to_problem("wandb") is None
+    monkeypatch.delenv("WANDB_API_KEY")
+    netrc_file.write_text("machine api.wandb.ai\n  login user\n  password " + "p" * 40 + "\n")
+    netrc_file.chmod(0o600)
+    assert report_to_problem("wandb") is None
+
+
+def test_stage_index_follows_the_schedule_and_the_run_is_named(tmp_path):
+    with Tracker("tensorboard", tmp_path / "run" / "tracking", stages=("short", "full", "rl")) as t:
+        assert t.log({"loss": 1.0, "stage": "full"}, 5)["stage_index"] == 1.0  # schedule order, not first seen
+        t.log({"loss": 0.5, "stage": "extra"}, 6)  # not in the schedule: numbered after it
+        t.log({"loss": 0.5}, 7)  # no stage: no index
+    scalars, texts = read_events(tmp_path / "run" / "tracking", run="run")  # default name: the run folder
+    assert scalars["stage_index"] == {5: 1.0, 6: 3.0} and texts["stage/text_summary"] == {5: "full", 6: "extra"}

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import re
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 import lxml.html
@@ -220,7 +221,7 @@ def test_committed_smoke_evaluation(tmp_path: Path):
     assert doc.xpath('//a[contains(text(), "direct vs harness")]')
 
 
-def test_inspect_log_round_trip(eval_run: Path, tmp_path: Path):
+def test_inspect_log_round_trip(eval_run: Path, tmp_path: Path, capsys):
     inspect_log = pytest.importorskip("inspect_ai.log")
     out = tmp_path / "logs" / "kit.json"
     assert cli_main(["view", str(eval_run), "-o", str(tmp_path / "site"), "--inspect-log", str(out)]) == 0
@@ -238,6 +239,27 @@ def test_inspect_log_round_trip(eval_run: Path, tmp_path: Path):
     assert any(getattr(c, "image", "").startswith("data:image/png;base64,") for c in user.content)
     raw = json.loads(out.read_text())
     assert raw["eval"]["task"] == "kit/eval" and raw["results"]["scores"][0]["metrics"]["accuracy"]["value"] == 3 / 7
+    assert "does not match inspect_ai's log file pattern" in capsys.readouterr().err  # kit.json: not listed
+
+
+def test_inspect_log_folder_is_listed_by_inspect_with_question_input_times_and_counts(eval_run: Path, tmp_path: Path,
+                                                                                      capsys):
+    """--inspect-log DIR: inspect_ai's list_eval_logs finds the log; INPUT is the question (not the system
+    prompt), the stats have start/end times (no NaN duration), dataset samples x epochs = samples written."""
+    inspect_log = pytest.importorskip("inspect_ai.log")
+    shutil.copytree(eval_run / "runs" / "toybench" / "harness" / "r0", eval_run / "runs" / "toybench" / "harness" / "r1")
+    logs = tmp_path / "logs"
+    assert cli_main(["view", str(eval_run), "-o", str(tmp_path / "site"), "--inspect-log", str(logs)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    (info,) = inspect_log.list_eval_logs(str(logs))
+    log = inspect_log.read_eval_log(info)
+    s = {(x.id, x.epoch): x for x in log.samples}
+    assert s[("eval/toybench/harness/ep_a", 2)].input == "question of ep_a"
+    assert s[("eval/toybench/harness/ep_a", 1)].messages[0].role == "system"  # the system prompt stays in messages
+    assert len(log.samples) == 10 and log.results.total_samples == 10 and log.eval.config.epochs == 2
+    assert log.eval.dataset.samples == 7 == len(set(log.eval.dataset.sample_ids))  # 3 ids of r0 only, 3 in both
+    start, end = (datetime.fromisoformat(log.stats.started_at), datetime.fromisoformat(log.stats.completed_at))
+    assert start <= end and end.tzinfo is not None
 
 
 def test_images_stored_once_and_large_ones_shrunk(eval_run: Path, tmp_path: Path):
@@ -312,7 +334,10 @@ def test_files_outside_the_run_are_never_read(tmp_path: Path):
     assert secret not in stored and len(stored) == 1  # only the copy inside the run
     pages = {p.stem.split("__")[-1]: _doc(p) for p in (site / "episodes").rglob("*.html")}
     for eid in ("abs", "symdir", "symfile"):
-        assert "image not available (outside the run)" in pages[eid].xpath('//p[@class="missing"]')[0].text_content()
+        why = pages[eid].xpath('//p[@class="missing"]')[0].text_content()
+        # a planted link is refused; a recorded path of another copy is "not in this copy", and not read
+        assert ("image not in this copy of the run" in why and "outside the run is not read" in why if eid == "abs"
+                else "image not available (outside the run)" in why)
         assert not pages[eid].xpath("//img")
     assert pages["moved"].xpath("//img") and not pages["moved"].xpath('//p[@class="missing"]')
     if importlib.util.find_spec("inspect_ai") is not None:
@@ -371,3 +396,60 @@ def test_deeply_nested_and_huge_number_lines_are_skipped_with_a_reason(tmp_path:
     assert "nested too deeply" in run.skipped[0].reason and run.skipped[1].reason.startswith("not JSON")
     index = build_site([d], tmp_path / "site")
     assert "2 lines skipped" in _doc(index).xpath('//div[@class="skipped"]')[0].text_content()
+
+
+def _clone_run(tmp_path: Path) -> Path:
+    """A run whose 3 episodes record their workspaces by absolute path and register their image's real sha256."""
+    import hashlib
+
+    d = tmp_path / "run" / "model"
+    lines = []
+    for k, eid in enumerate(["ep_a", "ep_b", "ep_c"]):
+        ws = d / "workspaces" / f"{eid}-1"
+        ws.mkdir(parents=True)
+        Image.new("RGB", (4 + k, 4), (k, 9, 9)).save(ws / "user_image_1.png")
+        rec = _record(eid, "c", workspace=ws)
+        rec.images[0].sha256 = hashlib.sha256((ws / "user_image_1.png").read_bytes()).hexdigest()
+        lines.append(rec.model_dump_json())
+    (d / "episodes.jsonl").write_text("\n".join(lines) + "\n")
+    return tmp_path / "run"
+
+
+def _shown(site: Path) -> tuple[int, list[str]]:
+    docs = [_doc(p) for p in (site / "episodes").rglob("*.html")]
+    return (sum(len(d.xpath("//img")) for d in docs),
+            [d.xpath('//p[@class="missing"]')[0].text_content() for d in docs if d.xpath('//p[@class="missing"]')])
+
+
+def test_rebuild_in_a_clone_keeps_every_image_by_content(tmp_path: Path):
+    """A clone has no workspaces/ (gitignored): rebuilding into the same -o, or from the run's committed site
+    (RUN_DIR/view), shows every image again, taken by its registered sha256; without either it says why."""
+    run = _clone_run(tmp_path)
+    site = build_site([run], tmp_path / "site").parent
+    before = _shown(site)
+    assert before[0] == 6 and not before[1]  # 3 pages, each image shown in its message and as cited
+    build_site([run], run / "view")  # the committed site
+    shutil.rmtree(run / "model" / "workspaces")
+    assert _shown(build_site([run], tmp_path / "site").parent) == before  # same -o: none lost
+    assert _shown(build_site([run], tmp_path / "other").parent) == before  # from RUN_DIR/view
+    assert _shown(build_site([run], run / "view").parent) == before  # the committed site rebuilt in place
+    shutil.rmtree(run / "view")
+    n, why = _shown(build_site([run], tmp_path / "fresh").parent)
+    assert n == 0 and len(why) == 3 and all("image not in this copy of the run (workspaces/ are not committed)" in w
+                                            and "outside the run)" not in w for w in why)
+
+
+@pytest.mark.skipif(not (ROOT / "results" / "smoke" / "view" / "images").is_dir() or shutil.which("git") is None
+                    or not (ROOT / ".git").exists(), reason="committed smoke site or git not present")
+def test_committed_site_images_are_not_gitignored():
+    """Every image the committed smoke site shows is committable: a small PNG kept as is fell under
+    ``results/**/*.png`` in .gitignore, so a clone's pages lacked it."""
+    import subprocess
+
+    site = ROOT / "results" / "smoke" / "view"
+    shown = sorted({m for p in (site / "episodes").rglob("*.html")
+                    for m in re.findall(r'src="\.\./\.\./(images/[^"]+)"', p.read_text(encoding="utf-8"))})
+    assert shown
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *[f"results/smoke/view/{s}" for s in shown]],
+                             cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert ignored == []

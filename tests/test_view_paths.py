@@ -164,8 +164,11 @@ def test_display_path_rules(tmp_path: Path, monkeypatch):
 
     scrub, h = PathScrubber({str(tmp_path / "run"): "run"}), str(tmp_path / "h")
     assert scrub(f"saved {h}/a.txt and {tmp_path}/run/w/b.png ({h})") == "saved ~/a.txt and run/w/b.png (~)"
-    for kept in (f"https://example.org{h}/x", f"http://[::1]{h}/x", f"{h}x/y", f"/x{h}/y"):
-        assert scrub(kept) == kept  # a URL's path, a longer name, a path that only contains the folder
+    for kept in (f"https://example.org{h}/x", f"http://[::1]{h}/x"):
+        assert scrub(kept) == kept  # a URL's path
+    for other in (f"{h}x/y", f"/x{h}/y"):  # a longer name, a path that only contains the folder: not "~",
+        out = scrub(other)  # but still no absolute path of this machine (the temporary folder, rule 8)
+        assert "~" not in out and not out.startswith("/") and out.endswith("/y"), out
 
 
 @pytest.mark.parametrize("rel", ["results/smoke", "results/smoke/06_evaluation"])
@@ -181,7 +184,11 @@ def test_registered_image_source_of_user_image_shown_portably(tmp_path: Path):
     run = _run(tmp_path, n=1)
     index = build_site([run], tmp_path / "site")
     page = next((index.parent / "episodes").rglob("*.html")).read_text()
-    shown = f"…/{tmp_path.name}/inputs/q.png"  # the task's input outside the run: its last three parts
+    import tempfile
+
+    tmp = Path(tempfile.gettempdir()).resolve()  # the task's input outside the run: rule 6 (temporary folder)
+    shown = ("$TMPDIR/" + tmp_path.resolve().relative_to(tmp).as_posix() if tmp in tmp_path.resolve().parents
+             else f"…/{tmp_path.name}") + "/inputs/q.png"  # else its last three parts (rule 8)
     assert shown in page and str(tmp_path) not in page
 
 

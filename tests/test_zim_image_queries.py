@@ -148,3 +148,34 @@ def test_store_that_lacks_an_indexed_image_is_a_backend_error(web, monkeypatch):
     monkeypatch.setattr(arch.store, "images_with_pages", missing)
     with pytest.raises(BackendError, match="index and store disagree"):
         web.image_search_sync("Ray Charles", 1)
+
+
+@pytest.mark.parametrize("bad, error", [(-1, IndexError), (2**63, IndexError), (1.7, TypeError),
+                                        ("3", TypeError), (None, TypeError), (True, TypeError)])
+def test_images_with_pages_refuses_ids_that_are_not_store_ids(web, bad, error):
+    store = web.archives[0].store
+    with pytest.raises(error, match="no image|ids are ints"):
+        store.images_with_pages([0, bad])
+
+
+def test_an_image_without_occurrences_is_a_clear_error_and_a_backend_error(web, tmp_path, monkeypatch):
+    import shutil
+    import sqlite3
+
+    from kit.types import BackendError
+    from kit.web.zim.store import ArchiveStore
+
+    hit = web.image_search_sync("Ray Charles", 1)[0]
+    arch = web._archive(hit.domain)
+    (i,) = arch.store.db.execute("SELECT image FROM occurrences ORDER BY image LIMIT 1").fetchone()
+    copy = tmp_path / arch.store.path.name
+    shutil.copy(arch.store.path, copy)
+    with sqlite3.connect(copy) as db:
+        db.execute("DELETE FROM occurrences WHERE image = ?", (i,))
+    damaged = ArchiveStore(copy)
+    with pytest.raises(IndexError, match=f"image {i} has no occurrences"):
+        damaged.images_with_pages([i])
+    monkeypatch.setattr(arch, "store", damaged)
+    with pytest.raises(BackendError, match=f"index and store disagree \\(image {i} has no occurrences\\)"):
+        arch_records = type(web)._records
+        arch_records(arch, [i])

@@ -175,10 +175,10 @@ def _draw_sources(sources, size, seed, model, reject, to_row, reasons: tuple[str
     for s in sources:
         try:
             items = [model.model_validate(r) for r in _read_jsonl(Path(s.path))]
-        except ValueError as e:
+            if model is EpisodeRecord:  # a relative workspace is relative to the file's folder (kit.harness.portable)
+                items = [resolved_record(x, Path(s.path).parent) for x in items]
+        except ValueError as e:  # also a workspace climbing out of the run (WorkspacePathError)
             raise MixtureDataError(f"source {s.name}: {e}") from e
-        if model is EpisodeRecord:  # a relative workspace is relative to the file's folder (kit.harness.portable)
-            items = [resolved_record(x, Path(s.path).parent) for x in items]
         why = [reject(x) for x in items]
         good = [x for x, w in zip(items, why) if w is None]
         quota = None if quotas is None else quotas[s.name]

@@ -103,6 +103,9 @@ class Timings(BaseModel):
     harness_turn_ms: list[float] = Field(default_factory=list)  # per regular turn, excluding policy and tool time
 
 
+WORKSPACE_MAX_CHARS = 4096  # kit: Linux PATH_MAX; a longer workspace can name no folder
+
+
 class EpisodeRecord(BaseModel):
     """A finished (or aborted) episode; always written, whatever happened."""
 
@@ -126,6 +129,17 @@ class EpisodeRecord(BaseModel):
     timings: Timings = Field(default_factory=Timings)
     workspace: str | None = None
     labels: list[str] = Field(default_factory=list)  # e.g. ["smoke"] for tiny random models
+
+    @field_validator("workspace")
+    @classmethod
+    def _usable_workspace(cls, v: str | None) -> str | None:
+        """A path every reader can resolve: no NUL byte, at most 4096 characters (Linux PATH_MAX);
+        raw tracebacks from os calls otherwise (kit.harness.portable)."""
+        if v is not None and "\0" in v:
+            raise ValueError("workspace holds a NUL byte")
+        if v is not None and len(v) > WORKSPACE_MAX_CHARS:
+            raise ValueError(f"workspace is {len(v)} characters long (at most {WORKSPACE_MAX_CHARS})")
+        return v
 
     def event_counts(self) -> dict[str, int]:
         """Number of events per type."""

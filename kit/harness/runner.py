@@ -15,13 +15,14 @@ import json
 import os
 import re
 import shutil
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kit.harness.episode import EpisodeRecord, Task, json_safe
 from kit.harness.loop import Harness
 from kit.harness.parsing import scrub
-from kit.harness.portable import record_line, resolved_record
+from kit.harness.portable import WorkspacePathError, record_line, resolved_record
 from kit.progress import progress as progress_bar
 
 EPISODES = "episodes.jsonl"
@@ -39,13 +40,24 @@ def episode_id(task: Task, sample: int = 0) -> str:
     return task.id if sample == 0 else f"{task.id}#{sample}"
 
 
+class TornLineWarning(UserWarning):
+    """:func:`read_episodes` ignored (or, with ``repair``, cut off) a torn last line of an episodes file."""
+
+
 def read_episodes(path: str | Path, *, repair: bool = False) -> list[EpisodeRecord]:
-    """Read an episodes file. A torn last line (killed writer) is ignored, and cut off when
-    ``repair`` is True. A relative ``workspace`` (how :class:`EpisodeWriter` writes one inside the
+    """Read an episodes file. A torn last line (bytes after the final newline: a killed writer, which
+    writes each record and its newline at once) is ignored with a :class:`TornLineWarning` naming its
+    line number, and cut off when ``repair`` is True; every newline-terminated line is complete, so one
+    that is not a valid record is an error, the last one too. A relative ``workspace`` (how :class:`EpisodeWriter` writes one inside the
     file's folder) is resolved against the file's folder, so a moved run folder still finds its images.
 
+    An absolute workspace that no longer exists falls back to ``workspaces/<name>`` beside the file
+    (an old run copied elsewhere, :func:`kit.harness.portable.resolve_workspace`).
+
     Raises:
-        ValueError: a line other than the last is not a valid episode record.
+        ValueError: a complete (newline-terminated) line is not a valid episode record (names file and line).
+        kit.harness.portable.WorkspacePathError: (a ValueError) a record's relative workspace climbs out
+            of the run (``../../x``), on any line.
     """
     path = Path(path)
     if not path.exists():
@@ -59,12 +71,17 @@ def read_episodes(path: str | Path, *, repair: bool = False) -> list[EpisodeReco
         pos += len(seg) + 1
         if seg.strip():
             try:
-                out.append(resolved_record(EpisodeRecord.model_validate_json(seg), path.parent))
-            except ValueError as e:
-                if i < len(segments) - 1 or tail.strip():
-                    raise ValueError(f"{path}: line {i + 1} is not a valid episode record: {e}") from e
-                break  # a damaged final line is treated like a torn one
+                rec = EpisodeRecord.model_validate_json(seg)
+            except ValueError as e:  # a complete line: never mistaken for a torn one
+                raise ValueError(f"{path}: line {i + 1} is not a valid episode record: {e}") from e
+            try:  # a complete record whose workspace leaves the run: refused even on the last line
+                out.append(resolved_record(rec, path.parent))
+            except WorkspacePathError as e:
+                raise WorkspacePathError(f"{path}: line {i + 1}: {e}") from e
         good_end = pos
+    if tail.strip():
+        warnings.warn(f"{path}: line {len(segments) + 1} is torn (no newline after its {len(tail)} bytes: "
+                      f"a killed writer); {'cut off' if repair else 'ignored'}", TornLineWarning, stacklevel=2)
     if repair and good_end < len(data):
         with open(path, "r+b") as f:
             f.truncate(good_end)

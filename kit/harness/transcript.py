@@ -64,9 +64,10 @@ _SCRUB: ContextVar[Callable[[str], str] | None] = ContextVar("transcript_scrub",
 
 def _portable(value: Any) -> Any:
     """Every text shown, with this machine's folders written portably (kit.view.paths, issue 18); the
-    inlined images (``data:`` URIs) and already-escaped markup are left as they are."""
+    inlined images (``img()`` returns its ``data:`` URI as Markup) and already-escaped markup are left as
+    they are. A question or observation that merely starts with ``data:`` is scrubbed like any text."""
     scrub = _SCRUB.get()
-    if scrub is None or not isinstance(value, str) or isinstance(value, Markup) or value.startswith("data:"):
+    if scrub is None or not isinstance(value, str) or isinstance(value, Markup):
         return value
     return scrub(value)
 
@@ -82,18 +83,19 @@ def render_transcript(rec: EpisodeRecord, workspace: str | Path | None = None) -
     ``results/...``, ``$MMSEARCH_KIT_DATA/...`` and ``~/...`` (:class:`kit.view.paths.PathScrubber`)."""
     ws = Path(workspace or rec.workspace or ".")
 
-    def img(name: str) -> str:
+    def img(name: str) -> Markup | str:
         p = ws / name
         try:
             data = read_regular_file(p)  # never follows a symlink planted in the workspace
         except ImageError:
             return ""
         mime = mimetypes.guess_type(p.name)[0] or "image/png"
-        return f"data:{mime};base64," + base64.b64encode(data).decode()
+        # Markup: a real data URI (mime from mimetypes' table, base64 alphabet) is safe and is not scrubbed
+        return Markup(f"data:{mime};base64,{base64.b64encode(data).decode()}")
 
     from kit.view.paths import PathScrubber  # lazy: the viewer package imports the harness
 
-    token = _SCRUB.set(PathScrubber())
+    token = _SCRUB.set(PathScrubber(html=False))  # raw text: autoescaped after scrubbing
     try:
         return _TPL.render(r=rec, img=img)
     finally:

@@ -458,7 +458,9 @@ def plot_run_log(events: list[dict[str, Any]], path: str | Path | None = None, t
     steps = [e for e in events if e["type"] == R.STEP]
     fig, ax = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
     x = [e["step"] for e in steps]
-    ax[0].plot(x, [_nan(e.get("reward_mean")) for e in steps], marker="o", label="reward (mean)")
+    # step rows carry the rollout's mean reward as rollout_reward_mean (RLTrainer); reward_mean: older logs
+    ax[0].plot(x, [_nan(e.get("rollout_reward_mean", e.get("reward_mean"))) for e in steps], marker="o",
+               label="reward (mean)")
     ax[1].plot(x, [_nan(e.get("entropy_mean")) for e in steps], marker="o", color="tab:green", label="token entropy")
     for e in events:
         if e["type"] == R.TRANSITION:
@@ -476,6 +478,9 @@ def plot_run_log(events: list[dict[str, Any]], path: str | Path | None = None, t
     ax[0].set_ylabel("mean reward")
     ax[1].set_ylabel("token entropy (nats)")
     ax[1].set_xlabel("training step")
+    from matplotlib.ticker import MaxNLocator
+
+    ax[1].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     fig.suptitle(title)
     if path is not None:  # PNG for previews, SVG beside it (vector, same data)
         fig.savefig(path, dpi=100, bbox_inches="tight")

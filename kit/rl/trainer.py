@@ -211,7 +211,8 @@ class RLTrainer:
         from kit.tracking import Tracker
 
         self.tracker = Tracker(report_to, self.out / "tracking", run_name=self.out.name,
-                               config={"rl": self.cfg.model_dump(), "stages": [s.model_dump() for s in stages]})
+                               config={"rl": self.cfg.model_dump(), "stages": [s.model_dump() for s in stages]},
+                               stages=[s.name for s in stages])  # stage_index in schedule order
         self.schedule = StageSchedule(stages, rescue, self.log, temperature=self.cfg.temperature)
         self.step = 0
         self.history: list[dict[str, Any]] = []

@@ -77,7 +77,8 @@ def train_sft_curriculum(model_path: str | Path, records: list[EpisodeRecord], e
         raise ValueError(f"nothing to train on: {len(records)} records, {len(examples)} full-context examples")
     out = Path(out_dir)
     # one tracker for both stages, at the global steps of the returned rows (out_dir/tracking)
-    with Tracker(cfg.report_to, out / "tracking", run_name=out.name, config={"sft": cfg.to_dict()}) as tracker:
+    with Tracker(cfg.report_to, out / "tracking", run_name=out.name, config={"sft": cfg.to_dict()},
+                 stages=("short", "full")) as tracker:  # stage_index 0 short, 1 full
         short, full = _stages(model_path, records, examples, out, cfg, short_context_epochs, short_cfg, backend,
                               system_chars, observation_chars, resume, tracker)
     rows, offset = [], 0

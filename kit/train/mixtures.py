@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kit.harness.episode import EpisodeRecord, Task
-from kit.harness.portable import resolved_record
+from kit.harness.portable import WorkspacePathError, resolved_record
 from kit.types import ContentPart, Message
 
 Kind = Literal["reasoning", "text_agentic", "multimodal_reasoning", "multimodal_agentic"]
@@ -279,8 +279,11 @@ def sample_mixture(mix: Mixture, *, workspace: str | Path | None = None, distill
                     records.append(r)
         else:
             # an episode row's relative workspace is relative to its file's folder (kit.harness.portable)
-            records += [resolved_record(row_to_record(rows[i], src, i), root) if root is not None
-                        else row_to_record(rows[i], src, i) for i in idx]
+            try:
+                records += [resolved_record(row_to_record(rows[i], src, i), root) if root is not None
+                            else row_to_record(rows[i], src, i) for i in idx]
+            except WorkspacePathError as e:  # a workspace climbing out of the run: refused, named
+                raise MixtureError(f"{src.name}: {e}") from e
         report[src.name] = {"kind": src.kind, "quota": quotas[src.name], "available": len(rows), "drawn": take,
                             "filtered_answer_mismatch": filtered, "commit": commit, "revision": src.revision}
     rng.shuffle(records)

@@ -1,6 +1,6 @@
 """The ``view`` sub-command (registered by :mod:`kit.cli`)::
 
-    python -m kit.cli view RUN_DIR [OTHER_RUN_DIR] [-o OUT] [--configs A B] [--inspect-log OUT.json]
+    python -m kit.cli view RUN_DIR [OTHER_RUN_DIR] [-o OUT] [--configs A B] [--inspect-log DIR|OUT.json]
 
 Exit status 0 when the site was written, 2 when a run folder cannot be read (the reason on stderr).
 """
@@ -21,8 +21,9 @@ def add_parser(sub) -> None:
     vw.add_argument("--title", default=None, help="index page title")
     vw.add_argument("--image-max-side", type=int, default=None, metavar="PX",
                     help="store larger images as smaller WebP copies (default 1024; 0 copies every image as is)")
-    vw.add_argument("--inspect-log", default=None, metavar="OUT.json",
-                    help="also write an inspect_ai eval log of the run(s) (open with `inspect view`)")
+    vw.add_argument("--inspect-log", default=None, metavar="DIR|OUT.json",
+                    help="also write an inspect_ai eval log of the run(s): into folder DIR named as inspect names its "
+                         "logs (listed by `inspect view --log-dir DIR`), or to OUT.json (warned when inspect won't list it)")
 
 
 def cmd(args) -> int:
@@ -42,7 +43,7 @@ def cmd(args) -> int:
         return 2
     print(f"view: {index} (open it in a browser; no server needed)")
     if args.inspect_log:
-        from kit.view.inspect_export import InspectUnavailable, write_inspect_log
+        from kit.view.inspect_export import InspectUnavailable, name_warning, write_inspect_log
 
         try:
             path, n = write_inspect_log(args.run_dirs, args.inspect_log)
@@ -50,4 +51,7 @@ def cmd(args) -> int:
             print(f"view: {e}", file=sys.stderr)
             return 2
         print(f"view: inspect_ai eval log {path} ({n} samples; `inspect view --log-dir {path.parent}`)")
+        warn = name_warning(path)
+        if warn:
+            print(f"view: warning: {warn}", file=sys.stderr)
     return 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import mimetypes
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from kit.view.load import Item, load_run, read_workspace_image, unique_labels
 from kit.view.turns import message_view
 
 MAX_IMAGE_BYTES = 4_000_000  # an image over this is left out of the log with a text note (log size)
+# inspect_ai's log_file_pattern (inspect_ai/log/_file.py): `inspect view --log-dir` lists only such names
+LOG_FILE_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}[:-]\d{2}[:-]\d{2}.*$"
 
 
 class InspectUnavailable(RuntimeError):
@@ -110,18 +113,23 @@ def _sample(it: Item, ev, log, model, scorer, tool):
                               target=p.answers or "", scores=_scores(it, scorer), metadata=meta)
     rec = it.record
     msgs = _messages(it, model, tool)
-    first = next((i for i, m in enumerate(msgs) if m.role == "user"), len(msgs) - 1)
     meta.update(trainable=rec.trainable, labels=rec.labels, policy=rec.policy, backend=rec.backend,
                 events=rec.event_counts(), error=rec.error, cited_images=rec.cited_images)
     events = [ev.InfoEvent(source="kit", data={"type": e.type, "turn": e.turn, "detail": e.detail}) for e in rec.events]
-    return log.EvalSample(id=sid, epoch=it.repeat + 1, input=msgs[: first + 1], target=rec.task.answers or "",
+    # the INPUT column shows the task's question; the system prompt and images stay in the messages
+    return log.EvalSample(id=sid, epoch=it.repeat + 1, input=rec.task.question, target=rec.task.answers or "",
                           messages=msgs, output=model.ModelOutput.from_content(model=rec.policy or "kit", content=rec.final_response or ""),
                           scores=_scores(it, scorer), metadata=meta, events=events,
                           total_time=rec.timings.wall_s, error=None)
 
 
-def build_inspect_log(items: list[Item], task: str):
-    """An ``inspect_ai.log.EvalLog`` of ``items`` (status ``success``; accuracy over judged items)."""
+def build_inspect_log(items: list[Item], task: str, span: tuple[datetime, datetime] | None = None):
+    """An ``inspect_ai.log.EvalLog`` of ``items`` (status ``success``; accuracy over judged items).
+
+    The dataset is the distinct sample ids and ``epochs`` the largest repeat + 1, so inspect's "done /
+    total samples" reads ``len(items) / len(items)`` for a complete run (every id in every epoch).
+    ``span`` (UTC start, end; :func:`run_span`) sets ``stats.started_at`` / ``completed_at``; without it
+    the log's creation time is both (inspect view shows a zero, not a NaN, duration)."""
     ev, log, model, scorer, tool = _inspect()
     # condense_sample moves repeated content (the same image in input and messages) into attachments,
     # as inspect_ai's own logger does; read_eval_log resolves them
@@ -131,15 +139,64 @@ def build_inspect_log(items: list[Item], task: str):
         log.EvalScore(name="correct", scorer="kit", metrics={
             "accuracy": log.EvalMetric(name="accuracy", value=sum(judged) / len(judged) if judged else 0.0)})])
     policies = sorted({it.record.policy for it in items if it.record and it.record.policy}) or ["kit"]
-    spec = log.EvalSpec(created=datetime.now(UTC).isoformat(timespec="seconds"), task=task,
-                        dataset=log.EvalDataset(name=",".join(sorted({it.benchmark for it in items})), samples=len(samples)),
+    ids = list(dict.fromkeys(s.id for s in samples))
+    now = datetime.now(UTC)
+    start, end = span or (now, now)
+    spec = log.EvalSpec(created=now.isoformat(timespec="seconds"), task=task,
+                        dataset=log.EvalDataset(name=",".join(sorted({it.benchmark for it in items})), samples=len(ids),
+                                                sample_ids=ids),
                         model=policies[0] if len(policies) == 1 else "+".join(policies),
-                        config=log.EvalConfig(epochs=max((it.repeat for it in items), default=0) + 1))
-    return log.EvalLog(eval=spec, status="success", results=results, samples=samples)
+                        config=log.EvalConfig(epochs=max((s.epoch for s in samples), default=1)))
+    stats = log.EvalStats(started_at=start.isoformat(timespec="seconds"), completed_at=end.isoformat(timespec="seconds"))
+    return log.EvalLog(eval=spec, status="success", results=results, samples=samples, stats=stats)
+
+
+def run_span(items: list[Item]) -> tuple[datetime, datetime] | None:
+    """(start, end) in UTC of the episodes of ``items``, None when none has an ``episodes.jsonl``.
+
+    Episode records carry no clock time (only durations, ``timings.wall_s``), so the end is the latest
+    modification time of an ``episodes.jsonl`` (its last line written) and the start the earliest
+    ``mtime - sum(wall_s of its episodes)`` (episodes of one file run one after the other). A git clone
+    sets checkout times: the duration stays right only for a run folder written on this machine."""
+    files: dict[Path, float] = {}
+    for it in items:
+        if it.record is not None and it.episode_dir is not None:
+            f = it.episode_dir / "episodes.jsonl"
+            files[f] = files.get(f, 0.0) + max(it.record.timings.wall_s, 0.0)
+    spans = []
+    for f, wall in files.items():
+        try:
+            end = f.stat().st_mtime
+        except OSError:
+            continue
+        spans.append((end - wall, end))
+    if not spans:
+        return None
+    return (datetime.fromtimestamp(min(a for a, _ in spans), UTC), datetime.fromtimestamp(max(b for _, b in spans), UTC))
+
+
+def log_file_name(task: str, when: datetime, eval_id: str) -> str:
+    """``<ISO timestamp>_<task>_<id>.json`` as inspect_ai names its logs (``2026-01-02T03-04-05+00-00_kit-eval_<id>.json``):
+    the only names ``inspect view --log-dir`` lists (:data:`LOG_FILE_PATTERN`)."""
+    stamp = when.astimezone(UTC).isoformat(timespec="seconds").replace(":", "-")
+    return f"{stamp}_{re.sub(r'[^A-Za-z0-9-]+', '-', task).strip('-') or 'kit'}_{eval_id}.json"
+
+
+def name_warning(path: Path) -> str | None:
+    """Why ``inspect view --log-dir`` will not list ``path`` (its name does not match :data:`LOG_FILE_PATTERN`), else None."""
+    if re.match(LOG_FILE_PATTERN, path.name) and path.suffix == ".json":
+        return None
+    return (f"{path.name!r} does not match inspect_ai's log file pattern {LOG_FILE_PATTERN} "
+            f"(<ISO timestamp>_<task>_<id>.json): `inspect view --log-dir {path.parent}` will not list it; "
+            f"give a folder as --inspect-log to get such a name")
 
 
 def write_inspect_log(run_dirs: list[str | Path], out: str | Path) -> tuple[Path, int]:
     """Write the eval log of one or two run folders to ``out`` (JSON format); returns (path, samples).
+
+    ``out`` an existing folder, or a path ending in ``/`` or without a ``.json`` suffix: the log is written
+    inside it as :func:`log_file_name` (what ``inspect view --log-dir`` lists); a file name is used as given
+    (:func:`name_warning` says when inspect will not list it).
 
     Raises:
         InspectUnavailable: inspect_ai is not installed.
@@ -148,11 +205,14 @@ def write_inspect_log(run_dirs: list[str | Path], out: str | Path) -> tuple[Path
     _, log, *_ = _inspect()
     dirs = [Path(d) for d in run_dirs]
     items = [it for d, lab in zip(dirs, unique_labels(dirs), strict=True) for it in load_run(d, lab).items]
-    el = build_inspect_log(items, task="kit/" + "+".join(unique_labels(dirs)))
-    out = Path(out)
+    el = build_inspect_log(items, task="kit/" + "+".join(unique_labels(dirs)), span=run_span(items))
+    folder = str(out).endswith(("/", "\\")) or Path(out).is_dir() or Path(out).suffix != ".json"
+    out = Path(out) / log_file_name(el.eval.task, datetime.fromisoformat(el.eval.created), el.eval.eval_id) if folder \
+        else Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     log.write_eval_log(el, out, format="json")
     return out, len(items)
 
 
-__all__ = ["InspectUnavailable", "build_inspect_log", "write_inspect_log"]
+__all__ = ["LOG_FILE_PATTERN", "InspectUnavailable", "build_inspect_log", "log_file_name", "name_warning", "run_span",
+           "write_inspect_log"]

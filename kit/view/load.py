@@ -12,6 +12,7 @@ dropped silently: a line that is not JSON or not an :class:`~kit.harness.episode
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 from kit.eval.metrics import ItemResult
 from kit.harness.episode import EpisodeRecord
 from kit.harness.errors import ImageError
+from kit.harness.portable import WorkspacePathError, resolve_workspace
 from kit.images import MAX_FILE_BYTES, read_regular_file
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registered image file name (kit.harness.registry)
@@ -111,8 +113,12 @@ def _read_predictions(root: Path, prefix: str, skipped: list[Skipped]) -> dict[t
     """Prediction lines of the evaluation folder ``root/prefix``, keyed by (prefix, benchmark, config,
     repeat, episode id)."""
     out: dict[tuple[str, str, str, int, str], ItemResult] = {}
+    real_root = root.resolve()
     for f in sorted((root / prefix / "predictions").glob("*.jsonl")):
         rel = f.relative_to(root).as_posix()
+        if not _resolves_inside(f, real_root):  # a planted symlink must not make the viewer read elsewhere
+            skipped.append(Skipped(rel, 0, OUTSIDE_SYMLINK))
+            continue
         for n, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             if not line.strip():
                 continue
@@ -137,12 +143,49 @@ def _short(e: Exception) -> str:
     return str(e)
 
 
-OUTSIDE_RUN = "image not available (outside the run)"
+OUTSIDE_RUN = "image not available (outside the run)"  # a path refused: it resolves outside the run folder
+# the run folder lacks it (a clone: results/**/workspaces/ are gitignored); the site may still hold the image
+NOT_IN_COPY = "image not in this copy of the run (workspaces/ are not committed)"
+OUTSIDE_SYMLINK = "outside the run (symlink)"
 
 
 def _inside(path: Path, root: Path) -> bool:
     """``path`` (already resolved) is ``root`` (resolved) or below it."""
     return path == root or root in path.parents
+
+
+def _resolves_inside(path: Path, real_root: Path) -> bool:
+    """``path`` with every symlink followed lies inside ``real_root`` (False for a loop or an error)."""
+    try:
+        return _inside(path.resolve(strict=True), real_root)
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def _episode_files(root: Path, skipped: list[Skipped]) -> list[Path]:
+    """Every ``episodes.jsonl`` under ``root`` (sorted) that resolves inside it. A file or folder that is a
+    symlink resolving outside the run is listed in ``skipped`` (:data:`OUTSIDE_SYMLINK`), never read; a
+    symlinked folder resolving inside is not walked (its files are read at their real place)."""
+    real_root = root.resolve()
+    found: list[Path] = []
+    def unreadable(e: OSError) -> None:  # a folder without permission: listed, not silently left out
+        where = os.path.relpath(e.filename, root) if e.filename else "."
+        skipped.append(Skipped(where, 0, f"folder not readable: {e.strerror or e}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=False):
+        here = Path(dirpath)
+        dirnames.sort()
+        for d in dirnames:
+            sub = here / d
+            if sub.is_symlink() and not _resolves_inside(sub, real_root):
+                skipped.append(Skipped(sub.relative_to(root).as_posix(), 0, f"{OUTSIDE_SYMLINK}: folder not read"))
+        if "episodes.jsonl" in filenames:
+            f = here / "episodes.jsonl"
+            if not _resolves_inside(f, real_root):
+                skipped.append(Skipped(f.relative_to(root).as_posix(), 0, OUTSIDE_SYMLINK))
+            elif f.is_file():
+                found.append(f)
+    return sorted(found)
 
 
 def find_workspace(it: Item) -> tuple[Path | None, str]:
@@ -151,9 +194,10 @@ def find_workspace(it: Item) -> tuple[Path | None, str]:
     Only a folder that resolves inside the run folder (``it.run_root``) is used: the recorded path
     (relative ones from the episodes.jsonl's folder), else ``workspaces/<name>`` beside the
     episodes.jsonl (a results folder copied to another machine keeps its workspaces, not their absolute
-    paths). Returns ``(folder, "")`` or ``(None, reason)``: :data:`OUTSIDE_RUN` when a candidate exists
-    but resolves outside the run (an ``episodes.jsonl`` line must never make the viewer read ``/etc``),
-    else ``"workspace not found"``.
+    paths). Returns ``(folder, "")`` or ``(None, reason)``: :data:`OUTSIDE_RUN` when a candidate inside the
+    run (by its path) resolves outside it, a symlink (an ``episodes.jsonl`` line must never make the viewer
+    read ``/etc``); else :data:`NOT_IN_COPY` (no candidate inside the run exists: a clone lacks the
+    gitignored ``workspaces/``; a recorded path of another checkout that exists is not read and named).
     """
     rec = it.record
     if rec is None or not rec.workspace:
@@ -161,14 +205,16 @@ def find_workspace(it: Item) -> tuple[Path | None, str]:
     ws = Path(rec.workspace)
     cands = [ws] if ws.is_absolute() else []
     if it.episode_dir is not None:
-        if not ws.is_absolute():
-            cands.append(it.episode_dir / ws)
+        try:  # the readers' shared resolution (kit.harness.portable): refuses ../../ out of the run
+            cands = [Path(resolve_workspace(rec.workspace, it.episode_dir) or rec.workspace)]
+        except WorkspacePathError as e:
+            return None, f"workspace refused: {e}"
         cands.append(it.episode_dir / "workspaces" / ws.name)
     base = it.run_root or it.episode_dir
     if base is None:  # an item built by hand, not by load_run: nothing to check against
         return None, "workspace not found (run folder unknown)"
     root = base.resolve()
-    outside = False
+    outside = elsewhere = False
     for cand in cands:
         try:
             if not cand.is_dir():
@@ -178,8 +224,14 @@ def find_workspace(it: Item) -> tuple[Path | None, str]:
             continue
         if _inside(real, root):
             return real, ""
-        outside = True
-    return None, OUTSIDE_RUN if outside else "workspace not found"
+        # by its own path outside the run: a recorded absolute path of another copy, not a planted link
+        if _inside(Path(os.path.abspath(cand)), Path(os.path.abspath(base))):
+            outside = True
+        else:
+            elsewhere = True
+    if outside:
+        return None, OUTSIDE_RUN
+    return None, f"{NOT_IN_COPY}; the recorded workspace outside the run is not read" if elsewhere else NOT_IN_COPY
 
 
 def workspace_of(it: Item) -> Path | None:
@@ -240,7 +292,7 @@ def load_run(root: str | Path, label: str | None = None) -> Run:
     if not root.is_dir():
         raise ViewError(f"run folder {str(root)!r} is not a folder")
     run = Run(label=label or root.resolve().name, root=root)
-    files = sorted(p for p in root.rglob("episodes.jsonl") if p.is_file())
+    files = _episode_files(root, run.skipped)
     layout = {f: _EVAL_RUN.search(f.parent.relative_to(root).as_posix()) for f in files}
     # every evaluation folder in the run (root itself, or e.g. 06_evaluation/ when root is results/smoke)
     prefixes = dict.fromkeys(["."] + [f.parent.relative_to(root).as_posix()[: m.start()] or "." for f, m in layout.items() if m])
@@ -295,5 +347,6 @@ def load_run(root: str | Path, label: str | None = None) -> Run:
     return run
 
 
-__all__ = ["OUTSIDE_RUN", "Item", "Run", "Skipped", "ViewError", "find_workspace", "load_run", "read_workspace_image",
+__all__ = ["NOT_IN_COPY", "OUTSIDE_RUN", "OUTSIDE_SYMLINK",
+           "Item", "Run", "Skipped", "ViewError", "find_workspace", "load_run", "read_workspace_image",
            "unique_labels", "workspace_of"]

@@ -7,26 +7,35 @@ rule that applies:
 1. inside a run folder of the site: the run's display name + the rest (``results/smoke/06_evaluation/...``);
 2. inside the repository (:data:`kit.paths.PROJECT_ROOT`, when it is a checkout): relative to it;
 3. inside the shared data folder (:func:`kit.paths.shared_data_dir`): ``$MMSEARCH_KIT_DATA/...``;
-4. inside the home folder: ``~/...``;
-5. elsewhere: ``…/`` + its last three parts (``…/fvqa_mmsearch_r1/images/017.png``).
+4. inside the kit cache (:func:`kit.paths.cache_dir`): ``$MMSEARCH_KIT_CACHE/...``;
+5. inside the home folder: ``~/...``;
+6. inside the temporary folder (:func:`tempfile.gettempdir`): ``$TMPDIR/...``;
+7. inside the parent folder of a run of the site (a sibling of the run): ``…/...``;
+8. elsewhere: ``…/`` + its last three parts (``…/fvqa_mmsearch_r1/images/017.png``).
 
-URLs and relative paths are shown unchanged. :class:`PathScrubber` applies rules 1-4 to every
-occurrence of those folders in a rendered page (a path inside an observation, an event detail or a
-traceback), so the guarantee holds for text the kit does not parse.
+URLs (http, https, data ...) and relative paths are shown unchanged. :class:`PathScrubber` applies
+rules 1-7 to every occurrence of those folders in a rendered page (a path inside an observation, an
+event detail, a traceback, a tool call's arguments, a ``file://`` URL), then rule 8 to every other
+absolute path token of two or more parts (also ``C:\\...``), so the guarantee holds for text the kit does not parse.
+The labels it inserts are HTML-escaped (a run folder may be named ``<img onerror=...>``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from markupsafe import escape
 
-from kit.paths import PROJECT_ROOT, shared_data_dir
+from kit.paths import PROJECT_ROOT, cache_dir, shared_data_dir
 
 DATA_ENV = "$MMSEARCH_KIT_DATA"
+CACHE_ENV = "$MMSEARCH_KIT_CACHE"
+TMP_ENV = "$TMPDIR"
+ELSEWHERE = "…"
 _TAIL_PARTS = 3  # kit: enough to name a benchmark image (<dataset>/images/<file>) without the machine's prefix
 
 
@@ -88,14 +97,30 @@ def _prefixes(runs: dict[str, str] | None) -> list[tuple[str, str]]:
     data = shared_data_dir()
     if data is not None:
         pairs += [(f, DATA_ENV) for f in _forms(data)]
+    try:
+        pairs += [(f, CACHE_ENV) for f in _forms(cache_dir())]
+    except OSError:  # an uncreatable cache folder: nothing of it can be in a page either
+        pass
     home = _home()
     if home is not None:
         pairs += [(f, "~") for f in _forms(home)]
+    pairs += [(f, TMP_ENV) for f in _forms(tempfile.gettempdir())]
+    known = [f for f, _ in pairs]
+    for folder in runs or {}:  # a sibling of a run (its parent holds other runs, a site): "…/sibling"
+        for f in _forms(os.path.dirname(os.path.abspath(folder))):
+            if not any(_under(f, k) is not None for k in known):
+                pairs.append((f, ELSEWHERE))
     seen: dict[str, str] = {}
     for f, lab in pairs:
         if f != os.sep:
             seen.setdefault(f, lab)
     return sorted(seen.items(), key=lambda x: -len(x[0]))
+
+
+def _tail(path: str) -> str:
+    """Rule 8: ``…/`` + the last :data:`_TAIL_PARTS` parts of an absolute path."""
+    tail = Path(path).parts[1:][-_TAIL_PARTS:]
+    return "…/" + "/".join(tail) if tail else path
 
 
 def display_path(value: str | None, runs: dict[str, str] | None = None) -> str:
@@ -116,34 +141,53 @@ def display_path(value: str | None, runs: dict[str, str] | None = None) -> str:
         rest = _under(path, folder)
         if rest is not None:
             return _join(label, rest)
-    tail = Path(path).parts[1:][-_TAIL_PARTS:]
-    return "…/" + "/".join(tail) if tail else value
+    return _tail(path)
+
+
+# rule 8 in free text: an absolute path of >= 2 parts (or a file:// URL) where a path starts: not after a
+# name character, a URL's "//" or host ("[::1]"), "<" (a closing tag) or a label this scrubber wrote ("…/")
+_ABS_TOKEN = re.compile(r"(?<![\w.~@%\]/<…$-])(?:file://)?((?:/[^\s/\"'<>&`|(){}\[\],;]+){2,})/?")
+# the same for a Windows path (``C:\Users\bob\x.png``, also JSON-escaped with doubled backslashes)
+_WIN_TOKEN = re.compile(r"(?<![\w\\])[A-Za-z]:((?:\\+[^\s\\/\"'<>&`|(){}\[\],;]+){2,})")
+
+
+def _win_tail(m: re.Match) -> str:
+    return _tail("/" + "/".join(p for p in re.split(r"\\+", m.group(1)) if p))
 
 
 class PathScrubber:
-    """Rewrites every occurrence of this machine's folders (runs, repository, data folder, home) in a
-    rendered page to their portable names (rules 1-4 of the module doc); other text is left alone."""
+    """Rewrites every occurrence of this machine's folders (runs, repository, data folder, cache, home,
+    temporary folder, the runs' parents) in a rendered page to their portable names (rules 1-7 of the
+    module doc), then every other absolute path token to ``…/`` + its last parts (rule 8); URLs stay.
 
-    def __init__(self, runs: dict[str, str] | None = None):
+    ``html``: the text is already-escaped HTML (a rendered page), so each inserted label is escaped;
+    False for raw text that is escaped afterwards (the transcript scrubs before autoescaping).
+    """
+
+    def __init__(self, runs: dict[str, str] | None = None, *, html: bool = True):
         self.pairs = _prefixes(runs)
+        self._html = html
         alts: dict[str, str] = {}
         for folder, label in self.pairs:  # the raw and the HTML-escaped spelling of each folder
             for spelled in (folder, str(escape(folder))):
                 alts.setdefault(spelled, label)
         self._labels = alts
         # a folder only where a path starts (not inside a longer name or a URL's host part) and ends
-        # (at "/" or a non-name character)
+        # (at "/" or a non-name character); a "file://" before it is dropped with it
         body = "|".join(re.escape(f) for f in sorted(alts, key=len, reverse=True))
-        self._re = re.compile(rf"(?<![\w.~@%\]-])({body})(?:(/)|(?![\w.-]))" if body else r"(?!x)x")
+        self._re = re.compile(rf"(?<![\w.~@%\]-])(?:file://)?({body})(?:(/)|(?![\w.-]))" if body else r"(?!x)x")
 
     def _sub(self, m: re.Match) -> str:
         label = self._labels[m.group(1)]
+        if self._html:  # the page is escaped HTML: a run named "<img onerror=...>" must stay text
+            label = str(escape(label))
         if m.group(2):  # "<folder>/rest": "label/rest", or "rest" for the repository
             return f"{label}/" if label else ""
         return label or "."
 
     def __call__(self, html: str) -> str:
-        return self._re.sub(self._sub, html)
+        out = _ABS_TOKEN.sub(lambda m: _tail(m.group(1)), self._re.sub(self._sub, html))
+        return _WIN_TOKEN.sub(_win_tail, out)
 
 
-__all__ = ["DATA_ENV", "PathScrubber", "display_path", "run_display"]
+__all__ = ["CACHE_ENV", "DATA_ENV", "TMP_ENV", "PathScrubber", "display_path", "run_display"]

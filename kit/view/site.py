@@ -17,6 +17,7 @@ import io
 import json
 import re
 import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from itertools import combinations
@@ -27,7 +28,7 @@ from PIL import Image
 
 from kit.harness.errors import ImageError
 from kit.view.compare import Pair, change_counts, compare_configurations, compare_runs
-from kit.view.load import Item, Run, load_run, read_workspace_image, unique_labels
+from kit.view.load import NOT_IN_COPY, Item, Run, load_run, read_workspace_image, unique_labels
 from kit.view.paths import PathScrubber, display_path, run_display
 from kit.view.turns import turn_views
 
@@ -87,20 +88,53 @@ def _shrink(data: bytes, max_side: int) -> tuple[bytes, str] | None:
     return buf.getvalue(), ".webp"
 
 
-def _copy_images(it: Item, dest: Path, rel_prefix: str, max_side: int) -> tuple[dict[str, str], dict[str, str]]:
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _registered_sha(it: Item, name: str) -> str | None:
+    """The sha256 the evidence registry recorded for image file ``name`` of the episode (None: unregistered)."""
+    assert it.record is not None
+    for im in it.record.images:
+        if im.filename == name and _SHA256.match(im.sha256.lower()):
+            return im.sha256.lower()
+    return None
+
+
+def _stored(folder: Path | None, stem: str) -> Path | None:
+    """The site image ``<stem>.<ext>`` in ``folder`` (a regular file, not a symlink), else None."""
+    if folder is None or not folder.is_dir() or folder.is_symlink():
+        return None
+    return next((p for p in sorted(folder.glob(stem + ".*")) if p.is_file() and not p.is_symlink()), None)
+
+
+def _copy_images(it: Item, dest: Path, rel_prefix: str, max_side: int,
+                 reuse: tuple[Path, ...] = ()) -> tuple[dict[str, str], dict[str, str]]:
     """Copy the episode's shown and cited images into ``dest`` under their content hash (the same user
     image in every configuration and repeat is stored once), an image over ``max_side`` pixels or
     :data:`IMAGE_MAX_BYTES` as a smaller WebP (the page's evidence registry keeps the original's size and sha256); returns (name →
     relative src, name → reason it is not shown). Symlinks and non-regular files are refused
     (kit.images.read_regular_file), and so is every file outside the run folder
-    (:func:`kit.view.load.read_workspace_image`: "image not available (outside the run)")."""
+    (:func:`kit.view.load.read_workspace_image`: "image not available (outside the run)").
+
+    Images are addressed by content (``<sha256[:24]>.<ext>`` of the original file), so an image missing
+    from this copy of the run (:data:`kit.view.load.NOT_IN_COPY`: a clone has no ``workspaces/``) is taken
+    from the first folder of ``reuse`` (an earlier build's ``images/``, the run's committed site) that holds
+    the content its evidence-registry sha256 names; a refused path never is."""
     srcs: dict[str, str] = {}
     missing: dict[str, str] = {}
     for name in _image_names(it):
         try:
             data = read_workspace_image(it, name)  # only files that resolve inside the run folder
         except ImageError as e:
-            missing[name] = str(e)
+            sha = _registered_sha(it, name) if str(e).startswith(NOT_IN_COPY) else None
+            old = next((f for f in (_stored(d, sha[:24]) for d in reuse) if f is not None), None) if sha else None
+            if old is None:
+                missing[name] = str(e)
+                continue
+            if _stored(dest, old.stem) is None:
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(old, dest / old.name)
+            srcs[name] = f"{rel_prefix}/{old.name}"
             continue
         stem = hashlib.sha256(data).hexdigest()[:24]
         stored = next((p.name for p in dest.glob(stem + ".*")), None) if dest.is_dir() else None
@@ -214,8 +248,20 @@ def build_site(run_dirs: list[str | Path], out: str | Path, *, configs: tuple[st
         raise ValueError(f"view takes one or two run folders, got {len(dirs)}")
     runs: list[Run] = [load_run(d, lab) for d, lab in zip(dirs, unique_labels(dirs), strict=True)]
     out = Path(out)
-    if _check_out(out, dirs):
-        shutil.rmtree(out)  # rebuilt from scratch so no page of an earlier build lingers
+    with tempfile.TemporaryDirectory(prefix="kit-view-images-") as keep:
+        kept = None
+        if _check_out(out, dirs):
+            if (out / "images").is_dir():  # kept aside: a clone's rebuild takes its images from here
+                kept = Path(shutil.copytree(out / "images", Path(keep) / "images"))
+            shutil.rmtree(out)  # rebuilt from scratch so no page of an earlier build lingers
+        # the committed site of each run (RUN_DIR/view, kit.view.run_view) is the other content store
+        reuse = tuple(p for p in [kept, *(d / "view" / "images" for d in dirs)] if p is not None)
+        return _build(runs, out, configs, title, image_max_side, reuse)
+
+
+def _build(runs: list[Run], out: Path, configs: tuple[str, str] | None, title: str | None, image_max_side: int,
+           reuse: tuple[Path, ...]) -> Path:
+    """:func:`build_site` after ``out`` was checked and emptied; ``reuse``: see :func:`_copy_images`."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a parent is a file, no permission
@@ -239,7 +285,7 @@ def build_site(run_dirs: list[str | Path], out: str | Path, *, configs: tuple[st
                 slug, n = f"{base}-{n}", n + 1
             taken.add(slug)
             it.page = f"episodes/{ri}/{slug}.html"
-            srcs, missing = _copy_images(it, out / "images", "../../images", image_max_side)
+            srcs, missing = _copy_images(it, out / "images", "../../images", image_max_side, reuse)
             html = _ENV.get_template("episode.jinja").render(
                 r=it.record, it=it, turns=turn_views(it.record), src=srcs.get, missing=missing,
                 index="../../index.html", js=_js, path=shown)

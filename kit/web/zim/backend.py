@@ -30,6 +30,18 @@ if TYPE_CHECKING:
     import tantivy
 
 
+
+def _top_past_ties(searcher, query, num: int, n_docs: int) -> list:
+    """tantivy's top ``num`` hits [(score, DocAddress)], extended past every hit tied with the
+    ``num``-th score: which of several tied documents tantivy keeps at the cut follows its segment
+    layout (a multi-threaded or resumed build differs), so the caller sorts ties by key and cuts."""
+    limit = min(num, n_docs)
+    while True:
+        hits = searcher.search(query, limit=limit, count=False).hits
+        if len(hits) < limit or limit >= n_docs or hits[-1][0] != hits[num - 1][0]:
+            return hits
+        limit = min(2 * limit, n_docs)
+
 class LocalZimWeb:
     """Search backend over local Kiwix ZIM archives (implements :class:`kit.types.SearchBackend`).
 
@@ -156,8 +168,7 @@ class LocalZimWeb:
             # per term costs far less than a search).
             if li.check_terms and not any(dfs):
                 continue
-            hits = searcher.search(li.text_query(tokens), limit=min(num, li.n_docs),
-                                   count=False).hits
+            hits = _top_past_ties(searcher, li.text_query(tokens), num, li.n_docs)
             if not hits:
                 continue
             scale = 1.0 / bm25_bound(dfs, li.n_docs)
@@ -169,8 +180,7 @@ class LocalZimWeb:
                 keys = searcher.fast_field_values("key", [a for _, a in hits])
                 merged.extend((-score, key, li, a)
                               for (score, a), key in zip(hits, keys, strict=True))
-        if len(merged) > num or (merged and merged[0][2] is not merged[-1][2]):
-            merged.sort(key=lambda t: (t[0], t[1]))  # hits of several languages: merge
+        merged.sort(key=lambda t: (t[0], t[1]))  # merge languages; ties by key, not by segment layout
         return merged[:num]
 
     def rank_sync(self, query: str, num: int) -> list[tuple[str, str, float]]:

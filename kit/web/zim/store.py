@@ -223,8 +223,19 @@ class ArchiveStore:
         :meth:`image`.
 
         Raises:
-            IndexError: an id with no image, or an occurrence whose page is missing.
+            TypeError: an id that is not an int (``1.7``, ``"3"``, ``None``, ``True``).
+            IndexError: an id outside ``0 <= id < 2**63`` (SQLite's INTEGER range), an id with no
+                image, an image with no occurrences (the build stores only images some page shows),
+                or an occurrence whose page is missing. :meth:`LocalZimWeb._records` turns these
+                into ``BackendError`` (index and store disagree).
         """
+        import numbers  # local: this method's own check (numpy ints are ints too)
+
+        for i in ids:  # checked first: SQLite would overflow on 2**63, and int() would round 1.7
+            if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+                raise TypeError(f"image ids are ints, got {i!r} ({type(i).__name__})")
+            if not 0 <= i < 2**63:
+                raise IndexError(f"no image {i}: ids are in 0 <= id < 2**63")
         want = sorted({int(i) for i in ids})
         out: dict[int, _ImageRecord] = {}
         for lo in range(0, len(want), IN_MAX):
@@ -250,6 +261,9 @@ class ArchiveStore:
         missing = [i for i in want if i not in out]
         if missing:
             raise IndexError(f"no image {missing[0]}")
+        bare = next((i for i, rec in out.items() if not rec.occurrences), None)
+        if bare is not None:  # a search hit needs a page to show it on
+            raise IndexError(f"image {bare} has no occurrences")
         return out
 
 
