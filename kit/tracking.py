@@ -150,7 +150,8 @@ def flatten_metrics(m: Mapping[str, Any], prefix: str = "") -> tuple[dict[str, f
     Nested dicts recurse; a list of dicts is keyed by each element's first text value (``recovery`` rows
     by ``mechanism``; by index when an element has none or names repeat); a list of numbers by index.
     ``None`` (``null``, e.g. a retention rate with no trigger) becomes NaN; the key ``step`` is left out
-    (it is the step); a top-level key with a doubled first word is tagged once (:func:`_undouble`); an int too large for a float (``10**400``) becomes its decimal text. Anything else
+    (it is the step); a top-level key with a doubled first word is tagged once (:func:`_undouble`); an
+    int too large for a float (``10**400``) becomes its decimal text. Anything else
     (a list of texts) is written as JSON text, never dropped.
     """
     scalars: dict[str, float] = {}

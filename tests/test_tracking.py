@@ -272,11 +272,12 @@ def trackio_history(log_dir, project, run):
 
 
 def expected(rows):
-    """What a tracker must hold for ``rows`` logged in order: every number and text, and the row's step."""
-    out = []
+    """What a tracker must hold for ``rows`` logged in order: every number and text, the row's step, and
+    ``stage_index`` (a tracker given no schedule numbers stages as they first appear)."""
+    out, order = [], {}
     for r in rows:
         s, t = flatten_metrics(r)
-        out.append({**s, **t, "step": r["step"]})
+        out.append({**s, **t, "step": r["step"], "stage_index": float(order.setdefault(r["stage"], len(order)))})
     return out
 
 

@@ -453,3 +453,27 @@ def test_committed_site_images_are_not_gitignored():
     ignored = subprocess.run(["git", "check-ignore", "--no-index", *[f"results/smoke/view/{s}" for s in shown]],
                              cwd=ROOT, capture_output=True, text=True).stdout.split()
     assert ignored == []
+
+
+def test_empty_benchmark_has_its_own_filter_value_and_wide_cells_wrap_with_full_title(tmp_path: Path):
+    """An item without benchmark is selectable ("(none)"; "" is "all"); the events cell and the evidence
+    registry's sha256 / source cells carry their full value in a title, and table cells wrap."""
+    d = tmp_path / "run" / "m"
+    d.mkdir(parents=True)
+    blank = _record("ep_x", "c")
+    blank.task.source = ""
+    blank.images[0].source_url = "zim://wikipedia_en_" + "x" * 200 + ".jpg"
+    (d / "episodes.jsonl").write_text(blank.model_dump_json() + "\n" + _record("ep_y", "c").model_dump_json() + "\n")
+    site = build_site([tmp_path / "run"], tmp_path / "site").parent
+    doc = _doc(site / "index.html")
+    opts = doc.xpath('//select[@data-filter="benchmark"]/option/@value')
+    assert opts == ["", "(none)", "toybench"]
+    rows = doc.xpath('//tr[@class="item"]')
+    assert sorted(r.get("data-benchmark") for r in rows) == ["(none)", "toybench"]
+    ev = rows[0].xpath('./td[@class="ev"]')[0]
+    assert ev.get("title") == ev.text_content() == "argument_repair×1, duplicate_suppressed×1"
+    assert re.search(r"td\{overflow-wrap:anywhere\}", (site / "index.html").read_text())
+    page = _doc(next((site / "episodes").rglob("*ep_x.html")))
+    sha = page.xpath('//td[@class="h"]')[0]
+    assert sha.get("title") == "0" * 64 and sha.text_content() == "0" * 12 + "…"
+    assert page.xpath(f'//td[@title="{blank.images[0].source_url}"]')

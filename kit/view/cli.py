@@ -15,7 +15,8 @@ def add_parser(sub) -> None:
     """Register ``view`` on an argparse sub-parsers object."""
     vw = sub.add_parser("view", help="static run viewer: index with filters, episode pages, run comparison")
     vw.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="one run folder, or two to compare item by item")
-    vw.add_argument("-o", "--out", default=None, help="site folder (default: RUN_DIR/view; rebuilt from scratch)")
+    vw.add_argument("-o", "--out", default=None, help="site folder (default: RUN_DIR/view, the committed site; rebuilt from scratch, "
+                                                   "its images reused by content where this copy lacks workspaces/)")
     vw.add_argument("--configs", nargs=2, default=None, metavar=("A", "B"),
                     help="compare these two configurations inside each run (default: every pair of an evaluation's)")
     vw.add_argument("--title", default=None, help="index page title")

@@ -38,6 +38,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MARKER = ".kit-view"  # marks a folder build_site may replace
 MAX_CONFIG_PAIRS = 15  # automatic configuration comparisons per run (6 configurations); more: --configs
 IMAGE_MAX_SIDE = 1024  # kit: pages show images at <= 300 px; full-size PNGs made a 40-episode site 22 MB
+NONE_VALUE = "(none)"  # the filter value of an empty field (an item without benchmark): "" is the "all" option
 IMAGE_MAX_BYTES = 256_000  # kit: a larger image file is re-encoded as WebP too (800x600 photo PNGs of ~1 MB)
 
 
@@ -317,9 +318,10 @@ def _build(runs: list[Run], out: Path, configs: tuple[str, str] | None, title: s
     index = out / "index.html"
     index.write_text(scrub(_ENV.get_template("index.jinja").render(
         title=title or "Run viewer: " + " vs ".join(r.label for r in runs), runs=runs, rows=items,
-        filters=_filters(items), counts=_counts(items), comparisons=comparisons, tri=_tri, where=names)),
+        filters=_filters(items), counts=_counts(items), comparisons=comparisons, tri=_tri, where=names,
+        none_value=NONE_VALUE)),
         encoding="utf-8")
     return index
 
 
-__all__ = ["IMAGE_MAX_SIDE", "MAX_CONFIG_PAIRS", "Comparison", "build_site"]
+__all__ = ["IMAGE_MAX_SIDE", "MAX_CONFIG_PAIRS", "NONE_VALUE", "Comparison", "build_site"]
