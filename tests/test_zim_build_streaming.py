@@ -103,8 +103,9 @@ def _dump(index_dir: Path) -> tuple:
     """Everything a finished extract holds, for equality checks."""
     db = sqlite3.connect(index_dir / STORE_FILE)
     try:
-        tables = tuple(db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
-                       for t in ("articles", "images", "occurrences"))
+        tables = tuple(db.execute(f"SELECT * FROM {t} ORDER BY {order}").fetchall()
+                       for t, order in (("blocks", "id"), ("titles", "key, id"), ("meta", "key"),
+                                        ("images", "rowid"), ("occurrences", "rowid")))
     finally:
         db.close()
     return tables, np.load(index_dir / "hashes.npy").tobytes()

@@ -127,20 +127,20 @@ def test_collection_build_memory_does_not_grow_with_the_archive(zims, tmp_path, 
     assert peaks[1000] < peaks[100] + 8 * 900 + 16_000, peaks
 
 
-def test_text_is_stored_as_zstd_with_a_trained_dictionary(zims, tmp_path, monkeypatch):
+def test_articles_are_stored_in_zstd_blocks_with_a_trained_dictionary(zims, tmp_path, monkeypatch):
     import sqlite3
 
     from kit.web.zim import store as store_mod
 
     arch = LocalZimWeb([zims[1000]], index_dir=tmp_path / "i").archives[0]
-    monkeypatch.setattr(build_mod, "ARTICLE_CHUNK", 100)
+    monkeypatch.setattr(build_mod, "ARTICLE_CHUNK", 100)  # chunks end in the middle of blocks
     monkeypatch.setattr(store_mod, "ZDICT_SAMPLES", 15_000)  # trained after the first ~100 texts
     outs = {}
     for name, workers in (("inline", 1), ("pool", 2)):
         outs[name] = tmp_path / name
         outs[name].mkdir()
         arch.build(outs[name], workers=workers)
-    monkeypatch.setattr(store_mod, "ZDICT_SAMPLES", 10**12)  # never: frames without one
+    monkeypatch.setattr(store_mod, "ZDICT_SAMPLES", 10**12)  # never: blocks without one
     outs["plain"] = tmp_path / "plain"
     outs["plain"].mkdir()
     arch.build(outs["plain"], workers=1)
@@ -148,22 +148,54 @@ def test_text_is_stored_as_zstd_with_a_trained_dictionary(zims, tmp_path, monkey
     for name, out in outs.items():
         db = sqlite3.connect(out / store_mod.STORE_FILE)
         assert db.execute("PRAGMA page_size").fetchone()[0] == store_mod.PAGE_SIZE
-        dumps[name] = (db.execute("SELECT text FROM articles ORDER BY id").fetchall(),
+        dumps[name] = (db.execute("SELECT id, data FROM blocks ORDER BY id").fetchall(),
                        db.execute("SELECT value FROM meta WHERE key = 'zdict'").fetchall())
         db.close()
-    blobs, zdict = dumps["inline"]
+    blocks, zdict = dumps["inline"]
     assert zdict and len(zdict[0][0]) > 1000
-    markers = [b[0][0] for b in blobs]
-    assert markers[0] == 0 and markers[-1] == 1 and markers == sorted(markers)
-    assert dumps["pool"] == dumps["inline"]  # packed in the workers: the same bytes
-    assert not dumps["plain"][1] and {b[0][0] for b in dumps["plain"][0]} == {0}
-    assert sum(len(b[0]) for b in blobs) < 0.7 * sum(len(b[0]) for b in dumps["plain"][0])
+    # every block after the dictionary (none is written before it), one per BLOCK articles
+    assert [i for i, _ in blocks] == list(range(-(-1000 // store_mod.BLOCK)))
+    assert {d[0] for _, d in blocks} == {1}
+    assert dumps["pool"] == dumps["inline"]  # extracted in the workers: the same bytes
+    assert not dumps["plain"][1] and {d[0] for _, d in dumps["plain"][0]} == {0}
+    assert sum(len(d) for _, d in blocks) < 0.85 * sum(len(d) for _, d in dumps["plain"][0])
     stores = {n: store_mod.ArchiveStore(o / store_mod.STORE_FILE) for n, o in outs.items()}
     texts = {n: [t for _, _, _, t in s.iter_articles(batch=64)] for n, s in stores.items()}
     assert texts["inline"] == texts["plain"] and len(texts["plain"]) == 1000
+    assert [i for i, *_ in stores["inline"].iter_articles(batch=7, start=995)] == list(range(995, 1000))
     assert stores["inline"].article_text(999) == texts["plain"][999]
+    assert stores["inline"].article(999) == stores["plain"].article(999)
+    with pytest.raises(IndexError):
+        stores["inline"].article(1000)
     with pytest.raises(ValueError, match="dictionary"):
-        store_mod.TextCodec().unpack(blobs[-1][0])
+        store_mod.TextCodec().unpack(blocks[-1][1])
+
+
+def test_block_records_round_trip_and_paths_derived_from_titles():
+    from kit.web.zim.store import pack_records, unpack_records
+
+    recs = [("Ray_Charles", "Ray Charles", "He was a pianist.", "Text\nwith lines"),
+            ("A/Ray_Charles.html", "Ray Charles", "", ""),  # an old-scheme path: kept
+            ("Caf\u00e9_(x)", "Caf\u00e9 (x)", "\u00e9", "\u4e2d\u6587 \x00 nul")]
+    packed = pack_records(recs)
+    assert unpack_records(packed) == recs
+    assert packed.count(b"Ray_Charles") == 1  # the derivable path is not stored
+    for bad in (b"", packed[:-1], packed + b"x", b"\xff\xff\xff\xff"):
+        with pytest.raises(ValueError, match="not an article block"):
+            unpack_records(bad)
+
+
+def test_title_lookup_survives_hash_collisions(zims, tmp_path, monkeypatch):
+    from kit.web.zim import store as store_mod
+
+    monkeypatch.setattr(store_mod, "title_hash", lambda folded: 7)  # every title collides
+    monkeypatch.setattr(build_mod, "title_hash", lambda folded: 7)
+    arch = LocalZimWeb([zims[100]], index_dir=tmp_path).archives[0]
+    arch.ensure_ready()
+    for doc in (0, 41, 99):
+        title = arch.articles[doc]["title"]
+        assert arch.title_map.get(title.casefold()) == doc and title.casefold() in arch.title_map
+    assert arch.title_map.get("no such title") is None
 
 
 def test_a_work_folder_with_more_documents_is_rebuilt(zims, tmp_path, caplog):
@@ -199,10 +231,11 @@ def test_pool_workers_replaced_every_few_chunks_give_the_same_store(zims, tmp_pa
         (tmp_path / name).mkdir()
         arch.build(tmp_path / name, workers=workers)
         db = sqlite3.connect(tmp_path / name / STORE_FILE)
-        dumps.append([db.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
-                      for t in ("articles", "images", "occurrences")])
+        dumps.append([db.execute(f"SELECT * FROM {t} ORDER BY {order}").fetchall()
+                      for t, order in (("blocks", "id"), ("titles", "key, id"),
+                                       ("images", "rowid"), ("occurrences", "rowid"))])
         db.close()
-    assert dumps[0] == dumps[1] and len(dumps[0][0]) == 100
+    assert dumps[0] == dumps[1] and len(dumps[0][1]) == 100  # one title row an article
 
 
 def test_ties_at_the_cut_do_not_depend_on_the_segment_layout(zims, tmp_path, monkeypatch):
@@ -220,3 +253,45 @@ def test_ties_at_the_cut_do_not_depend_on_the_segment_layout(zims, tmp_path, mon
         assert len(tied) > 3, (q, len(tied))  # the cut at 3 falls inside a tie
         for num in (1, 3, len(tied)):
             assert multi.rank_sync(q, num) == single.rank_sync(q, num) == full[:num], (q, num)
+
+
+def test_a_damaged_article_block_is_a_clear_error(zims, tmp_path):
+    import shutil
+    import sqlite3
+
+    from kit.web.zim import store as store_mod
+
+    arch = LocalZimWeb([zims[100]], index_dir=tmp_path / "i").archives[0]
+    arch.ensure_ready()
+    copy = tmp_path / "copy.sqlite"
+    shutil.copy(arch.index_dir / store_mod.STORE_FILE, copy)
+    db = sqlite3.connect(copy)
+    with db:
+        db.execute("UPDATE blocks SET data = substr(data, 1, length(data) / 2) WHERE id = 1")
+        db.execute("DELETE FROM blocks WHERE id = 2")
+    db.close()
+    store = store_mod.ArchiveStore(copy)
+    assert store.article(0) == arch.articles[0]  # block 0 is intact
+    with pytest.raises(ValueError, match="article block 1 is damaged"):
+        store.article(store_mod.BLOCK)
+    with pytest.raises(ValueError, match="article block 2 is missing"):
+        store.article_text(2 * store_mod.BLOCK)
+    with pytest.raises(ValueError, match="article block 2 is missing"):
+        store.records([0, 2 * store_mod.BLOCK])
+
+
+def test_search_over_a_damaged_store_is_a_backend_error(zims, tmp_path):
+    import sqlite3
+
+    from kit.types import BackendError
+    from kit.web.zim import store as store_mod
+
+    web = LocalZimWeb([zims[100]], index_dir=tmp_path)
+    assert web.search_sync("castle", 3)
+    db = sqlite3.connect(web.archives[0].index_dir / store_mod.STORE_FILE)
+    with db:
+        db.execute("UPDATE blocks SET data = x'01ffff'")
+    db.close()
+    again = LocalZimWeb([zims[100]], index_dir=tmp_path)  # a cold start over the damaged store
+    with pytest.raises(BackendError, match="gen_100.zim: index and store disagree.*damaged.*delete"):
+        again.search_sync("castle", 3)

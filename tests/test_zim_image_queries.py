@@ -69,13 +69,15 @@ def _results(web: LocalZimWeb, reverse: dict[str, bytes]) -> dict:
 
 @contextmanager
 def _count_sql(web: LocalZimWeb):
-    """Count the SQL statements run on every archive store (sqlite3 trace callback)."""
+    """Count the SQL statements run on every archive store (sqlite3 trace callback), from cold
+    article-block caches."""
     counter = [0]
 
     def trace(_stmt: str) -> None:
         counter[0] += 1
 
     for arch in web.archives:
+        arch.store._blocks.clear()
         arch.store.db.set_trace_callback(trace)
     try:
         yield counter
@@ -95,21 +97,21 @@ def test_results_equal_the_per_item_lookups(web):
     assert got == want
 
 
-def test_image_search_runs_at_most_one_statement_per_archive(web):
+def test_image_search_runs_at_most_two_statements_per_archive(web):
     for q in ("Ray Charles", "piano", "map"):
         with _count_sql(web) as n:
             hits = web.image_search_sync(q, 20)
         assert hits
-        assert n[0] <= len(web.archives), (q, n[0])
+        assert n[0] <= 2 * len(web.archives), (q, n[0])  # images + occurrences, pages' blocks
 
 
-def test_reverse_search_runs_at_most_one_statement_per_matching_archive(web):
+def test_reverse_search_runs_at_most_two_statements_per_matching_archive(web):
     queries = _reverse_queries(web)
     for key, data in list(queries.items())[:8]:
         with _count_sql(web) as n:
             res = web.reverse_image_search_sync(data, 10)
         assert res.pages, key
-        assert n[0] <= len(web.archives), (key, n[0])
+        assert n[0] <= 2 * len(web.archives), (key, n[0])
 
 
 def test_images_with_pages_equals_per_item_records_across_in_lists(web, monkeypatch):
@@ -123,7 +125,8 @@ def test_images_with_pages_equals_per_item_records_across_in_lists(web, monkeypa
     ids = list(range(n))
     with _count_sql(web) as count:
         got = arch.store.images_with_pages(ids[::-1] + [0])  # any order, duplicates
-    assert count[0] == -(-n // IN_MAX)
+    # one statement an IN list, and one for the blocks of its pages not read before
+    assert -(-n // IN_MAX) < count[0] <= 2 * -(-n // IN_MAX)
     assert sorted(got) == ids
     for i in (0, IN_MAX - 1, IN_MAX, n - 1):
         rec, per_item = got[i], arch.images[i]

@@ -219,18 +219,34 @@ class LocalZimWeb:
         query = self._check_query(query)
         self._check_num(num)
         self.ensure_ready()
+        ranked = self._rank(query, num)
+        members = self.collection.members
+        docs: dict[int, list[int]] = {}  # member -> its hits' articles, read in one go
+        for _, key, _, _ in ranked:
+            docs.setdefault(key >> 40, []).append(key & _ITEM_MASK)
+        records = {m: self._articles(members[m], ds) for m, ds in docs.items()}
         out = []
         keys_by_lang: dict[int, list[tuple[str, str]]] = {}
-        for _, key, li, _addr in self._rank(query, num):
-            arch, d = self.collection.members[key >> 40], key & _ITEM_MASK
+        for _, key, li, _addr in ranked:
+            arch = members[key >> 40]
             keys = keys_by_lang.get(id(li))
             if keys is None:
                 keys = keys_by_lang[id(li)] = snippet_keys(query, li.analyzer)
-            art = arch.articles[d]
-            body = arch.article_text(d)  # the store's copy (the index does not store text)
-            out.append(SearchHit(title=art["title"], url=arch.url(art["path"]),
+            # the store's copy of the text (the index does not store it)
+            path, title, _, body = records[key >> 40][key & _ITEM_MASK]
+            out.append(SearchHit(title=title, url=arch.url(path),
                                  snippet=make_snippet(body, keys, li.analyzer), date=arch.date))
         return out
+
+    @staticmethod
+    def _articles(arch: _ZimArchive, docs: list[int]) -> dict:
+        """Records of articles ``docs`` (one store statement for the blocks not cached).
+        Raises BackendError when the store lacks them or is damaged."""
+        try:
+            return arch.store.records(docs)
+        except (IndexError, ValueError) as exc:
+            raise BackendError(f"{arch.file.name}: index and store disagree ({exc}); delete "
+                               f"{arch.index_dir} to rebuild it") from exc
 
     async def search(self, query: str, num: int) -> list[SearchHit]:
         """Async :meth:`search_sync`, run in a worker thread so a slow query never blocks other episodes
@@ -258,8 +274,9 @@ class LocalZimWeb:
             return {}
         try:
             return arch.store.images_with_pages(ids)
-        except IndexError as exc:  # the store does not match the index that named these ids
-            raise BackendError(f"{arch.file.name}: index and store disagree ({exc})") from exc
+        except (IndexError, ValueError) as exc:  # the store does not match the index, or is damaged
+            raise BackendError(f"{arch.file.name}: index and store disagree ({exc}); delete "
+                               f"{arch.index_dir} to rebuild it") from exc
 
     def image_search_sync(self, query: str, num: int) -> list[ImageHit]:
         """Text-to-image search (Table 4 ``web_search_for_image``).

@@ -6,15 +6,16 @@ folder and renames it to the final one only once :func:`build_archive` returned)
 
 1. **articles**: entry ids in chunks of :data:`ARTICLE_CHUNK`; each chunk is extracted (in a
    process pool of ``workers`` processes, results consumed in chunk order so ids are
-   deterministic) and written with its image references in one transaction. Article text is
-   stored as zstd frames (:class:`~kit.web.zim.store.TextCodec`); the dictionary is trained on
-   the first ``ZDICT_SAMPLES`` bytes of text and saved in the transaction of the chunk that
-   completed the sample, after which the pool compresses.
+   deterministic) and written with its image references in one transaction. Article records
+   are stored in zstd-compressed blocks of :data:`~kit.web.zim.store.BLOCK` (compressed here,
+   in order); records wait in a scratch table until their block is full, and no block is
+   written before the dictionary is trained on the first ``ZDICT_SAMPLES`` bytes of text.
 2. **images**: the distinct referenced paths in first-reference order, in batches of
    :data:`IMAGE_CHUNK`; redirects followed, each final image decoded and hashed once (pool), kept
    images numbered in that order (the order the in-memory build used).
 3. **finish**: each kept reference becomes an occurrence with its position among the page's kept
-   images (a window function), indexes are created, ``hashes.npy`` is written in batches.
+   images (a window function), the title table is filled in key order and indexes are
+   created, ``hashes.npy`` is written in batches.
 
 Memory stays bounded by a chunk's worth of articles or images, whatever the archive size.
 """
@@ -39,7 +40,17 @@ from kit.web.text_clean import is_decorative_image
 from kit.web.zim import store as store_mod
 from kit.web.zim.cache import INDEX_FORMAT
 from kit.web.zim.images import HASH_CROPS, RASTER_MIMES, _center_crop, decode_image, image_hashes
-from kit.web.zim.store import INDEXES, PAGE_SIZE, SCHEMA, STORE_FILE, TextCodec, read_codec
+from kit.web.zim.store import (
+    BLOCK,
+    INDEXES,
+    PAGE_SIZE,
+    SCHEMA,
+    STORE_FILE,
+    TextCodec,
+    pack_records,
+    read_codec,
+    title_hash,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +76,9 @@ CREATE TABLE IF NOT EXISTS b.refs(id INTEGER PRIMARY KEY, doc INTEGER NOT NULL,
 CREATE TABLE IF NOT EXISTS b.srcs(ord INTEGER PRIMARY KEY, src TEXT NOT NULL UNIQUE,
     image INTEGER);
 CREATE TABLE IF NOT EXISTS b.hashes(image INTEGER PRIMARY KEY, h BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS b.pending(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
+    title TEXT NOT NULL, first TEXT NOT NULL, text TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS b.titles(id INTEGER PRIMARY KEY, key INTEGER NOT NULL);
 """
 
 
@@ -90,22 +104,12 @@ def _worker_archive(path: str):
     return _W["archive"]
 
 
-def _worker_codec(zdict: bytes) -> TextCodec:
-    if _W.get("zdict") != zdict:
-        _W["zdict"], _W["codec"] = zdict, TextCodec(zdict)
-    return _W["codec"]
-
-
-def extract_chunk(path: str, lo: int, hi: int, main_path: str | None, new_scheme: bool,
-                  zdict: bytes | None = None):
+def extract_chunk(path: str, lo: int, hi: int, main_path: str | None, new_scheme: bool):
     """Articles of entries ``lo..hi-1``: ([(path, title, first, text, [(src, alt, caption,
-    context)])], {skip reason: count}, [warning]), in entry-id order. With ``zdict`` (the store's
-    dictionary), ``text`` is already packed (:class:`~kit.web.zim.store.TextCodec`: compression
-    runs in the pool), else it is the ``str``."""
+    context)])], {skip reason: count}, [warning]), in entry-id order."""
     from kit.web.zim.html import _extract_article
 
     arch = _worker_archive(path)
-    codec = None if zdict is None else _worker_codec(zdict)
     out, skipped, warnings = [], {}, []
     for eid in range(lo, hi):
         try:
@@ -128,8 +132,7 @@ def extract_chunk(path: str, lo: int, hi: int, main_path: str | None, new_scheme
             warnings.append(f"skipping article {epath}: {exc}")
             skipped["unparsable"] = skipped.get("unparsable", 0) + 1
             continue
-        out.append((art.path, art.title, art.first_sentence,
-                    art.text if codec is None else codec.pack(art.text),
+        out.append((art.path, art.title, art.first_sentence, art.text,
                     [(r.src_path, r.alt, r.caption, r.context) for r in art.images]))
     return out, skipped, warnings
 
@@ -201,47 +204,64 @@ def _done(db: sqlite3.Connection, phase: str) -> set[int]:
     return {i for (i,) in db.execute("SELECT id FROM b.chunks WHERE phase = ?", (phase,))}
 
 
+def _flush_blocks(db: sqlite3.Connection, codec: TextCodec, pending: list, final: bool) -> list:
+    """Write the full blocks of ``pending`` (all of it when ``final``) after the store's last
+    block; returns the records left over (fewer than a block). Caller holds a transaction."""
+    (b,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM blocks").fetchone()
+    while len(pending) >= BLOCK or (final and pending):
+        db.execute("INSERT INTO blocks VALUES (?, ?)",
+                   (b, codec.pack(pack_records(pending[:BLOCK]))))
+        pending, b = pending[BLOCK:], b + 1
+    return pending
+
+
 def _articles(arch, db, runner: _Runner, stats: dict) -> None:
     done = _done(db, "articles")
-    (next_doc,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM articles").fetchone()
     n_chunks = -(-arch.entry_count // ARTICLE_CHUNK)
     todo = [c for c in range(n_chunks) if c not in done]
     stats["chunks_resumed"] = len(done)
-    # Texts are zstd frames; the dictionary is trained on the first ZDICT_SAMPLES bytes of text
-    # (articles before it: frames without one), then jobs submitted after carry it.
+    # Records wait in b.pending until a block of them is full. Until the dictionary is trained
+    # (on the first ZDICT_SAMPLES bytes of text) no block is written, so every block of an
+    # archive with that much text uses it; meta.zdict (empty if zstd could not learn one) marks
+    # that training ran.
+    pending = [tuple(r) for r in db.execute("SELECT path, title, first, text FROM b.pending "
+                                            "ORDER BY id")]
+    trained = db.execute("SELECT 1 FROM meta WHERE key = 'zdict'").fetchone() is not None
     codec = read_codec(db)
-    samples: list[str] = []
-    n_sampled = 0
+    (next_doc,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM b.titles").fetchone()
     jobs = ((str(arch.file), c * ARTICLE_CHUNK, min(arch.entry_count, (c + 1) * ARTICLE_CHUNK),
-             arch.main_path, arch.new_scheme, codec.zdict or None) for c in todo)
+             arch.main_path, arch.new_scheme) for c in todo)
     bar = progress(total=len(todo), desc=f"index {arch.file.name}: articles", unit="chunk")
     for c, (arts, skipped, warnings) in zip(todo, runner.map(extract_chunk, jobs), strict=True):
         for w in warnings:
             log.warning("%s: %s", arch.file.name, w)
-        trained = None
-        if not codec.zdict and n_sampled < store_mod.ZDICT_SAMPLES:
-            samples += [a[3] for a in arts if isinstance(a[3], str)]
-            n_sampled = sum(map(len, samples))
-            if n_sampled >= store_mod.ZDICT_SAMPLES:
-                trained = TextCodec.train(samples)
-                samples = []
         with db:  # the chunk and its record of being done: one transaction
-            if trained is not None and trained.zdict:
-                db.execute("INSERT INTO meta VALUES ('zdict', ?)", (trained.zdict,))
             for path, title, first, text, refs in arts:
-                blob = text if isinstance(text, bytes) else codec.pack(text)
-                db.execute("INSERT INTO articles VALUES (?, ?, ?, ?, ?, ?)",
-                           (next_doc, path, title, title.casefold(), first, blob))
+                pending.append((path, title, first, text))
+                db.execute("INSERT INTO b.titles VALUES (?, ?)",
+                           (next_doc, title_hash(title.casefold())))
                 db.executemany("INSERT INTO b.refs(doc, src, alt, caption, context) "
                                "VALUES (?, ?, ?, ?, ?)", [(next_doc, *r) for r in refs])
                 next_doc += 1
+            if not trained and sum(len(r[3]) for r in pending) >= store_mod.ZDICT_SAMPLES:
+                codec, trained = TextCodec.train([r[3] for r in pending]), True
+                db.execute("INSERT INTO meta VALUES ('zdict', ?)", (codec.zdict,))
+            kept = len(pending)
+            if trained:
+                pending = _flush_blocks(db, codec, pending, final=False)
+            if len(pending) != kept or arts:
+                db.execute("DELETE FROM b.pending")
+                db.executemany("INSERT INTO b.pending(path, title, first, text) "
+                               "VALUES (?, ?, ?, ?)", pending)
             _add_skipped(db, "articles", skipped)
             db.execute("INSERT INTO b.chunks VALUES ('articles', ?)", (c,))
-        if trained is not None and trained.zdict:
-            codec = trained  # this chunk's texts: packed above without it, as sampled
         stats["chunks_built"] = stats.get("chunks_built", 0) + 1
         bar.update(1)
     bar.close()
+    with db:  # the last, partial block (the whole archive without a dictionary: too little text)
+        _flush_blocks(db, codec, pending, final=True)
+        db.execute("DELETE FROM b.pending")
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('articles', ?)", (next_doc,))
 
 
 def _images(arch, db, runner: _Runner) -> None:
@@ -329,6 +349,9 @@ def _finish(db: sqlite3.Connection, out: Path) -> int:
                 "SELECT s.image, r.doc, row_number() OVER (PARTITION BY r.doc ORDER BY r.id) - 1,"
                 " r.alt, r.caption, r.context FROM b.refs r JOIN b.srcs s ON s.src = r.src "
                 "WHERE s.image IS NOT NULL")
+            db.execute("DELETE FROM titles")
+            # sorted: the WITHOUT ROWID table fills page after page, not at random hashes
+            db.execute("INSERT INTO titles SELECT key, id FROM b.titles ORDER BY key, id")
             db.executescript(INDEXES)
             db.execute("INSERT INTO b.chunks VALUES ('occurrences', 0)")
     (n_images,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM images").fetchone()
@@ -375,7 +398,7 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             stats["chunks_resumed"] = resumed
             _images(arch, db, runner)
         n_images = _finish(db, out)
-        (n_articles,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM articles").fetchone()
+        (n_articles,) = db.execute("SELECT value FROM meta WHERE key = 'articles'").fetchone()
         skipped = {p: dict(db.execute("SELECT reason, n FROM b.skipped WHERE phase = ? "
                                       "ORDER BY reason", (p,)).fetchall())
                    for p in ("articles", "images")}

@@ -1,27 +1,37 @@
-"""On-disk store of one archive's extract (issue 17, parts 2 and 3): article metadata and text,
-image records and their occurrences on pages, in one SQLite file (``store.sqlite``) opened
-read-only and queried on demand, so nothing whole-archive is built in Python at start.
+"""On-disk store of one archive's extract (issue 17, parts 2 and 3): article records in
+compressed blocks, image records and their occurrences on pages, in one SQLite file
+(``store.sqlite``) opened read-only and queried on demand, so nothing whole-archive is built in
+Python at start.
 
 Tables (ids are 0-based, in extraction order, as the BM25 index keys name them):
 
-* ``articles(id, path, title, title_key, first, text)``: ``title_key`` is the casefolded title
-  (Wikipedia-URL look-up, first article wins), ``first`` the first sentence, ``text`` the body
-  text BM25 indexes (UTF-8, a marker byte and a zstd frame an article, with the archive's trained dictionary:
-  :class:`TextCodec`; the only copy of the corpus text: the tantivy index does not store it).
-* ``meta(key, value)``: ``zdict``, that dictionary (absent until trained).
+* ``blocks(id, data)``: articles ``BLOCK * id .. BLOCK * id + BLOCK - 1``, each a record of
+  (path, title, first sentence, body text BM25 indexes), packed by :func:`pack_records` into one
+  zstd frame (:class:`TextCodec`, with the archive's trained dictionary): the only copy of the
+  corpus text (the tantivy index does not store it). A path equal to the title with ``_`` for
+  spaces (Wikipedia's rule) is stored empty.
+* ``titles(key, id)``: a 64-bit hash of the casefolded title -> article ids (Wikipedia-URL
+  look-up, lowest id wins; :meth:`ArchiveStore.title_id` checks the title itself, so a hash
+  collision cannot return another article).
+* ``meta(key, value)``: ``zdict``, the dictionary (absent until trained, or for archives with
+  less text than a sample), and ``articles``, the article count.
 * ``images(id, path, mime, width, height)`` and ``occurrences(image, doc, position, alt,
   caption, context)`` (``position``: rank among the page's indexed images, 0 = lead image).
 
 Redirects are not stored: libzim follows them on demand (:meth:`_ZimArchive.entry`).
 The views (:class:`ArticleView`, :class:`ImageView`, :class:`TitleMap`) keep the list/dict
-interface the backend used when these were Python lists, one indexed SQL look-up (~10 us) per
-item. Thread-safe: one connection per store, serialised by a lock.
+interface the backend used when these were Python lists: one block read (~0.15 ms, cached) an
+article, one indexed SQL look-up (~10 us) an image. Thread-safe: one connection per store,
+serialised by a lock.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
+import struct
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,22 +42,31 @@ import zstandard
 STORE_FILE = "store.sqlite"
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS articles(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
-    title TEXT NOT NULL, title_key TEXT NOT NULL, first TEXT NOT NULL, text BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS titles(key INTEGER NOT NULL, id INTEGER NOT NULL,
+    PRIMARY KEY(key, id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,
     mime TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS occurrences(image INTEGER NOT NULL, doc INTEGER NOT NULL,
     position INTEGER NOT NULL, alt TEXT NOT NULL, caption TEXT NOT NULL, context TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 """
-#: SQLite page size of a store (kit: 4 KB pages hold one ~2 KB article row each and waste the
-#: rest; 16 KB pages pack rows with ~5 % slack, measured on generated archives).
-PAGE_SIZE = 16_384
+#: SQLite page size of a store (kit: a block overflows onto full pages and leaves a remainder of
+#: up to a page in its leaf, so smaller pages waste less: measured on 5,000 generated articles,
+#: 1,316 / 1,365 / 1,347 B an article with 4 / 8 / 16 KB pages).
+PAGE_SIZE = 4096
 #: Created once the tables are filled (bulk inserts into an unindexed table are faster).
 INDEXES = """
-CREATE INDEX IF NOT EXISTS articles_title ON articles(title_key, id);
 CREATE INDEX IF NOT EXISTS occurrences_image ON occurrences(image, doc, position);
 """
+#: Articles a block (kit: measured on the shared archives' real articles, zstd level 5 with a
+#: 64 KB dictionary: 1,961 B of text + 172 B of path/title/first sentence an article in frames
+#: of one, 1,985 / 1,887 / 1,874 B for all of it in blocks of 8 / 16 / 32; on 5,000 generated
+#: ones, 1,316 / 1,242 B in blocks of 16 / 32; a block of 32 is ~140 KB of text, ~0.15 ms to
+#: decompress).
+BLOCK = 32
+#: Decoded blocks a store keeps (an LRU: a search's hits, then their fetch, read each block once).
+BLOCK_CACHE = 64
 
 
 @dataclass
@@ -59,22 +78,20 @@ class _ImageRecord:
     occurrences: list[dict]  # {"doc", "alt", "caption", "context", "position"}, (doc, position)
 
 
-#: zstd level of article text (kit, measured on 1,250 generated 4.2 KB articles with a
-#: dictionary: level 3 1.46 KB in 36 us, 5 1.36 KB in 77 us, 9 1.31 KB in 269 us of CPU).
-ZSTD_LEVEL = 5
+#: zstd level of the article blocks (kit, measured on 5,000 generated 4.2 KB articles in
+#: blocks of 32 with a dictionary: level 5 1,242 B in 61 us an article, 9 1,208 B in 143 us of
+#: CPU; decompression costs the same).
+ZSTD_LEVEL = 9
 #: Dictionary size cap, and the text bytes a build samples before training one (kit: zstd's
-#: guidance is samples of ~10-100x the dictionary; articles before it are stored without one).
+#: guidance is samples of ~10-100x the dictionary; archives with less text get none).
 ZDICT_MAX, ZDICT_SAMPLES = 131_072, 1_048_576
-_PLAIN, _DICT = 0, 1  # first byte of a stored text: its frame's dictionary
+_PLAIN, _DICT = 0, 1  # first byte of a stored frame: its dictionary
 
 
 class TextCodec:
-    """Article text <-> stored bytes: a marker byte and one zstd frame an article, with the
-    archive's dictionary (trained on its first :data:`ZDICT_SAMPLES` bytes of text) once there
-    is one. Articles are short, so a frame alone cannot use the phrasing they share; measured on
-    generated archives: 2.16 KB an article with zlib, ~1.36 KB with a dictionary (generated
-    archives recombine real sentences: real Wikipedia gains less). Not thread-safe (callers
-    hold a lock).
+    """Bytes <-> stored frame: a marker byte and one zstd frame, with the archive's dictionary
+    (trained on its first :data:`ZDICT_SAMPLES` bytes of text) once there is one. Not
+    thread-safe (callers hold a lock).
 
     Raises (unpack): ValueError on a frame that needs a dictionary this codec lacks.
     """
@@ -99,24 +116,67 @@ class TextCodec:
             return cls()
         return cls(zdict.as_bytes())
 
-    def pack(self, text: str) -> bytes:
-        raw = text.encode("utf-8")
+    def pack(self, raw: bytes) -> bytes:
         if self.zdict:
             return bytes((_DICT,)) + self._dict_c.compress(raw)
         return bytes((_PLAIN,)) + self._plain_c.compress(raw)
 
-    def unpack(self, blob: bytes) -> str:
+    def unpack(self, blob: bytes) -> bytes:
         if blob[:1] == bytes((_DICT,)):
             if not self.zdict:
                 raise ValueError("a text frame needs the store's dictionary, which is missing")
-            return self._dict_d.decompress(blob[1:]).decode("utf-8")
-        return self._plain_d.decompress(blob[1:]).decode("utf-8")
+            return self._dict_d.decompress(blob[1:])
+        return self._plain_d.decompress(blob[1:])
 
 
 def read_codec(db: sqlite3.Connection) -> TextCodec:
     """The store's codec: its ``meta.zdict`` dictionary, or none yet."""
     row = db.execute("SELECT value FROM meta WHERE key = 'zdict'").fetchone()
     return TextCodec(row[0] if row else b"")
+
+
+#: One article record: (path, title, first sentence, body text).
+Record = tuple[str, str, str, str]
+_FIELDS = 4
+
+
+def pack_records(records: Sequence[Record]) -> bytes:
+    """``records`` as bytes: a little-endian uint32 count, a uint32 byte length per field, then
+    the fields' UTF-8 (own format: four strings a record need no serialisation library, and this
+    one decodes by slicing). A path that is the title with ``_`` for spaces is stored empty."""
+    fields = []
+    for path, title, first, text in records:
+        fields += ["" if path == title.replace(" ", "_") else path, title, first, text]
+    data = [f.encode("utf-8") for f in fields]
+    return struct.pack(f"<I{len(data)}I", len(records), *map(len, data)) + b"".join(data)
+
+
+def unpack_records(raw: bytes) -> list[Record]:
+    """Inverse of :func:`pack_records`. Raises ValueError on bytes it did not write."""
+    try:
+        (n,) = struct.unpack_from("<I", raw)
+        lens = struct.unpack_from(f"<{n * _FIELDS}I", raw, 4)
+    except struct.error as exc:
+        raise ValueError(f"not an article block: {exc}") from exc
+    at = 4 + 4 * n * _FIELDS
+    if at + sum(lens) != len(raw):
+        raise ValueError("not an article block: field lengths do not add up")
+    fields = []
+    for size in lens:
+        fields.append(raw[at:at + size].decode("utf-8"))
+        at += size
+    out = []
+    for k in range(n):
+        path, title, first, text = fields[_FIELDS * k:_FIELDS * (k + 1)]
+        out.append((path or title.replace(" ", "_"), title, first, text))
+    return out
+
+
+def title_hash(folded: str) -> int:
+    """The ``titles.key`` of a casefolded title: the first 8 bytes of BLAKE2b of its UTF-8, as
+    a signed int64 (SQLite's INTEGER)."""
+    digest = hashlib.blake2b(folded.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
 
 
 class ArchiveStore:
@@ -132,75 +192,128 @@ class ArchiveStore:
         uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
         try:
             self.db = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            self.n_articles = self._count("articles")
-            self.n_images = self._count("images")
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'articles'").fetchone()
+            if row is None:
+                raise sqlite3.DatabaseError("no article count in meta")
+            self.n_articles = int(row[0])
+            (self.n_images,) = self.db.execute(
+                "SELECT coalesce(max(id) + 1, 0) FROM images").fetchone()  # a B-tree descent
             codec = read_codec(self.db)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:
             raise ValueError(f"{path} is not a readable store: {exc}") from exc
         self.codec = codec
         self.path = path
         self.lock = threading.Lock()
-
-    def _count(self, table: str) -> int:
-        # max(id) + 1 is a B-tree descent; count(*) would scan the table.
-        (n,) = self.db.execute(f"SELECT coalesce(max(id) + 1, 0) FROM {table}").fetchone()
-        return int(n)
+        self._blocks: OrderedDict[int, list[Record]] = OrderedDict()
 
     def close(self) -> None:
         self.db.close()
 
+    def _unpack(self, b: int, data: bytes) -> list[Record]:
+        try:
+            return unpack_records(self.codec.unpack(data))
+        except (zstandard.ZstdError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            raise ValueError(f"{self.path}: article block {b} is damaged: {exc}") from exc
+
+    def _decode(self, b: int, data: bytes) -> list[Record]:
+        recs = self._blocks[b] = self._unpack(b, data)
+        if len(self._blocks) > BLOCK_CACHE:
+            self._blocks.popitem(last=False)
+        return recs
+
+    def _block(self, b: int) -> list[Record]:
+        """Decoded block ``b`` (caller holds the lock). Raises ValueError on a damaged block."""
+        recs = self._blocks.get(b)
+        if recs is not None:
+            self._blocks.move_to_end(b)
+            return recs
+        row = self.db.execute("SELECT data FROM blocks WHERE id = ?", (b,)).fetchone()
+        if row is None:
+            raise ValueError(f"{self.path}: article block {b} is missing")
+        return self._decode(b, row[0])
+
+    def records(self, ids: Sequence[int]) -> dict[int, Record]:
+        """{id: record} of articles ``ids``, the blocks not cached read in one statement per
+        :data:`IN_MAX` blocks. Raises IndexError for an id with no article."""
+        for i in ids:
+            if not 0 <= i < self.n_articles:
+                raise IndexError(f"no article {i}")
+        want = sorted({i // BLOCK for i in ids})
+        with self.lock:
+            got = {b: self._blocks[b] for b in want if b in self._blocks}
+            missing = [b for b in want if b not in got]
+            for lo in range(0, len(missing), IN_MAX):
+                part = missing[lo: lo + IN_MAX]
+                rows = self.db.execute(f"SELECT id, data FROM blocks WHERE id IN "
+                                       f"({','.join('?' * len(part))})", part).fetchall()
+                for b, data in rows:
+                    got[b] = self._decode(b, data)
+        out = {}
+        for i in ids:
+            recs = got.get(i // BLOCK)
+            if recs is None:
+                raise ValueError(f"{self.path}: article block {i // BLOCK} is missing")
+            if i % BLOCK >= len(recs):
+                raise ValueError(f"{self.path}: article block {i // BLOCK} is short")
+            out[i] = recs[i % BLOCK]
+        return out
+
+    def record(self, i: int) -> Record:
+        """(path, title, first sentence, body text) of article ``i``; IndexError when none."""
+        if not 0 <= i < self.n_articles:
+            raise IndexError(f"no article {i}")
+        with self.lock:
+            recs = self._block(i // BLOCK)
+        try:
+            return recs[i % BLOCK]
+        except IndexError:
+            raise ValueError(f"{self.path}: article block {i // BLOCK} is short") from None
+
     def article(self, i: int) -> dict:
         """{"path", "title", "first"} of article ``i``; IndexError when there is none."""
-        with self.lock:
-            row = self.db.execute("SELECT path, title, first FROM articles WHERE id = ?",
-                                  (i,)).fetchone()
-        if row is None:
-            raise IndexError(f"no article {i}")
-        return {"path": row[0], "title": row[1], "first": row[2]}
+        path, title, first, _ = self.record(i)
+        return {"path": path, "title": title, "first": first}
 
     def article_text(self, i: int) -> str:
         """The body text BM25 indexed for article ``i`` (title line not included)."""
-        with self.lock:
-            row = self.db.execute("SELECT text FROM articles WHERE id = ?", (i,)).fetchone()
-            if row is None:
-                raise IndexError(f"no article {i}")
-            return self.codec.unpack(row[0])
+        return self.record(i)[3]
 
     def title_id(self, key: str) -> int | None:
         """Lowest article id whose casefolded title is ``key``."""
         with self.lock:
-            row = self.db.execute("SELECT id FROM articles WHERE title_key = ? ORDER BY id "
-                                  "LIMIT 1", (key,)).fetchone()
-        return None if row is None else int(row[0])
+            ids = [i for (i,) in self.db.execute(
+                "SELECT id FROM titles WHERE key = ? ORDER BY id", (title_hash(key),))]
+        return next((i for i in ids if self.record(i)[1].casefold() == key), None)
 
-    def iter_articles(self, batch: int = 1000, start: int = 0
+    def iter_records(self, batch: int = 1024, start: int = 0
+                     ) -> Iterator[tuple[int, Record]]:
+        """(id, record) of every article from id ``start`` on, in id order, the blocks of about
+        ``batch`` articles read at a time (not through the cache: a full pass would only evict
+        it)."""
+        b, per_read = max(0, start) // BLOCK, max(1, batch // BLOCK)
+        while True:
+            with self.lock:
+                rows = self.db.execute("SELECT id, data FROM blocks WHERE id >= ? ORDER BY id "
+                                       "LIMIT ?", (b, per_read)).fetchall()
+                decoded = [(k, self._unpack(k, d)) for k, d in rows]
+            if not rows:
+                return
+            for k, recs in decoded:
+                for j, rec in enumerate(recs):
+                    if BLOCK * k + j >= start:
+                        yield BLOCK * k + j, rec
+            b = rows[-1][0] + 1
+
+    def iter_articles(self, batch: int = 1024, start: int = 0
                       ) -> Iterator[tuple[int, str, str, str]]:
-        """(id, path, title, body text) of every article from id ``start`` on, in id order, read
-        in batches."""
-        last = start - 1
-        while True:
-            with self.lock:
-                rows = self.db.execute("SELECT id, path, title, text FROM articles WHERE id > ? "
-                                       "ORDER BY id LIMIT ?", (last, batch)).fetchall()
-                texts = [self.codec.unpack(r[3]) for r in rows]
-            if not rows:
-                return
-            for (i, path, title, _), text in zip(rows, texts, strict=True):
-                yield i, path, title, text
-            last = rows[-1][0]
+        """(id, path, title, body text) of every article from id ``start`` on, in id order."""
+        for i, (path, title, _, text) in self.iter_records(batch, start):
+            yield i, path, title, text
 
-    def iter_meta(self, batch: int = 1000) -> Iterator[dict]:
-        """{"path", "title", "first"} of every article in id order, read in batches."""
-        last = -1
-        while True:
-            with self.lock:
-                rows = self.db.execute("SELECT id, path, title, first FROM articles WHERE id > ?"
-                                       " ORDER BY id LIMIT ?", (last, batch)).fetchall()
-            if not rows:
-                return
-            for _, path, title, first in rows:
-                yield {"path": path, "title": title, "first": first}
-            last = rows[-1][0]
+    def iter_meta(self, batch: int = 1024) -> Iterator[dict]:
+        """{"path", "title", "first"} of every article in id order."""
+        for _, (path, title, first, _) in self.iter_records(batch):
+            yield {"path": path, "title": title, "first": first}
 
     def image(self, i: int) -> _ImageRecord:
         """Image ``i`` with its occurrences in (doc, position) order; IndexError if none."""
@@ -217,10 +330,10 @@ class ArchiveStore:
 
     def images_with_pages(self, ids: Sequence[int]) -> dict[int, _ImageRecord]:
         """Images ``ids`` with their occurrences, each occurrence also carrying its page's
-        ``page_path``, ``page_title`` and ``page_first``: one joined statement per
-        :data:`IN_MAX` ids (issue 17: image and reverse search read their hits in one go, not
-        one look-up per image and per occurrence). Occurrences in (doc, position) order, as
-        :meth:`image`.
+        ``page_path``, ``page_title`` and ``page_first``: one statement per :data:`IN_MAX` ids
+        and one for the pages' blocks not cached (issue 17: image and reverse search read their hits
+        in one go, not one look-up per image and per occurrence). Occurrences in (doc,
+        position) order, as :meth:`image`.
 
         Raises:
             TypeError: an id that is not an int (``1.7``, ``"3"``, ``None``, ``True``).
@@ -243,18 +356,21 @@ class ArchiveStore:
             with self.lock:
                 rows = self.db.execute(
                     "SELECT i.id, i.path, i.mime, i.width, i.height, o.doc, o.position, o.alt,"
-                    " o.caption, o.context, a.path, a.title, a.first FROM images i"
-                    " LEFT JOIN occurrences o ON o.image = i.id LEFT JOIN articles a ON a.id = o.doc"
+                    " o.caption, o.context FROM images i LEFT JOIN occurrences o ON o.image = i.id"
                     f" WHERE i.id IN ({','.join('?' * len(part))}) ORDER BY i.id, o.doc, o.position",
                     part).fetchall()
-            for i, path, mime, w, h, d, p, alt, cap, ctx, ppath, ptitle, pfirst in rows:
+            bad = next(((i, d) for i, *_r, d, _p, _a, _c, _x in rows
+                        if d is not None and not 0 <= d < self.n_articles), None)
+            if bad is not None:
+                raise IndexError(f"image {bad[0]}: occurrence on missing article {bad[1]}")
+            pages = self.records([r[5] for r in rows if r[5] is not None])
+            for i, path, mime, w, h, d, p, alt, cap, ctx in rows:
                 rec = out.get(i)
                 if rec is None:
                     rec = out[i] = _ImageRecord(path, mime, w, h, [])
                 if d is None:  # LEFT JOIN: an image without occurrences
                     continue
-                if ppath is None:
-                    raise IndexError(f"image {i}: occurrence on missing article {d}")
+                ppath, ptitle, pfirst, _ = pages[d]
                 rec.occurrences.append({"doc": d, "position": p, "alt": alt, "caption": cap,
                                         "context": ctx, "page_path": ppath,
                                         "page_title": ptitle, "page_first": pfirst})
@@ -265,8 +381,6 @@ class ArchiveStore:
         if bare is not None:  # a search hit needs a page to show it on
             raise IndexError(f"image {bare} has no occurrences")
         return out
-
-
 #: Ids per ``IN (...)`` list (SQLite's default limit on bound parameters is 32,766; smaller
 #: lists keep each statement's plan and result set small).
 IN_MAX = 500
