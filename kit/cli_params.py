@@ -49,10 +49,11 @@ from annotated_types import Ge, Gt, Le
 # the local paths and checkpoint references the checks read, in their own module (re-exported: old import paths)
 from kit.cli_refs import CHECKPOINT_PARAMS as CHECKPOINT_PARAMS
 from kit.cli_refs import PATH_PARAMS as PATH_PARAMS
-from kit.cli_refs import Written, checkpoint_problems, written_by_plan
+from kit.cli_refs import Written, checkpoint_problems, model_and_prompt_refs
 from kit.cli_refs import absolute_paths as absolute_paths
 from kit.cli_refs import local_ref_problems as local_ref_problems
 from kit.cli_refs import plan_writes as plan_writes
+from kit.cli_refs import written_by_plan as written_by_plan
 
 Count = Annotated[int, Ge(1)]
 NonNegInt = Annotated[int, Ge(0)]
@@ -400,7 +401,7 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
     """
     import os
 
-    from kit.policy.factory import ModelUnavailable, check_endpoint, local_model_problem
+    from kit.policy.factory import ModelUnavailable, check_endpoint
 
     lines = []
     written = written or {}
@@ -415,24 +416,14 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
         except ModelUnavailable as e:  # its message names the endpoint already
             raise ModelUnavailable(f"{prefix}{e}" if name == "endpoint" else f"{prefix}{name}: {e}") from e
         lines.append(f"{prefix}{name} {endpoint} serves {served!r}")
-    # the main model named without an endpoint is loaded in process: a checkpoint folder or tiny-<arch>
-    model = params.get("model", declared["model"].default) if "model" in declared else ""
-    if isinstance(model, str) and not any(n == "endpoint" for n, *_ in endpoints) and \
-            not written_by_plan(model, written.get("model", ())):
-        problem = local_model_problem(model)
-        if problem:
-            raise ModelUnavailable(f"{prefix}{problem}")
-        if model:
-            lines.append(f"{prefix}model {model!r} loads in process")
+    # the main model named without an endpoint is loaded in process (a checkpoint folder or tiny-<arch>);
     # the checkpoint references of CHECKPOINT_PARAMS were checked offline by check_combinations(local_refs=True)
-    source = params.get("rl_prompts", declared["rl_prompts"].default) if "rl_prompts" in declared else ""
-    if isinstance(source, str) and source and not written_by_plan(source, written.get("rl_prompts", ())):
-        from kit.rl.prompts import rl_prompts_problem
-
-        problem = rl_prompts_problem(source)
+    served = any(n == "endpoint" for n, *_ in endpoints)
+    for name, ref, problem in model_and_prompt_refs(declared, params, served=served, written=written):
         if problem:
             raise ModelUnavailable(f"{prefix}{problem}")
-        lines.append(f"{prefix}rl_prompts {source!r} holds RL prompts")
+        lines.append(f"{prefix}model {ref!r} loads in process" if name == "model"
+                     else f"{prefix}rl_prompts {ref!r} holds RL prompts")
     return lines
 
 

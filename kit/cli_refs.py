@@ -106,26 +106,37 @@ def checkpoint_problems(declared: dict[str, Param], params: dict[str, Any], wher
     return out
 
 
-def local_ref_problems(declared: dict[str, Param], params: dict[str, Any], where: str = "") -> list[str]:
-    """Every local reference of a notebook about to start, offline: :func:`checkpoint_problems`, the main
-    ``model`` when no ``endpoint`` serves it (:func:`kit.policy.factory.local_model_problem`) and ``rl_prompts``
-    (:func:`kit.rl.prompts.rl_prompts_problem`); one line each (``"<where>: ..."``), ``[]`` when all load.
-    A sequence runs it right before each notebook starts, when the earlier notebooks' outputs must exist."""
-    problems = checkpoint_problems(declared, params, where)
+def model_and_prompt_refs(declared: dict[str, Param], params: dict[str, Any], *, served: bool,
+                          written: Written | None = None) -> list[tuple[str, str, str | None]]:
+    """``(parameter, value, problem or None)`` for the main ``model`` when no endpoint serves it
+    (``served`` False; :func:`kit.policy.factory.local_model_problem`) and for ``rl_prompts``
+    (:func:`kit.rl.prompts.rl_prompts_problem`), each when set and not an output ``written`` by an
+    earlier notebook of a sequence plan (:func:`written_by_plan`). Offline. The one check behind
+    :func:`kit.cli_params.preflight_endpoints` and :func:`local_ref_problems`."""
+    written = written or {}
     value = {k: params.get(k, p.default) for k, p in declared.items()}
-    prefix = f"{where}: " if where else ""
+    out: list[tuple[str, str, str | None]] = []
     model = value.get("model")
-    if isinstance(model, str) and model and not value.get("endpoint"):
+    if isinstance(model, str) and model and not served and not written_by_plan(model, written.get("model", ())):
         from kit.policy.factory import local_model_problem
 
-        problem = local_model_problem(model)
-        if problem:
-            problems.append(prefix + problem)
+        out.append(("model", model, local_model_problem(model)))
     source = value.get("rl_prompts")
-    if isinstance(source, str) and source:
+    if isinstance(source, str) and source and not written_by_plan(source, written.get("rl_prompts", ())):
         from kit.rl.prompts import rl_prompts_problem
 
-        problem = rl_prompts_problem(source)
-        if problem:
-            problems.append(prefix + problem)
+        out.append(("rl_prompts", source, rl_prompts_problem(source)))
+    return out
+
+
+def local_ref_problems(declared: dict[str, Param], params: dict[str, Any], where: str = "") -> list[str]:
+    """Every local reference of a notebook about to start, offline: :func:`checkpoint_problems`, the main
+    ``model`` when no ``endpoint`` serves it and ``rl_prompts`` (:func:`model_and_prompt_refs`); one line
+    each (``"<where>: ..."``), ``[]`` when all load. A sequence runs it right before each notebook starts,
+    when the earlier notebooks' outputs must exist."""
+    problems = checkpoint_problems(declared, params, where)
+    prefix = f"{where}: " if where else ""
+    served = bool(params.get("endpoint", declared["endpoint"].default if "endpoint" in declared else ""))
+    problems += [prefix + problem for _, _, problem in model_and_prompt_refs(declared, params, served=served)
+                 if problem]
     return problems
