@@ -474,7 +474,8 @@ def test_empty_benchmark_has_its_own_filter_value_and_wide_cells_wrap_with_full_
     assert ev.get("title") == ev.text_content() == "argument_repair×1, duplicate_suppressed×1"
     # URLs break anywhere; other cells only where a word cannot fit ("smoke", not "sm oke"), paths at "/"
     css = (site / "index.html").read_text()
-    assert re.search(r"td\{overflow-wrap:break-word\}td\.url\{overflow-wrap:anywhere\}td\.ev\{min-width:12em\}\.scroll\{overflow-x:auto\}", css)
+    assert re.search(r"td\{overflow-wrap:break-word\}td\.url\{overflow-wrap:anywhere\}"
+                     r"td\.ev\{min-width:12em\}\.scroll\{overflow-x:auto\}", css)
     assert doc.xpath('//div[@class="scroll"]/table[@id="episodes"]')  # wide tables scroll, the page does not
     page = _doc(next((site / "episodes").rglob("*ep_x.html")))
     sha = page.xpath('//td[@class="h"]')[0]
