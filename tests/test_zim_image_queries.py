@@ -114,6 +114,30 @@ def test_reverse_search_runs_at_most_two_statements_per_matching_archive(web):
         assert n[0] <= 2 * len(web.archives), (key, n[0])
 
 
+def test_reverse_search_reads_only_the_pages_it_shows(web, monkeypatch):
+    """All matches are ranked from the image records; page records (article blocks) are read for
+    the ``num`` pages and thumbnails shown only (a common picture matches on thousands of pages)."""
+    requested: list[int] = []
+    for arch in web.archives:
+        real = arch.store.records
+
+        def spy(ids, real=real):
+            requested.extend(ids)
+            return real(ids)
+
+        monkeypatch.setattr(arch.store, "records", spy)
+    many = 0
+    for data in list(_reverse_queries(web).values())[:8]:
+        requested.clear()
+        full = web.reverse_image_search_sync(data, 50)
+        many = max(many, len(full.pages))
+        requested.clear()
+        res = web.reverse_image_search_sync(data, 1)
+        assert res.pages == full.pages[:1]
+        assert len(set(requested)) <= 2, requested  # one page, one thumbnail's page
+    assert many >= 2  # some query matched on several pages
+
+
 def test_images_with_pages_equals_per_item_records_across_in_lists(web, monkeypatch):
     from kit.web.zim import store
 
@@ -145,7 +169,7 @@ def test_store_that_lacks_an_indexed_image_is_a_backend_error(web, monkeypatch):
     hit = web.image_search_sync("Ray Charles", 1)[0]
     arch = web._archive(hit.domain)
 
-    def missing(ids):
+    def missing(ids, pages=True):
         raise IndexError(f"no image {max(ids)}")
 
     monkeypatch.setattr(arch.store, "images_with_pages", missing)

@@ -268,13 +268,23 @@ class LocalZimWeb:
                         content=data, mime=mime)
 
     @staticmethod
-    def _records(arch: _ZimArchive, ids) -> dict[int, _ImageRecord]:
-        """Image records of ``ids`` with their pages: one store statement (per 500 ids)."""
+    def _records(arch: _ZimArchive, ids, pages: bool = True) -> dict[int, _ImageRecord]:
+        """Image records of ``ids``, with their pages unless ``pages`` is False: one store
+        statement (per 500 ids), and one for the pages' blocks."""
         if not ids:
             return {}
         try:
-            return arch.store.images_with_pages(ids)
+            return arch.store.images_with_pages(ids, pages=pages)
         except (IndexError, ValueError) as exc:  # the store does not match the index, or is damaged
+            raise BackendError(f"{arch.file.name}: index and store disagree ({exc}); delete "
+                               f"{arch.index_dir} to rebuild it") from exc
+
+    @staticmethod
+    def _add_pages(arch: _ZimArchive, occurrences: list[dict]) -> None:
+        """The page fields of the occurrences shown (:meth:`ArchiveStore.add_pages`)."""
+        try:
+            arch.store.add_pages(occurrences)
+        except (IndexError, ValueError) as exc:
             raise BackendError(f"{arch.file.name}: index and store disagree ({exc}); delete "
                                f"{arch.index_dir} to rebuild it") from exc
 
@@ -370,36 +380,44 @@ class LocalZimWeb:
             found, best = archive_hash_index(arch, MATCH_DISTANCE).search(ph, dh, MATCH_DISTANCE)
             matches.extend((int(d), ai, int(i)) for i, d in zip(found, best, strict=True))
         matches.sort()
-        recs = {ai: self._records(self.archives[ai], [i for _, a, i in matches if a == ai])
+        # Pages are ordered by what the image records hold (distance, position, document); only
+        # the pages shown are read (a common picture can match on thousands of pages).
+        recs = {ai: self._records(self.archives[ai], [i for _, a, i in matches if a == ai],
+                                  pages=False)
                 for ai in {a for _, a, _ in matches}}
-        pages: list[tuple[tuple, SearchHit, dict]] = []
+        ranked: list[tuple[tuple, dict]] = []
         seen_pages: set[tuple[int, int]] = set()
         for dist, ai, idx in matches:
-            arch = self.archives[ai]
             for occ in sorted(recs[ai][idx].occurrences,
                               key=lambda o: (o.get("position", 0), o["doc"])):
                 key = (ai, occ["doc"])
                 if key in seen_pages:
                     continue
                 seen_pages.add(key)
-                snippet = occ["caption"] or occ["page_first"]
-                pages.append(((dist, occ.get("position", 0), ai, occ["doc"]),
-                              SearchHit(title=occ["page_title"], url=arch.url(occ["page_path"]),
-                                        snippet=_clip(snippet, SNIPPET_CHARS), date=arch.date),
-                              occ))
-        pages.sort(key=lambda t: t[0])
-        kg = None
-        if pages and pages[0][0][0] <= STRONG_DISTANCE:
-            (_, _, ai, _), _, occ = pages[0]
-            kg = KnowledgeGraph(title=occ["page_title"], description=occ["page_first"],
-                                url=self.archives[ai].url(occ["page_path"]))
-        thumbs = []
+                ranked.append(((dist, occ.get("position", 0), ai, occ["doc"]), occ))
+        ranked.sort(key=lambda t: t[0])
+        shown = ranked[:num]
+        thumb_occs = []
         for _dist, ai, idx in matches[:num]:
             rec = recs[ai][idx]
-            occ = min(rec.occurrences, key=lambda o: (o.get("position", 0), o["doc"]))
-            thumbs.append(self._image_hit(self.archives[ai], rec, occ))
-        return ReverseImageResult(pages=[h for _, h, _ in pages[:num]], knowledge_graph=kg,
-                                  thumbnails=thumbs)
+            thumb_occs.append((ai, rec, min(rec.occurrences,
+                                            key=lambda o: (o.get("position", 0), o["doc"]))))
+        for ai in {k[2] for k, _ in shown} | {ai for ai, _, _ in thumb_occs}:
+            self._add_pages(self.archives[ai], [o for k, o in shown if k[2] == ai]
+                            + [o for a, _, o in thumb_occs if a == ai])
+        pages = []
+        for (_, _, ai, _), occ in shown:
+            arch = self.archives[ai]
+            snippet = occ["caption"] or occ["page_first"]
+            pages.append(SearchHit(title=occ["page_title"], url=arch.url(occ["page_path"]),
+                                   snippet=_clip(snippet, SNIPPET_CHARS), date=arch.date))
+        kg = None
+        if shown and shown[0][0][0] <= STRONG_DISTANCE:
+            (_, _, ai, _), occ = shown[0]
+            kg = KnowledgeGraph(title=occ["page_title"], description=occ["page_first"],
+                                url=self.archives[ai].url(occ["page_path"]))
+        thumbs = [self._image_hit(self.archives[ai], rec, occ) for ai, rec, occ in thumb_occs]
+        return ReverseImageResult(pages=pages, knowledge_graph=kg, thumbnails=thumbs)
 
     async def reverse_image_search(self, image: bytes, num: int) -> ReverseImageResult:
         """Async :meth:`reverse_image_search_sync`."""

@@ -328,12 +328,13 @@ class ArchiveStore:
             {"doc": d, "position": p, "alt": a, "caption": c, "context": x}
             for d, p, a, c, x in occs])
 
-    def images_with_pages(self, ids: Sequence[int]) -> dict[int, _ImageRecord]:
+    def images_with_pages(self, ids: Sequence[int], pages: bool = True) -> dict[int, _ImageRecord]:
         """Images ``ids`` with their occurrences, each occurrence also carrying its page's
         ``page_path``, ``page_title`` and ``page_first``: one statement per :data:`IN_MAX` ids
         and one for the pages' blocks not cached (issue 17: image and reverse search read their hits
         in one go, not one look-up per image and per occurrence). Occurrences in (doc,
-        position) order, as :meth:`image`.
+        position) order, as :meth:`image`. ``pages=False``: without the page fields (no block
+        read; :meth:`add_pages` fills them for the occurrences a caller shows).
 
         Raises:
             TypeError: an id that is not an int (``1.7``, ``"3"``, ``None``, ``True``).
@@ -363,17 +364,18 @@ class ArchiveStore:
                         if d is not None and not 0 <= d < self.n_articles), None)
             if bad is not None:
                 raise IndexError(f"image {bad[0]}: occurrence on missing article {bad[1]}")
-            pages = self.records([r[5] for r in rows if r[5] is not None])
+            docs = self.records([r[5] for r in rows if r[5] is not None]) if pages else {}
             for i, path, mime, w, h, d, p, alt, cap, ctx in rows:
                 rec = out.get(i)
                 if rec is None:
                     rec = out[i] = _ImageRecord(path, mime, w, h, [])
                 if d is None:  # LEFT JOIN: an image without occurrences
                     continue
-                ppath, ptitle, pfirst, _ = pages[d]
-                rec.occurrences.append({"doc": d, "position": p, "alt": alt, "caption": cap,
-                                        "context": ctx, "page_path": ppath,
-                                        "page_title": ptitle, "page_first": pfirst})
+                occ = {"doc": d, "position": p, "alt": alt, "caption": cap, "context": ctx}
+                if pages:
+                    ppath, ptitle, pfirst, _ = docs[d]
+                    occ |= {"page_path": ppath, "page_title": ptitle, "page_first": pfirst}
+                rec.occurrences.append(occ)
         missing = [i for i in want if i not in out]
         if missing:
             raise IndexError(f"no image {missing[0]}")
@@ -381,6 +383,17 @@ class ArchiveStore:
         if bare is not None:  # a search hit needs a page to show it on
             raise IndexError(f"image {bare} has no occurrences")
         return out
+
+    def add_pages(self, occurrences: Sequence[dict]) -> None:
+        """Set ``page_path``, ``page_title`` and ``page_first`` on each of ``occurrences`` (as
+        :meth:`images_with_pages` returns them), their pages' blocks read in one statement.
+        Raises IndexError for an occurrence whose page is missing."""
+        docs = self.records([o["doc"] for o in occurrences])
+        for o in occurrences:
+            path, title, first, _ = docs[o["doc"]]
+            o.update(page_path=path, page_title=title, page_first=first)
+
+
 #: Ids per ``IN (...)`` list (SQLite's default limit on bound parameters is 32,766; smaller
 #: lists keep each statement's plan and result set small).
 IN_MAX = 500
