@@ -380,21 +380,32 @@ class LocalZimWeb:
             found, best = archive_hash_index(arch, MATCH_DISTANCE).search(ph, dh, MATCH_DISTANCE)
             matches.extend((int(d), ai, int(i)) for i, d in zip(found, best, strict=True))
         matches.sort()
-        # Pages are ordered by what the image records hold (distance, position, document); only
-        # the pages shown are read (a common picture can match on thousands of pages).
-        recs = {ai: self._records(self.archives[ai], [i for _, a, i in matches if a == ai],
-                                  pages=False)
-                for ai in {a for _, a, _ in matches}}
+        # Pages are ordered by (distance, position, archive, document): once a distance's
+        # matches are in and ``num`` pages and matches are held, no later (farther) match can
+        # place a page among the first ``num``, so their records are not read (a common picture
+        # has near-duplicates by the thousand). Only the pages shown are read (their blocks).
+        recs: dict[int, dict[int, _ImageRecord]] = {}
         ranked: list[tuple[tuple, dict]] = []
         seen_pages: set[tuple[int, int]] = set()
-        for dist, ai, idx in matches:
-            for occ in sorted(recs[ai][idx].occurrences,
-                              key=lambda o: (o.get("position", 0), o["doc"])):
-                key = (ai, occ["doc"])
-                if key in seen_pages:
-                    continue
-                seen_pages.add(key)
-                ranked.append(((dist, occ.get("position", 0), ai, occ["doc"]), occ))
+        done = 0
+        while done < len(matches) and (len(ranked) < num or done < num):
+            d0 = matches[done][0]
+            end = done
+            while end < len(matches) and matches[end][0] == d0:
+                end += 1
+            group = matches[done:end]
+            for ai in {a for _, a, _ in group}:
+                recs.setdefault(ai, {}).update(self._records(
+                    self.archives[ai], [i for _, a, i in group if a == ai], pages=False))
+            for dist, ai, idx in group:
+                for occ in sorted(recs[ai][idx].occurrences,
+                                  key=lambda o: (o.get("position", 0), o["doc"])):
+                    key = (ai, occ["doc"])
+                    if key in seen_pages:
+                        continue
+                    seen_pages.add(key)
+                    ranked.append(((dist, occ.get("position", 0), ai, occ["doc"]), occ))
+            done = end
         ranked.sort(key=lambda t: t[0])
         shown = ranked[:num]
         thumb_occs = []
