@@ -49,7 +49,7 @@ from annotated_types import Ge, Gt, Le
 # the local paths and checkpoint references the checks read, in their own module (re-exported: old import paths)
 from kit.cli_refs import CHECKPOINT_PARAMS as CHECKPOINT_PARAMS
 from kit.cli_refs import PATH_PARAMS as PATH_PARAMS
-from kit.cli_refs import Written, checkpoint_problems, model_and_prompt_refs
+from kit.cli_refs import Written, checkpoint_problems, main_endpoint_set, model_and_prompt_refs
 from kit.cli_refs import absolute_paths as absolute_paths
 from kit.cli_refs import local_ref_problems as local_ref_problems
 from kit.cli_refs import plan_writes as plan_writes
@@ -418,7 +418,7 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
         lines.append(f"{prefix}{name} {endpoint} serves {served!r}")
     # the main model named without an endpoint is loaded in process (a checkpoint folder or tiny-<arch>);
     # the checkpoint references of CHECKPOINT_PARAMS were checked offline by check_combinations(local_refs=True)
-    served = any(n == "endpoint" for n, *_ in endpoints)
+    served = main_endpoint_set(declared, params)
     for name, ref, problem in model_and_prompt_refs(declared, params, served=served, written=written):
         if problem:
             raise ModelUnavailable(f"{prefix}{problem}")

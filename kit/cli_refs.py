@@ -129,6 +129,17 @@ def model_and_prompt_refs(declared: dict[str, Param], params: dict[str, Any], *,
     return out
 
 
+def main_endpoint_set(declared: dict[str, Param], params: dict[str, Any]) -> bool:
+    """Whether the notebook declares ``endpoint`` and its value (override, else default) is a
+    non-blank string: the main model is then served, not loaded in process. The one rule of
+    :func:`kit.cli_params.named_endpoints` (which strips it) and :func:`local_ref_problems` (an
+    undeclared or whitespace ``endpoint`` serves nothing)."""
+    if "endpoint" not in declared:
+        return False
+    value = params.get("endpoint", declared["endpoint"].default)
+    return isinstance(value, str) and bool(value.strip())
+
+
 def local_ref_problems(declared: dict[str, Param], params: dict[str, Any], where: str = "") -> list[str]:
     """Every local reference of a notebook about to start, offline: :func:`checkpoint_problems`, the main
     ``model`` when no ``endpoint`` serves it and ``rl_prompts`` (:func:`model_and_prompt_refs`); one line
@@ -136,7 +147,6 @@ def local_ref_problems(declared: dict[str, Param], params: dict[str, Any], where
     when the earlier notebooks' outputs must exist."""
     problems = checkpoint_problems(declared, params, where)
     prefix = f"{where}: " if where else ""
-    served = bool(params.get("endpoint", declared["endpoint"].default if "endpoint" in declared else ""))
-    problems += [prefix + problem for _, _, problem in model_and_prompt_refs(declared, params, served=served)
-                 if problem]
+    problems += [prefix + problem for _, _, problem in model_and_prompt_refs(
+        declared, params, served=main_endpoint_set(declared, params)) if problem]
     return problems

@@ -371,3 +371,29 @@ def test_papermill_does_not_warn_about_parameters_the_kit_checked(tmp_path, capl
     with caplog.at_level(logging.WARNING, logger="papermill"):
         run_notebook("01", "smoke", {"mode": "b"}, tmp_path / "o", notebooks_dir=d)
     assert not [r for r in caplog.records if "unknown parameter" in r.getMessage()]
+
+
+@pytest.mark.parametrize("endpoint", ["", "   ", None, "undeclared"])
+def test_model_is_checked_locally_unless_an_endpoint_serves_it(tmp_path, endpoint):
+    """The sequence's re-check before a notebook (``local_ref_problems``) and the preflight apply one
+    rule: a blank ``endpoint`` (or none declared) serves nothing, so ``model`` must load in process."""
+    from kit.cli_params import Param, preflight_endpoints
+    from kit.cli_refs import local_ref_problems, main_endpoint_set
+    from kit.policy.factory import ModelUnavailable
+
+    missing = str(tmp_path / "no-such-checkpoint")
+    declared = {"model": Param("model", "", ("str",))}
+    params = {"model": missing}
+    if endpoint == "undeclared":
+        params["endpoint"] = "http://127.0.0.1:9/v1"  # a stray value of a parameter it lacks
+    elif endpoint is not None:
+        declared["endpoint"] = Param("endpoint", "", ("str",))
+        params["endpoint"] = endpoint
+    assert not main_endpoint_set(declared, params)
+    (problem,) = local_ref_problems(declared, params, "notebook 04")
+    assert problem.startswith("notebook 04: ") and "no-such-checkpoint" in problem
+    with pytest.raises(ModelUnavailable, match="no-such-checkpoint"):
+        preflight_endpoints(declared, params)
+    declared["endpoint"] = Param("endpoint", "", ("str",))
+    assert main_endpoint_set(declared, {"endpoint": " http://h/v1 "})
+    assert local_ref_problems(declared, {"model": missing, "endpoint": "http://h/v1"}) == []

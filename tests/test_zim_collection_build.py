@@ -293,5 +293,30 @@ def test_search_over_a_damaged_store_is_a_backend_error(zims, tmp_path):
         db.execute("UPDATE blocks SET data = x'01ffff'")
     db.close()
     again = LocalZimWeb([zims[100]], index_dir=tmp_path)  # a cold start over the damaged store
-    with pytest.raises(BackendError, match="gen_100.zim: index and store disagree.*damaged.*delete"):
+    disagree = "gen_100.zim: index and store disagree.*damaged.*delete"
+    with pytest.raises(BackendError, match=disagree):
         again.search_sync("castle", 3)
+    with pytest.raises(BackendError, match=disagree):  # ranking names each hit's path
+        again.rank_sync("castle", 3)
+    with pytest.raises(BackendError, match=disagree):  # the image's page is read for its title
+        again.image_search_sync("castle picture", 3)
+    # a Wikipedia URL whose slug is not a path goes through the title table and its block
+    with pytest.raises(BackendError, match=disagree):
+        again.fetch_sync("https://en.wikipedia.org/wiki/article_7_" + WORDS[7].upper())
+    assert again.fetch_sync("zim://gen_100/A/Article_7").title  # the archive itself is intact
+
+
+def test_a_frame_header_claiming_huge_content_is_refused_before_allocating():
+    import zstandard
+
+    from kit.web.zim import store as store_mod
+
+    codec = store_mod.TextCodec()
+    frame = codec.pack(b"x" * 1000)
+    assert codec.unpack(frame) == b"x" * 1000
+    # a frame whose header claims 2**40 bytes (as a damaged header could): magic, descriptor
+    # (8-byte content size, single segment), the size, one empty raw block
+    claim = b"\x28\xb5\x2f\xfd" + bytes([0b1110_0000]) + (1 << 40).to_bytes(8, "little")
+    assert zstandard.frame_content_size(claim + b"\x01\x00\x00") == 1 << 40
+    with pytest.raises(ValueError, match="claims 1099511627776 bytes"):
+        codec.unpack(bytes((0,)) + claim + b"\x01\x00\x00")

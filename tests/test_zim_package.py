@@ -36,7 +36,7 @@ def test_old_import_paths_still_resolve():
     assert len(zim.__all__) == len(set(zim.__all__))
     missing = {n for n in USED_BY_CALLERS if not hasattr(zim, n)}
     assert not missing
-    assert zim.INDEX_FORMAT == 7  # 4: shared image decoder (kit.images); 5: on-disk stores; 6: zstd text; 7: blocks
+    assert zim.INDEX_FORMAT == 8  # 5: on-disk stores; 6: zstd text; 7: blocks; 8: page titles
 
 
 def test_re_exports_are_the_objects_the_code_reads():

@@ -12,6 +12,7 @@ import multiprocessing
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import libzim.reader
@@ -241,6 +242,17 @@ class _ZimArchive:
         self.articles, self.images = ArticleView(store), ImageView(store)
         self.title_map = TitleMap(store)
         self.ready = True
+
+    @contextmanager
+    def store_reads(self) -> Iterator[ArchiveStore]:
+        """The store, its read errors (IndexError: an id it lacks; ValueError: a missing or
+        damaged block) raised as :class:`~kit.types.BackendError` naming the folder to delete:
+        a search never fails with a traceback of the store's internals."""
+        try:
+            yield self.store
+        except (IndexError, ValueError) as exc:
+            raise BackendError(f"{self.file.name}: index and store disagree ({exc}); delete "
+                               f"{self.index_dir} to rebuild it") from exc
 
     def article_text(self, doc: int) -> str:
         """The indexed body text of article ``doc`` (without its title line), from the store."""

@@ -194,11 +194,23 @@ class LocalZimWeb:
         query = self._check_query(query)
         self._check_num(num)
         self.ensure_ready()
+        ranked = self._rank(query, num)
+        records = self._hit_records(ranked)
         members = self.collection.members
-        out = []
-        for s, key, _, _ in self._rank(query, num):
-            arch = members[key >> 40]
-            out.append((arch.stem, arch.articles[key & _ITEM_MASK]["path"], -s))
+        return [(members[key >> 40].stem, records[key >> 40][key & _ITEM_MASK][0], -s)
+                for s, key, _, _ in ranked]
+
+    def _hit_records(self, ranked: list) -> dict[int, dict]:
+        """{member: {article: record}} of ``_rank``'s hits, each member's read in one store
+        statement; raises BackendError when a store lacks them or is damaged."""
+        docs: dict[int, list[int]] = {}
+        for _, key, _, _ in ranked:
+            docs.setdefault(key >> 40, []).append(key & _ITEM_MASK)
+        members = self.collection.members
+        out = {}
+        for m, ds in docs.items():
+            with members[m].store_reads() as store:
+                out[m] = store.records(ds)
         return out
 
     def search_sync(self, query: str, num: int) -> list[SearchHit]:
@@ -221,10 +233,7 @@ class LocalZimWeb:
         self.ensure_ready()
         ranked = self._rank(query, num)
         members = self.collection.members
-        docs: dict[int, list[int]] = {}  # member -> its hits' articles, read in one go
-        for _, key, _, _ in ranked:
-            docs.setdefault(key >> 40, []).append(key & _ITEM_MASK)
-        records = {m: self._articles(members[m], ds) for m, ds in docs.items()}
+        records = self._hit_records(ranked)
         out = []
         keys_by_lang: dict[int, list[tuple[str, str]]] = {}
         for _, key, li, _addr in ranked:
@@ -237,16 +246,6 @@ class LocalZimWeb:
             out.append(SearchHit(title=title, url=arch.url(path),
                                  snippet=make_snippet(body, keys, li.analyzer), date=arch.date))
         return out
-
-    @staticmethod
-    def _articles(arch: _ZimArchive, docs: list[int]) -> dict:
-        """Records of articles ``docs`` (one store statement for the blocks not cached).
-        Raises BackendError when the store lacks them or is damaged."""
-        try:
-            return arch.store.records(docs)
-        except (IndexError, ValueError) as exc:
-            raise BackendError(f"{arch.file.name}: index and store disagree ({exc}); delete "
-                               f"{arch.index_dir} to rebuild it") from exc
 
     async def search(self, query: str, num: int) -> list[SearchHit]:
         """Async :meth:`search_sync`, run in a worker thread so a slow query never blocks other episodes
@@ -268,25 +267,20 @@ class LocalZimWeb:
                         content=data, mime=mime)
 
     @staticmethod
-    def _records(arch: _ZimArchive, ids, pages: bool = True) -> dict[int, _ImageRecord]:
-        """Image records of ``ids``, with their pages unless ``pages`` is False: one store
-        statement (per 500 ids), and one for the pages' blocks."""
+    def _records(arch: _ZimArchive, ids) -> dict[int, _ImageRecord]:
+        """Image records of ``ids`` with their pages' titles (no page's block read): one store
+        statement per 500 ids. Raises BackendError when the store disagrees or is damaged."""
         if not ids:
             return {}
-        try:
-            return arch.store.images_with_pages(ids, pages=pages)
-        except (IndexError, ValueError) as exc:  # the store does not match the index, or is damaged
-            raise BackendError(f"{arch.file.name}: index and store disagree ({exc}); delete "
-                               f"{arch.index_dir} to rebuild it") from exc
+        with arch.store_reads() as store:
+            return store.images_with_pages(ids, pages=False)
 
     @staticmethod
     def _add_pages(arch: _ZimArchive, occurrences: list[dict]) -> None:
-        """The page fields of the occurrences shown (:meth:`ArchiveStore.add_pages`)."""
-        try:
-            arch.store.add_pages(occurrences)
-        except (IndexError, ValueError) as exc:
-            raise BackendError(f"{arch.file.name}: index and store disagree ({exc}); delete "
-                               f"{arch.index_dir} to rebuild it") from exc
+        """The page fields of the occurrences shown (:meth:`ArchiveStore.add_pages`: one
+        statement for their blocks); raises BackendError like :meth:`_records`."""
+        with arch.store_reads() as store:
+            store.add_pages(occurrences)
 
     def image_search_sync(self, query: str, num: int) -> list[ImageHit]:
         """Text-to-image search (Table 4 ``web_search_for_image``).
@@ -321,7 +315,7 @@ class LocalZimWeb:
         top = merged[:num]
         recs = {mi: self._records(self.collection.members[mi], [i for _, m, i in top if m == mi])
                 for mi in {m for _, m, _ in top}}
-        out = []
+        shown = []
         for _, mi, idx in top:
             arch, rec = self.collection.members[mi], recs[mi][idx]
             qtok = set(arch.analyzer.analyze(query))
@@ -332,8 +326,10 @@ class LocalZimWeb:
                     f"{o['caption']} {o['alt']} {o['page_title']}"))),
                     o.get("position", 0), o["doc"]),
             )
-            out.append(self._image_hit(arch, rec, best))
-        return out
+            shown.append((mi, rec, best))
+        for mi in recs:  # only the pages shown are read (their blocks), one statement an archive
+            self._add_pages(self.collection.members[mi], [o for m, _, o in shown if m == mi])
+        return [self._image_hit(self.collection.members[mi], rec, occ) for mi, rec, occ in shown]
 
     async def image_search(self, query: str, num: int) -> list[ImageHit]:
         """Async :meth:`image_search_sync`."""
@@ -396,7 +392,7 @@ class LocalZimWeb:
             group = matches[done:end]
             for ai in {a for _, a, _ in group}:
                 recs.setdefault(ai, {}).update(self._records(
-                    self.archives[ai], [i for _, a, i in group if a == ai], pages=False))
+                    self.archives[ai], [i for _, a, i in group if a == ai]))
             for dist, ai, idx in group:
                 for occ in sorted(recs[ai][idx].occurrences,
                                   key=lambda o: (o.get("position", 0), o["doc"])):

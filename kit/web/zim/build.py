@@ -79,6 +79,7 @@ CREATE TABLE IF NOT EXISTS b.hashes(image INTEGER PRIMARY KEY, h BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS b.pending(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
     title TEXT NOT NULL, first TEXT NOT NULL, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS b.titles(id INTEGER PRIMARY KEY, key INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS b.page_titles(doc INTEGER PRIMARY KEY, title TEXT NOT NULL);
 """
 
 
@@ -242,6 +243,8 @@ def _articles(arch, db, runner: _Runner, stats: dict) -> None:
                            (next_doc, title_hash(title.casefold())))
                 db.executemany("INSERT INTO b.refs(doc, src, alt, caption, context) "
                                "VALUES (?, ?, ?, ?, ?)", [(next_doc, *r) for r in refs])
+                if refs:
+                    db.execute("INSERT INTO b.page_titles VALUES (?, ?)", (next_doc, title))
                 next_doc += 1
             if not trained and sum(len(r[3]) for r in pending) >= store_mod.ZDICT_SAMPLES:
                 codec, trained = TextCodec.train([r[3] for r in pending]), True
@@ -349,6 +352,9 @@ def _finish(db: sqlite3.Connection, out: Path) -> int:
                 "SELECT s.image, r.doc, row_number() OVER (PARTITION BY r.doc ORDER BY r.id) - 1,"
                 " r.alt, r.caption, r.context FROM b.refs r JOIN b.srcs s ON s.src = r.src "
                 "WHERE s.image IS NOT NULL")
+            db.execute("DELETE FROM page_titles")  # of the pages that kept an image
+            db.execute("INSERT INTO page_titles SELECT doc, title FROM b.page_titles "
+                       "WHERE doc IN (SELECT doc FROM occurrences) ORDER BY doc")
             db.execute("DELETE FROM titles")
             # sorted: the WITHOUT ROWID table fills page after page, not at random hashes
             db.execute("INSERT INTO titles SELECT key, id FROM b.titles ORDER BY key, id")

@@ -27,8 +27,10 @@ log = logging.getLogger(__name__)
 #: (not in tantivy), streaming resumable build (kit.web.zim.build). 6: article text as zstd
 #: frames with a per-archive trained dictionary, 16 KB store pages, collection indexes committed
 #: in steps (resumable). 7: article records (path, title, first sentence, text) in compressed
-#: blocks of 16, titles looked up by a 64-bit hash (index 2.45 -> ~1.9 KB an article).
-INDEX_FORMAT = 7
+#: blocks of 32 on 4 KB pages, titles looked up by a 64-bit hash (index 2.45 -> ~1.9 KB an
+#: article). 8: the titles of pages that show an image in their own table (image search reads
+#: one block a hit, not one a page of the image).
+INDEX_FORMAT = 8
 
 
 def _write_json_atomic(path: Path, obj: object) -> None:

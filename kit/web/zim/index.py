@@ -269,8 +269,7 @@ class _Collection:
                 idoc = tantivy.Document(
                     caption=joined("caption"), alt=joined("alt"), context=joined("context"),
                     fname=filename_words(rec.path),
-                    title="\n".join(dict.fromkeys(arch.articles[o["doc"]]["title"]
-                                                  for o in occs)),
+                    title="\n".join(dict.fromkeys(o["page_title"] for o in occs)),
                 )
                 idoc.add_unsigned("key", _key(mi, i))
                 yield idoc

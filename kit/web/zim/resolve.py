@@ -39,8 +39,9 @@ def lookup_title(arch: _ZimArchive, title: str, ensure_ready: Callable[[], objec
         if entry is not None:
             return entry
     ensure_ready()
-    idx = arch.title_map.get(title.replace("_", " ").casefold())
-    return arch.entry(arch.articles[idx]["path"]) if idx is not None else None
+    with arch.store_reads() as store:  # a damaged store is a BackendError, not a traceback
+        idx = store.title_id(title.replace("_", " ").casefold())
+        return arch.entry(store.record(idx)[0]) if idx is not None else None
 
 
 def resolve_entry(web: LocalZimWeb, url: str):

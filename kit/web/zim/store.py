@@ -17,6 +17,9 @@ Tables (ids are 0-based, in extraction order, as the BM25 index keys name them):
   less text than a sample), and ``articles``, the article count.
 * ``images(id, path, mime, width, height)`` and ``occurrences(image, doc, position, alt,
   caption, context)`` (``position``: rank among the page's indexed images, 0 = lead image).
+* ``page_titles(doc, title)``: the title of every page that shows an indexed image, so image
+  search picks an image's page and the image index names its pages without decompressing a
+  block a page (a picture on thousands of pages would cost thousands of blocks a search).
 
 Redirects are not stored: libzim follows them on demand (:meth:`_ZimArchive.entry`).
 The views (:class:`ArticleView`, :class:`ImageView`, :class:`TitleMap`) keep the list/dict
@@ -49,6 +52,7 @@ CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNI
     mime TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS occurrences(image INTEGER NOT NULL, doc INTEGER NOT NULL,
     position INTEGER NOT NULL, alt TEXT NOT NULL, caption TEXT NOT NULL, context TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS page_titles(doc INTEGER PRIMARY KEY, title TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 """
 #: SQLite page size of a store (kit: a block overflows onto full pages and leaves a remainder of
@@ -75,7 +79,8 @@ class _ImageRecord:
     mime: str
     width: int
     height: int
-    occurrences: list[dict]  # {"doc", "alt", "caption", "context", "position"}, (doc, position)
+    #: {"doc", "position", "alt", "caption", "context", "page_title"}, in (doc, position) order
+    occurrences: list[dict]
 
 
 #: zstd level of the article blocks (kit, measured on 5,000 generated 4.2 KB articles in
@@ -86,6 +91,9 @@ ZSTD_LEVEL = 9
 #: guidance is samples of ~10-100x the dictionary; archives with less text get none).
 ZDICT_MAX, ZDICT_SAMPLES = 131_072, 1_048_576
 _PLAIN, _DICT = 0, 1  # first byte of a stored frame: its dictionary
+#: Largest decoded frame a store reads (a block of 32 articles is ~140 KB; Wikipedia's longest
+#: article ~1 MB of text): anything above is a damaged header.
+FRAME_MAX = 1 << 30
 
 
 class TextCodec:
@@ -122,11 +130,18 @@ class TextCodec:
         return bytes((_PLAIN,)) + self._plain_c.compress(raw)
 
     def unpack(self, blob: bytes) -> bytes:
+        """Raises ValueError (or ``zstandard.ZstdError``) on a frame this codec did not write,
+        including one whose header claims more than :data:`FRAME_MAX` bytes (a damaged header
+        would otherwise be an allocation of that size)."""
+        frame = blob[1:]
+        size = zstandard.frame_content_size(frame)
+        if size > FRAME_MAX:
+            raise ValueError(f"a text frame claims {size} bytes (at most {FRAME_MAX})")
         if blob[:1] == bytes((_DICT,)):
             if not self.zdict:
                 raise ValueError("a text frame needs the store's dictionary, which is missing")
-            return self._dict_d.decompress(blob[1:])
-        return self._plain_d.decompress(blob[1:])
+            return self._dict_d.decompress(frame)
+        return self._plain_d.decompress(frame)
 
 
 def read_codec(db: sqlite3.Connection) -> TextCodec:
@@ -221,26 +236,25 @@ class ArchiveStore:
             self._blocks.popitem(last=False)
         return recs
 
-    def _block(self, b: int) -> list[Record]:
-        """Decoded block ``b`` (caller holds the lock). Raises ValueError on a damaged block."""
-        recs = self._blocks.get(b)
-        if recs is not None:
-            self._blocks.move_to_end(b)
-            return recs
-        row = self.db.execute("SELECT data FROM blocks WHERE id = ?", (b,)).fetchone()
-        if row is None:
-            raise ValueError(f"{self.path}: article block {b} is missing")
-        return self._decode(b, row[0])
-
     def records(self, ids: Sequence[int]) -> dict[int, Record]:
         """{id: record} of articles ``ids``, the blocks not cached read in one statement per
-        :data:`IN_MAX` blocks. Raises IndexError for an id with no article."""
+        :data:`IN_MAX` blocks (the cache is an LRU: blocks found are refreshed, and a call that
+        needs more than :data:`BLOCK_CACHE` blocks leaves its last ones cached).
+
+        Raises:
+            IndexError: an id with no article.
+            ValueError: a block that is missing, short or damaged.
+        """
         for i in ids:
             if not 0 <= i < self.n_articles:
                 raise IndexError(f"no article {i}")
         want = sorted({i // BLOCK for i in ids})
         with self.lock:
-            got = {b: self._blocks[b] for b in want if b in self._blocks}
+            got = {}
+            for b in want:
+                if b in self._blocks:
+                    self._blocks.move_to_end(b)
+                    got[b] = self._blocks[b]
             missing = [b for b in want if b not in got]
             for lo in range(0, len(missing), IN_MAX):
                 part = missing[lo: lo + IN_MAX]
@@ -259,15 +273,8 @@ class ArchiveStore:
         return out
 
     def record(self, i: int) -> Record:
-        """(path, title, first sentence, body text) of article ``i``; IndexError when none."""
-        if not 0 <= i < self.n_articles:
-            raise IndexError(f"no article {i}")
-        with self.lock:
-            recs = self._block(i // BLOCK)
-        try:
-            return recs[i % BLOCK]
-        except IndexError:
-            raise ValueError(f"{self.path}: article block {i // BLOCK} is short") from None
+        """(path, title, first sentence, body text) of article ``i``; raises like :meth:`records`."""
+        return self.records([i])[i]
 
     def article(self, i: int) -> dict:
         """{"path", "title", "first"} of article ``i``; IndexError when there is none."""
@@ -316,32 +323,28 @@ class ArchiveStore:
             yield {"path": path, "title": title, "first": first}
 
     def image(self, i: int) -> _ImageRecord:
-        """Image ``i`` with its occurrences in (doc, position) order; IndexError if none."""
-        with self.lock:
-            row = self.db.execute("SELECT path, mime, width, height FROM images WHERE id = ?",
-                                  (i,)).fetchone()
-            occs = self.db.execute("SELECT doc, position, alt, caption, context FROM occurrences"
-                                   " WHERE image = ? ORDER BY doc, position", (i,)).fetchall()
-        if row is None:
-            raise IndexError(f"no image {i}")
-        return _ImageRecord(row[0], row[1], row[2], row[3], [
-            {"doc": d, "position": p, "alt": a, "caption": c, "context": x}
-            for d, p, a, c, x in occs])
+        """Image ``i`` with its occurrences in (doc, position) order, each with its page's
+        ``page_title``. Raises IndexError if there is no image ``i`` (or the store lacks a
+        page's title: see :meth:`images_with_pages`)."""
+        return self.images_with_pages([i], pages=False, bare_ok=True)[i]
 
-    def images_with_pages(self, ids: Sequence[int], pages: bool = True) -> dict[int, _ImageRecord]:
-        """Images ``ids`` with their occurrences, each occurrence also carrying its page's
-        ``page_path``, ``page_title`` and ``page_first``: one statement per :data:`IN_MAX` ids
-        and one for the pages' blocks not cached (issue 17: image and reverse search read their hits
-        in one go, not one look-up per image and per occurrence). Occurrences in (doc,
-        position) order, as :meth:`image`. ``pages=False``: without the page fields (no block
-        read; :meth:`add_pages` fills them for the occurrences a caller shows).
+    def images_with_pages(self, ids: Sequence[int], pages: bool = True,
+                          bare_ok: bool = False) -> dict[int, _ImageRecord]:
+        """Images ``ids`` with their occurrences in (doc, position) order, each with its page's
+        ``page_title`` (table ``page_titles``: no block is read), in one statement per
+        :data:`IN_MAX` ids (issue 17: image and reverse search read their hits in one go, not
+        one look-up per image and per occurrence). ``pages``: also each page's ``page_path``
+        and ``page_first`` (:meth:`add_pages`: one statement for the blocks not cached); a
+        caller that shows one page of an image asks for it alone.
 
         Raises:
             TypeError: an id that is not an int (``1.7``, ``"3"``, ``None``, ``True``).
             IndexError: an id outside ``0 <= id < 2**63`` (SQLite's INTEGER range), an id with no
-                image, an image with no occurrences (the build stores only images some page shows),
-                or an occurrence whose page is missing. :meth:`LocalZimWeb._records` turns these
-                into ``BackendError`` (index and store disagree).
+                image, an image with no occurrences unless ``bare_ok`` (the build stores only
+                images some page shows), or an occurrence whose page is missing or has no
+                title row. :meth:`LocalZimWeb._records` turns these into ``BackendError`` (index
+                and store disagree).
+            ValueError: (``pages``) a damaged block.
         """
         import numbers  # local: this method's own check (numpy ints are ints too)
 
@@ -357,37 +360,37 @@ class ArchiveStore:
             with self.lock:
                 rows = self.db.execute(
                     "SELECT i.id, i.path, i.mime, i.width, i.height, o.doc, o.position, o.alt,"
-                    " o.caption, o.context FROM images i LEFT JOIN occurrences o ON o.image = i.id"
+                    " o.caption, o.context, t.title FROM images i"
+                    " LEFT JOIN occurrences o ON o.image = i.id"
+                    " LEFT JOIN page_titles t ON t.doc = o.doc"
                     f" WHERE i.id IN ({','.join('?' * len(part))}) ORDER BY i.id, o.doc, o.position",
                     part).fetchall()
-            bad = next(((i, d) for i, *_r, d, _p, _a, _c, _x in rows
-                        if d is not None and not 0 <= d < self.n_articles), None)
-            if bad is not None:
-                raise IndexError(f"image {bad[0]}: occurrence on missing article {bad[1]}")
-            docs = self.records([r[5] for r in rows if r[5] is not None]) if pages else {}
-            for i, path, mime, w, h, d, p, alt, cap, ctx in rows:
+            for i, path, mime, w, h, d, p, alt, cap, ctx, title in rows:
                 rec = out.get(i)
                 if rec is None:
                     rec = out[i] = _ImageRecord(path, mime, w, h, [])
                 if d is None:  # LEFT JOIN: an image without occurrences
                     continue
-                occ = {"doc": d, "position": p, "alt": alt, "caption": cap, "context": ctx}
-                if pages:
-                    ppath, ptitle, pfirst, _ = docs[d]
-                    occ |= {"page_path": ppath, "page_title": ptitle, "page_first": pfirst}
-                rec.occurrences.append(occ)
+                if not 0 <= d < self.n_articles:
+                    raise IndexError(f"image {i}: occurrence on missing article {d}")
+                if title is None:
+                    raise IndexError(f"image {i}: page {d} has no title row")
+                rec.occurrences.append({"doc": d, "position": p, "alt": alt, "caption": cap,
+                                        "context": ctx, "page_title": title})
         missing = [i for i in want if i not in out]
         if missing:
             raise IndexError(f"no image {missing[0]}")
         bare = next((i for i, rec in out.items() if not rec.occurrences), None)
-        if bare is not None:  # a search hit needs a page to show it on
+        if bare is not None and not bare_ok:  # a search hit needs a page to show it on
             raise IndexError(f"image {bare} has no occurrences")
+        if pages:
+            self.add_pages([o for rec in out.values() for o in rec.occurrences])
         return out
 
     def add_pages(self, occurrences: Sequence[dict]) -> None:
         """Set ``page_path``, ``page_title`` and ``page_first`` on each of ``occurrences`` (as
         :meth:`images_with_pages` returns them), their pages' blocks read in one statement.
-        Raises IndexError for an occurrence whose page is missing."""
+        Raises like :meth:`records`."""
         docs = self.records([o["doc"] for o in occurrences])
         for o in occurrences:
             path, title, first, _ = docs[o["doc"]]
