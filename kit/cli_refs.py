@@ -112,7 +112,7 @@ def model_and_prompt_refs(declared: dict[str, Param], params: dict[str, Any], *,
     (``served`` False; :func:`kit.policy.factory.local_model_problem`) and for ``rl_prompts``
     (:func:`kit.rl.prompts.rl_prompts_problem`), each when set and not an output ``written`` by an
     earlier notebook of a sequence plan (:func:`written_by_plan`). Offline. The one check behind
-    :func:`kit.cli_params.preflight_endpoints` and :func:`local_ref_problems`."""
+    :func:`kit.cli_endpoints.preflight_endpoints` and :func:`local_ref_problems`."""
     written = written or {}
     value = {k: params.get(k, p.default) for k, p in declared.items()}
     out: list[tuple[str, str, str | None]] = []
@@ -129,15 +129,17 @@ def model_and_prompt_refs(declared: dict[str, Param], params: dict[str, Any], *,
     return out
 
 
-def main_endpoint_set(declared: dict[str, Param], params: dict[str, Any]) -> bool:
-    """Whether the notebook declares ``endpoint`` and its value (override, else default) is a
-    non-blank string: the main model is then served, not loaded in process. The one rule of
-    :func:`kit.cli_params.named_endpoints` (which strips it) and :func:`local_ref_problems` (an
-    undeclared or whitespace ``endpoint`` serves nothing)."""
-    if "endpoint" not in declared:
-        return False
-    value = params.get("endpoint", declared["endpoint"].default)
+def endpoint_named(value: Any) -> bool:
+    """Whether an ``*endpoint`` value names an endpoint: a non-blank string (a blank one names none,
+    here, in :func:`kit.cli_endpoints.named_endpoints` and in :func:`kit.policy.factory.make_policy`)."""
     return isinstance(value, str) and bool(value.strip())
+
+
+def main_endpoint_set(declared: dict[str, Param], params: dict[str, Any]) -> bool:
+    """Whether the notebook declares ``endpoint`` and its value (override, else default) names one
+    (:func:`endpoint_named`): the main model is then served, not loaded in process. Behind
+    :func:`kit.cli_endpoints.preflight_endpoints` and :func:`local_ref_problems` alike."""
+    return "endpoint" in declared and endpoint_named(params.get("endpoint", declared["endpoint"].default))
 
 
 def local_ref_problems(declared: dict[str, Param], params: dict[str, Any], where: str = "") -> list[str]:

@@ -105,7 +105,11 @@ def _dump(index_dir: Path) -> tuple:
     try:
         tables = tuple(db.execute(f"SELECT * FROM {t} ORDER BY {order}").fetchall()
                        for t, order in (("blocks", "id"), ("titles", "key, id"), ("meta", "key"),
-                                        ("images", "rowid"), ("occurrences", "rowid")))
+                                        ("images", "rowid"), ("occurrences", "rowid"),
+                                        ("page_titles", "doc")))
+        # a title row for exactly the pages that show a kept image
+        assert [d for (d,) in db.execute("SELECT doc FROM page_titles ORDER BY doc")] == [
+            d for (d,) in db.execute("SELECT DISTINCT doc FROM occurrences ORDER BY doc")]
     finally:
         db.close()
     return tables, np.load(index_dir / "hashes.npy").tobytes()
@@ -377,3 +381,43 @@ def test_index_build_shows_progress_per_chunk(zims, tmp_path, monkeypatch):
     LocalZimWeb([zims[100]], index_dir=tmp_path).archives[0].ensure_ready()
     assert [b.desc.rsplit(": ", 1)[1] for b in bars] == ["articles", "images"]
     assert all(b.total >= 1 and b.n == b.total for b in bars)
+
+
+def test_page_titles_hold_exactly_the_pages_that_show_a_kept_image(tmp_path):
+    """A page whose only image is undecodable, and a page with none, get no title row."""
+    path = tmp_path / "few.zim"
+    creator = libzim.writer.Creator(str(path)).config_indexing(False, "eng")
+    with creator:
+        creator.add_metadata("Language", "eng")
+        pages = {"A/Shows": '<img src="../I/good.png" alt="a good picture">',
+                 "A/Broken": '<img src="../I/broken.png" alt="broken">', "A/None": ""}
+        for p, img in pages.items():
+            title = p[2:] + " page"
+            creator.add_item(_Item(p, title, "text/html", f"<html><head><title>{title}</title></head>"
+                                   f"<body><p>{title} is a page about rivers and castles.</p>{img}</body></html>"))
+        creator.add_item(_Item("I/good.png", "", "image/png", _png(1)))
+        creator.add_item(_Item("I/broken.png", "", "image/png", b"\x89PNG\r\n\x1a\n" + b"x" * 300))
+    web = LocalZimWeb([path], index_dir=tmp_path / "i")
+    web.ensure_ready()
+    arch = web.archives[0]
+    rows = arch.store.db.execute("SELECT doc, title FROM page_titles").fetchall()
+    assert [t for _, t in rows] == ["Shows page"]
+    assert arch.articles[rows[0][0]]["title"] == "Shows page"
+    (hit,) = web.image_search_sync("good picture", 5)
+    assert (hit.title, hit.page_url) == ("Shows page", arch.url("A/Shows"))
+
+
+def test_block_cache_is_an_lru_refreshed_on_hits(zims, tmp_path, monkeypatch):
+    from kit.web.zim import store as store_mod
+
+    monkeypatch.setattr(store_mod, "BLOCK_CACHE", 2)
+    web = LocalZimWeb([zims[1000]], index_dir=tmp_path)
+    web.ensure_ready()
+    store, B = web.archives[0].store, store_mod.BLOCK
+    store._blocks.clear()
+    store.records([0, B])        # blocks 0, 1
+    store.records([5])           # block 0 found: now the most recent
+    store.records([2 * B])       # block 2 evicts the least recent, block 1
+    assert list(store._blocks) == [0, 2]
+    assert store.records([3 * B, 4 * B, 5 * B, 1])[1] == store.record(1)  # more blocks than it holds
+    assert len(store._blocks) <= 2

@@ -233,7 +233,8 @@ def test_pool_workers_replaced_every_few_chunks_give_the_same_store(zims, tmp_pa
         db = sqlite3.connect(tmp_path / name / STORE_FILE)
         dumps.append([db.execute(f"SELECT * FROM {t} ORDER BY {order}").fetchall()
                       for t, order in (("blocks", "id"), ("titles", "key, id"),
-                                       ("images", "rowid"), ("occurrences", "rowid"))])
+                                       ("images", "rowid"), ("occurrences", "rowid"),
+                                       ("page_titles", "doc"))])
         db.close()
     assert dumps[0] == dumps[1] and len(dumps[0][1]) == 100  # one title row an article
 
@@ -298,7 +299,7 @@ def test_search_over_a_damaged_store_is_a_backend_error(zims, tmp_path):
         again.search_sync("castle", 3)
     with pytest.raises(BackendError, match=disagree):  # ranking names each hit's path
         again.rank_sync("castle", 3)
-    with pytest.raises(BackendError, match=disagree):  # the image's page is read for its title
+    with pytest.raises(BackendError, match=disagree):  # the page shown is read for its path
         again.image_search_sync("castle picture", 3)
     # a Wikipedia URL whose slug is not a path goes through the title table and its block
     with pytest.raises(BackendError, match=disagree):

@@ -138,7 +138,10 @@ def test_reverse_search_reads_only_the_pages_it_shows(web, monkeypatch):
     assert many >= 2  # some query matched on several pages
 
 
-def test_images_with_pages_equals_per_item_records_across_in_lists(web, monkeypatch):
+def test_images_with_pages_equals_the_tables_across_in_lists(web, monkeypatch):
+    """Every field of ``images_with_pages`` against plain per-image SQL over ``images`` and
+    ``occurrences`` and the pages' own records (blocks): one statement an IN list, a second for
+    the blocks only with ``pages=True``."""
     from kit.web.zim import store
 
     IN_MAX = 40
@@ -149,16 +152,25 @@ def test_images_with_pages_equals_per_item_records_across_in_lists(web, monkeypa
     ids = list(range(n))
     with _count_sql(web) as count:
         got = arch.store.images_with_pages(ids[::-1] + [0])  # any order, duplicates
-    # one statement an IN list, and one for the blocks of its pages not read before
+    assert count[0] == -(-n // IN_MAX)  # one statement an IN list, no block read
+    with _count_sql(web) as count:
+        with_pages = arch.store.images_with_pages(ids, pages=True)
     assert -(-n // IN_MAX) < count[0] <= 2 * -(-n // IN_MAX)
-    assert sorted(got) == ids
-    for i in (0, IN_MAX - 1, IN_MAX, n - 1):
-        rec, per_item = got[i], arch.images[i]
-        assert (rec.path, rec.mime, rec.width, rec.height) == (
-            per_item.path, per_item.mime, per_item.width, per_item.height)
-        assert [{k: o[k] for k in per_item.occurrences[0]} for o in rec.occurrences] == per_item.occurrences
-        assert [o["page_title"] for o in rec.occurrences] == [
-            arch.articles[o["doc"]]["title"] for o in per_item.occurrences]
+    assert sorted(got) == sorted(with_pages) == ids
+    db = arch.store.db
+    for i in ids:
+        rec = got[i]
+        assert (rec.path, rec.mime, rec.width, rec.height) == db.execute(
+            "SELECT path, mime, width, height FROM images WHERE id = ?", (i,)).fetchone()
+        rows = db.execute("SELECT doc, position, alt, caption, context FROM occurrences "
+                          "WHERE image = ? ORDER BY doc, position", (i,)).fetchall()
+        assert rows and [(o["doc"], o["position"], o["alt"], o["caption"], o["context"])
+                         for o in rec.occurrences] == rows
+        for o, op in zip(rec.occurrences, with_pages[i].occurrences, strict=True):
+            path, title, first, _ = arch.store.record(o["doc"])
+            assert o["page_title"] == title and "page_path" not in o
+            assert {k: op[k] for k in ("page_path", "page_title", "page_first")} == {
+                "page_path": path, "page_title": title, "page_first": first}
     with pytest.raises(IndexError, match=f"no image {n}"):
         arch.store.images_with_pages([0, n])
 
@@ -169,7 +181,7 @@ def test_store_that_lacks_an_indexed_image_is_a_backend_error(web, monkeypatch):
     hit = web.image_search_sync("Ray Charles", 1)[0]
     arch = web._archive(hit.domain)
 
-    def missing(ids, pages=True):
+    def missing(ids, **_kw):
         raise IndexError(f"no image {max(ids)}")
 
     monkeypatch.setattr(arch.store, "images_with_pages", missing)

@@ -265,6 +265,7 @@ def make_policy(model: str = "", endpoint: str = "", *, api_key_env: str = "OPEN
         ModelUnavailable: a named endpoint/model cannot be used (never replaced by the tiny model), or
             nothing is named and ``allow_fallback`` is False.
     """
+    endpoint = endpoint.strip()  # a blank endpoint names none (kit.cli_refs.main_endpoint_set)
     if endpoint:
         key = os.environ.get(api_key_env)
         name, ids = check_endpoint(endpoint, model, key)

@@ -246,22 +246,20 @@ class _ZimArchive:
     @contextmanager
     def store_reads(self) -> Iterator[ArchiveStore]:
         """The store, its read errors (IndexError: an id it lacks; ValueError: a missing or
-        damaged block) raised as :class:`~kit.types.BackendError` naming the folder to delete:
-        a search never fails with a traceback of the store's internals."""
+        damaged block; ``sqlite3.Error``: a damaged file) raised as
+        :class:`~kit.types.BackendError` naming the folder to delete: a search never fails with a
+        traceback of the store's internals."""
+        if self.store is None:
+            raise BackendError(f"{self.file.name}: its index is not loaded")
         try:
             yield self.store
-        except (IndexError, ValueError) as exc:
+        except (IndexError, ValueError, sqlite3.Error) as exc:
             raise BackendError(f"{self.file.name}: index and store disagree ({exc}); delete "
                                f"{self.index_dir} to rebuild it") from exc
 
     def article_text(self, doc: int) -> str:
         """The indexed body text of article ``doc`` (without its title line), from the store."""
         return self.store.article_text(doc)
-
-    def corpus_texts(self) -> Iterator[str]:
-        """The indexed text (title line + body) of every article, in article order."""
-        for _, _, title, text in self.store.iter_articles():
-            yield f"{title}\n{text}"
 
     def ensure_ready(self, build_fn=None) -> bool:
         """Load the cached data, extracting it first when missing or corrupt; True if built.

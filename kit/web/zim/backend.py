@@ -120,8 +120,9 @@ class LocalZimWeb:
         """
         self.ensure_ready()
         for arch in self.archives:
-            for art, text in zip(arch.articles, arch.corpus_texts(), strict=True):
-                yield arch.stem, arch.language, art["path"], art["title"], text
+            with arch.store_reads() as store:
+                for _, path, title, text in store.iter_articles():
+                    yield arch.stem, arch.language, path, title, f"{title}\n{text}"
 
     def _archive(self, stem: str) -> _ZimArchive:
         try:
@@ -226,7 +227,9 @@ class LocalZimWeb:
         words) returns ``[]``.
 
         Raises:
-            BackendError: empty/whitespace query, non-string query, ``num`` < 1.
+            BackendError: empty/whitespace query, non-string query, ``num`` < 1; a store that
+                disagrees with the index or is damaged (:meth:`_ZimArchive.store_reads`: names
+                the folder to delete).
         """
         query = self._check_query(query)
         self._check_num(num)
@@ -255,8 +258,9 @@ class LocalZimWeb:
 
     # ---- text-to-image search --------------------------------------------------------------------
     def _image_hit(self, arch: _ZimArchive, rec: _ImageRecord, occ: dict) -> ImageHit:
-        """``rec`` with its bytes, shown on the page of occurrence ``occ`` (a record of
-        :meth:`~kit.web.zim.store.ArchiveStore.images_with_pages`: it names its page)."""
+        """``rec`` with its bytes, shown on the page of occurrence ``occ`` (an occurrence of
+        :meth:`~kit.web.zim.store.ArchiveStore.images_with_pages` with its page's path, set by
+        :meth:`_add_pages`)."""
         entry = arch.entry(rec.path)
         if entry is None:
             raise BackendError(f"image {rec.path} vanished from {arch.file.name}")
@@ -273,7 +277,7 @@ class LocalZimWeb:
         if not ids:
             return {}
         with arch.store_reads() as store:
-            return store.images_with_pages(ids, pages=False)
+            return store.images_with_pages(ids)
 
     @staticmethod
     def _add_pages(arch: _ZimArchive, occurrences: list[dict]) -> None:

@@ -6,7 +6,8 @@ folder and renames it to the final one only once :func:`build_archive` returned)
 
 1. **articles**: entry ids in chunks of :data:`ARTICLE_CHUNK`; each chunk is extracted (in a
    process pool of ``workers`` processes, results consumed in chunk order so ids are
-   deterministic) and written with its image references in one transaction. Article records
+   deterministic) and written with its image references (and the titles of the pages that
+   have any, for ``page_titles``) in one transaction. Article records
    are stored in zstd-compressed blocks of :data:`~kit.web.zim.store.BLOCK` (compressed here,
    in order); records wait in a scratch table until their block is full, and no block is
    written before the dictionary is trained on the first ``ZDICT_SAMPLES`` bytes of text.
@@ -14,8 +15,9 @@ folder and renames it to the final one only once :func:`build_archive` returned)
    :data:`IMAGE_CHUNK`; redirects followed, each final image decoded and hashed once (pool), kept
    images numbered in that order (the order the in-memory build used).
 3. **finish**: each kept reference becomes an occurrence with its position among the page's kept
-   images (a window function), the title table is filled in key order and indexes are
-   created, ``hashes.npy`` is written in batches.
+   images (a window function), ``page_titles`` keeps the titles of the pages left with an
+   occurrence, the title table is filled in key order and indexes are created, ``hashes.npy``
+   is written in batches.
 
 Memory stays bounded by a chunk's worth of articles or images, whatever the archive size.
 """

@@ -243,11 +243,12 @@ class _Collection:
             if start >= n:
                 start -= n
                 continue
-            for doc, _path, title, body in arch.store.iter_articles(_READ_BATCH, start):
-                tdoc = tantivy.Document(content=f"{title}\n{body}",
-                                        title_key=" ".join(analyzer.analyze(title)))
-                tdoc.add_unsigned("key", _key(mi, doc))  # kwargs would make it i64
-                yield tdoc
+            with arch.store_reads() as store:  # a damaged store: BackendError naming it
+                for doc, _path, title, body in store.iter_articles(_READ_BATCH, start):
+                    tdoc = tantivy.Document(content=f"{title}\n{body}",
+                                            title_key=" ".join(analyzer.analyze(title)))
+                    tdoc.add_unsigned("key", _key(mi, doc))  # kwargs would make it i64
+                    yield tdoc
             start = 0
 
     def _image_docs(self, language: str | None, start: int) -> Iterator[tantivy.Document]:
@@ -260,7 +261,8 @@ class _Collection:
                 start -= n
                 continue
             for i in range(start, n):
-                rec = arch.images[i]
+                with arch.store_reads() as store:
+                    rec = store.image(i)
                 occs = rec.occurrences
 
                 def joined(field: str, occs=occs) -> str:

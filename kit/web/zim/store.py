@@ -91,9 +91,9 @@ ZSTD_LEVEL = 9
 #: guidance is samples of ~10-100x the dictionary; archives with less text get none).
 ZDICT_MAX, ZDICT_SAMPLES = 131_072, 1_048_576
 _PLAIN, _DICT = 0, 1  # first byte of a stored frame: its dictionary
-#: Largest decoded frame a store reads (a block of 32 articles is ~140 KB; Wikipedia's longest
-#: article ~1 MB of text): anything above is a damaged header.
-FRAME_MAX = 1 << 30
+#: Largest decoded frame a store writes or reads (a block of 32 articles is ~140 KB; Wikipedia's
+#: longest article ~1 MB of text): a header claiming more is damaged, not an allocation to make.
+FRAME_MAX = 1 << 28
 
 
 class TextCodec:
@@ -101,7 +101,9 @@ class TextCodec:
     (trained on its first :data:`ZDICT_SAMPLES` bytes of text) once there is one. Not
     thread-safe (callers hold a lock).
 
-    Raises (unpack): ValueError on a frame that needs a dictionary this codec lacks.
+    Raises:
+        ValueError: (pack) more than :data:`FRAME_MAX` bytes; (unpack) a frame that needs a
+            dictionary this codec lacks, or whose header claims more than :data:`FRAME_MAX`.
     """
 
     def __init__(self, zdict: bytes = b""):
@@ -125,6 +127,8 @@ class TextCodec:
         return cls(zdict.as_bytes())
 
     def pack(self, raw: bytes) -> bytes:
+        if len(raw) > FRAME_MAX:
+            raise ValueError(f"an article block of {len(raw)} bytes is over {FRAME_MAX}")
         if self.zdict:
             return bytes((_DICT,)) + self._dict_c.compress(raw)
         return bytes((_PLAIN,)) + self._plain_c.compress(raw)
@@ -326,16 +330,18 @@ class ArchiveStore:
         """Image ``i`` with its occurrences in (doc, position) order, each with its page's
         ``page_title``. Raises IndexError if there is no image ``i`` (or the store lacks a
         page's title: see :meth:`images_with_pages`)."""
-        return self.images_with_pages([i], pages=False, bare_ok=True)[i]
+        return self.images_with_pages([i], bare_ok=True)[i]
 
-    def images_with_pages(self, ids: Sequence[int], pages: bool = True,
+    def images_with_pages(self, ids: Sequence[int], *, pages: bool = False,
                           bare_ok: bool = False) -> dict[int, _ImageRecord]:
         """Images ``ids`` with their occurrences in (doc, position) order, each with its page's
         ``page_title`` (table ``page_titles``: no block is read), in one statement per
         :data:`IN_MAX` ids (issue 17: image and reverse search read their hits in one go, not
-        one look-up per image and per occurrence). ``pages``: also each page's ``page_path``
-        and ``page_first`` (:meth:`add_pages`: one statement for the blocks not cached); a
-        caller that shows one page of an image asks for it alone.
+        one look-up per image and per occurrence). ``pages``: also every page's ``page_path``
+        and ``page_first`` (:meth:`add_pages`, one statement for the blocks not cached: an
+        image on thousands of pages costs thousands of blocks, so search asks :meth:`add_pages`
+        for the pages it shows only). ``bare_ok``: an image without occurrences is returned
+        (:meth:`image`) rather than refused.
 
         Raises:
             TypeError: an id that is not an int (``1.7``, ``"3"``, ``None``, ``True``).
