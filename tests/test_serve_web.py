@@ -250,6 +250,12 @@ async def test_exact_match_cache_in_front(served):
     ("POST", "/images", {"json": {"q": "x", "num": False}}, 400, "not a boolean"),
     ("POST", "/lens", {"json": {"url": f"{BASE}/zim/{MAXI}/I/x.png", "num": True}}, 400, "not a boolean"),
     ("POST", "/search", {"json": {"q": "ray " * 600}}, 400, "q: String should have at most 2048 characters"),
+    # an unclosed IPv6 bracket made urlsplit raise: a 500 before
+    ("GET", "/r/https://[::1/x", {}, 404, "malformed URL"),
+    ("POST", "/lens", {"json": {"url": "https://[::1/x"}}, 400, "malformed URL"),
+    # only images are hosted (they are kept in memory)
+    ("POST", "/upload", {"content": b"not an image at all", "headers": {"content-type": "image/png"}}, 400,
+     "not an image the local web can search by"),
 ])
 async def test_bad_requests_answer_4xx_json(served, method, path, kw, status, match):
     app = create_app(served[1], api_key=KEY, limits=ServiceLimits(max_body_bytes=1024 if status == 413 else 1 << 20))

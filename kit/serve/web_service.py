@@ -58,6 +58,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kit.harness.tool_spec import MAX_QUERY_CHARS, MAX_URL_CHARS
 from kit.serve.auth import check_api_key, key_matches, request_key
 from kit.types import BackendError, ImageHit, RequestRejected, SearchBackend, SearchHit
+from kit.web.zim.images import decode_image
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,10 @@ def local_url(url: str) -> str:
     """The local web's URL for ``url``: a service link (``http(s)://<any host>/zim/<stem>/<path>``) ->
     ``zim://<stem>/<path>``; anything else unchanged (``zim://`` and Wikipedia URLs are read by the
     archives' resolver, every other URL is "not found" there)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. "https://[::1/x": the archives' resolver refuses it as not found
+        return url
     if parts.scheme in ("http", "https") and parts.path.startswith("/zim/"):
         return "zim://" + parts.path[5:] + (f"?{parts.query}" if parts.query else "")
     return url
@@ -377,7 +381,10 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
         return body, _validated(LensRequest, {"url": "upload", "num": num}).model_dump() | {"url": None}
 
     async def image_for_url(url: str) -> bytes:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as e:
+            raise ServiceError(400, f"malformed URL {url!r}: {e}") from None
         if parts.scheme in ("http", "https") and parts.path.startswith("/uploads/"):
             data = uploads.get(parts.path.removeprefix("/uploads/"))
             if data is None:
@@ -415,6 +422,10 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
 
     async def upload(request: Request) -> Response:
         image, _ = await image_from_body(request)
+        try:  # only images are hosted (lens would refuse anything else; memory holds what is kept)
+            await asyncio.to_thread(decode_image, image)
+        except BackendError as e:
+            raise ServiceError(400, f"not an image the local web can search by: {e}") from None
         digest = uploads.put(image)
         return JSONResponse({"url": f"{base_of(request)}/uploads/{digest}", "sha256": digest})
 

@@ -21,7 +21,7 @@ from kit.web.zim.html import _parse_html, page_title
 from kit.web.zim.images import MATCH_DISTANCE, RASTER_MIMES, STRONG_DISTANCE, _is_decorative, decode_image, image_hashes
 from kit.web.zim.index import _IMAGE_FIELDS, _ITEM_MASK, _Collection, _LanguageIndex, bm25_bound
 from kit.web.zim.markdown import _md_url, render_article
-from kit.web.zim.resolve import resolve_entry
+from kit.web.zim.resolve import check_unicode, resolve_entry
 from kit.web.zim.snippets import SNIPPET_CHARS, make_snippet, snippet_keys
 from kit.web.zim.store import _ImageRecord
 from kit.web.zim.text import _clip, filename_words
@@ -146,6 +146,7 @@ class LocalZimWeb:
         BackendError for a non-string or empty query."""
         if not isinstance(query, str):
             raise BackendError(f"query must be a string, got {type(query).__name__}")
+        check_unicode(query, "query")
         query = normalize_text(query)
         if not query.strip():
             raise BackendError("empty query")
@@ -208,6 +209,7 @@ class LocalZimWeb:
         for _, key, _, _ in ranked:
             docs.setdefault(key >> 40, []).append(key & _ITEM_MASK)
         members = self.collection.members
+        self._check_members(docs)
         out = {}
         for m, ds in docs.items():
             with members[m].store_reads() as store:
@@ -270,6 +272,15 @@ class LocalZimWeb:
                         caption=occ["caption"] or occ["alt"] or filename_words(rec.path),
                         content=data, mime=mime)
 
+    def _check_members(self, members) -> None:
+        """Raise BackendError when the collection index names an archive it does not hold (its
+        keys are damaged): the folder to delete is the collection's, not an archive's."""
+        bad = [m for m in members if not 0 <= m < len(self.collection.members)]
+        if bad:
+            raise BackendError(f"the BM25 index names archive member {bad[0]} of "
+                               f"{len(self.collection.members)}: it is damaged; delete "
+                               f"{self.collection.dir} to rebuild it")
+
     @staticmethod
     def _records(arch: _ZimArchive, ids) -> dict[int, _ImageRecord]:
         """Image records of ``ids`` with their pages' titles (no page's block read): one store
@@ -317,6 +328,7 @@ class LocalZimWeb:
                 merged.append((-float(score) * scale, key >> 40, key & _ITEM_MASK))
         merged.sort()
         top = merged[:num]
+        self._check_members({m for _, m, _ in top})
         recs = {mi: self._records(self.collection.members[mi], [i for _, m, i in top if m == mi])
                 for mi in {m for _, m, _ in top}}
         shown = []

@@ -18,6 +18,16 @@ if TYPE_CHECKING:
     from kit.web.zim.backend import LocalZimWeb
 
 
+def check_unicode(text: str, what: str) -> None:
+    """Raise BackendError for text that is not valid Unicode (a lone surrogate such as
+    ``"\\ud800"``: no analyzer, URL or archive entry can hold it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BackendError(f"{what} is not valid Unicode: {exc.reason} at character {exc.start}",
+                           retryable=False) from None
+
+
 def lookup_path(arch: _ZimArchive, path: str):
     """Entry a URL path names: decoded first (result URLs are percent-encoded), then as given
     (URLs written before encoding), then NFC/NFD variants; ``None`` if absent."""
@@ -48,9 +58,12 @@ def resolve_entry(web: LocalZimWeb, url: str):
     """(archive, final entry) for a ``zim://`` URL, a bare entry path or a Wikipedia URL:
     :meth:`LocalZimWeb.resolve_url` without its archive-internal check. Raises
     :class:`~kit.types.BackendError` like it."""
-    if not isinstance(url, str) or not url.strip():
+    if not isinstance(url, str):
+        raise BackendError(f"a URL must be a string, got {type(url).__name__}", retryable=False)
+    if not url.strip():
         raise BackendError("empty URL")
     url = url.strip()
+    check_unicode(url, "URL")
     if url.startswith("zim://"):
         stem, path = split_zim_url(url)
         arch = web._archive(stem)
@@ -58,7 +71,10 @@ def resolve_entry(web: LocalZimWeb, url: str):
         if entry is None:
             raise BackendError(f"not found: {url} is not an entry of {arch.file.name}")
         return arch, entry
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket: "https://[::1/x"
+        raise BackendError(f"not found: malformed URL {url!r} ({exc})", retryable=False) from None
     if parts.scheme in ("http", "https"):
         host = (parts.hostname or "").lower()
         if (host == "wikipedia.org" or host.endswith(".wikipedia.org")) and parts.path.startswith("/wiki/"):

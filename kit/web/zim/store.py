@@ -98,8 +98,9 @@ FRAME_MAX = 1 << 28
 
 class TextCodec:
     """Bytes <-> stored frame: a marker byte and one zstd frame, with the archive's dictionary
-    (trained on its first :data:`ZDICT_SAMPLES` bytes of text) once there is one. Not
-    thread-safe (callers hold a lock).
+    (trained on its first :data:`ZDICT_SAMPLES` bytes of text) once there is one, and zstd's
+    content checksum (4 bytes a block: a flipped bit decodes to an error, not to other text).
+    Not thread-safe (callers hold a lock).
 
     Raises:
         ValueError: (pack) more than :data:`FRAME_MAX` bytes; (unpack) a frame that needs a
@@ -108,12 +109,12 @@ class TextCodec:
 
     def __init__(self, zdict: bytes = b""):
         self.zdict = bytes(zdict)
-        self._plain_c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=False)
+        self._plain_c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
         self._plain_d = zstandard.ZstdDecompressor()
         if self.zdict:
             d = zstandard.ZstdCompressionDict(self.zdict)
             self._dict_c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=d,
-                                                    write_checksum=False)
+                                                    write_checksum=True)
             self._dict_d = zstandard.ZstdDecompressor(dict_data=d)
 
     @classmethod
@@ -230,6 +231,8 @@ class ArchiveStore:
 
     def _unpack(self, b: int, data: bytes) -> list[Record]:
         try:
+            if not isinstance(data, bytes):  # SQLite keeps any type in any column
+                raise ValueError(f"stored as {type(data).__name__}, not a blob")
             return unpack_records(self.codec.unpack(data))
         except (zstandard.ZstdError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             raise ValueError(f"{self.path}: article block {b} is damaged: {exc}") from exc
@@ -300,20 +303,29 @@ class ArchiveStore:
                      ) -> Iterator[tuple[int, Record]]:
         """(id, record) of every article from id ``start`` on, in id order, the blocks of about
         ``batch`` articles read at a time (not through the cache: a full pass would only evict
-        it)."""
+        it). Raises ValueError on a block that is missing, damaged or holds a wrong count (a
+        pass never skips an article: the collection build and ``corpus()`` would silently
+        index fewer)."""
         b, per_read = max(0, start) // BLOCK, max(1, batch // BLOCK)
-        while True:
+        n_blocks = -(-self.n_articles // BLOCK)
+        while b < n_blocks:
             with self.lock:
                 rows = self.db.execute("SELECT id, data FROM blocks WHERE id >= ? ORDER BY id "
                                        "LIMIT ?", (b, per_read)).fetchall()
                 decoded = [(k, self._unpack(k, d)) for k, d in rows]
-            if not rows:
-                return
             for k, recs in decoded:
+                if b >= n_blocks:
+                    break
+                if k != b:  # a gap: every article of the count is in some block
+                    raise ValueError(f"{self.path}: article block {b} is missing")
+                if len(recs) != min(BLOCK, self.n_articles - BLOCK * k):
+                    raise ValueError(f"{self.path}: article block {k} holds {len(recs)} articles")
                 for j, rec in enumerate(recs):
                     if BLOCK * k + j >= start:
                         yield BLOCK * k + j, rec
-            b = rows[-1][0] + 1
+                b += 1
+            if not rows:
+                raise ValueError(f"{self.path}: article block {b} is missing")
 
     def iter_articles(self, batch: int = 1024, start: int = 0
                       ) -> Iterator[tuple[int, str, str, str]]:
@@ -377,8 +389,9 @@ class ArchiveStore:
                     rec = out[i] = _ImageRecord(path, mime, w, h, [])
                 if d is None:  # LEFT JOIN: an image without occurrences
                     continue
-                if not 0 <= d < self.n_articles:
-                    raise IndexError(f"image {i}: occurrence on missing article {d}")
+                if not (type(d) is int and type(p) is int and 0 <= d < self.n_articles):
+                    raise IndexError(f"image {i}: occurrence on missing article {d!r} "
+                                     f"(position {p!r})")
                 if title is None:
                     raise IndexError(f"image {i}: page {d} has no title row")
                 rec.occurrences.append({"doc": d, "position": p, "alt": alt, "caption": cap,
