@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) requirements/qwen-vocab.txt
 demo: setup
 	$(PY) -m kit.cli notebook 01 --profile $(PROFILE)
 
-data: setup   # notebook 02 (synthesis -> validated tasks -> trajectories -> mixtures) into results/02_data_synthesis
+data: setup   # notebook 02 (synthesis -> validated tasks -> trajectories -> mixtures) into results/$(PROFILE)/02_data_synthesis
 	$(PY) -m kit.cli notebook 02 --profile $(PROFILE)
 
 sequence: setup   # every notebook 01 -> 07 headless into results/smoke/ (make sequence RESUME=--resume to continue)

@@ -1,6 +1,6 @@
 """Command line: run the kit's notebooks headless with Papermill, publish, download and replay.
 
-    python -m kit.cli notebook 01 --profile smoke [-p name value ...] [--out results/01_harness_demo]
+    python -m kit.cli notebook 01 --profile smoke [-p name value ...] [--run NAME | --out DIR] [--fail-on-error 0.1]
     python -m kit.cli sequence --run smoke [--only 01 03 06] [--profile smoke] [-p name value] [-p 06.name value]
     python -m kit.cli sequence --run smoke --resume          # continue from the notebook that failed
     python -m kit.cli publish results/smoke/06_evaluation --results-repo ORG/NAME --tag v0.1 [--dry-run]
@@ -13,6 +13,7 @@
     python -m kit.cli notebook 05 --profile paper --preflight        # a paper profile at its settings, tiny sizes
     python -m kit.cli serve-mcp a.zim [b.zim ...] --transport stdio|http [--port 8765]  # the 5 tools over MCP
     python -m kit.cli view RUN_DIR [OTHER_RUN_DIR] [-o OUT] [--inspect-log OUT.json]  # static run viewer (docs/viewer.md)
+    python -m kit.cli livevqa-open LIVEVQA_DIR --out results/points_seeker/livevqa_open  # POINTS-Seeker A.4 RL data
 
 ``notebook`` writes the executed notebook and the notebook's outputs into its results folder.
 ``sequence`` runs 01 → 07 (or a chosen subset, in order) into ``results/<run>/<notebook>/``, writes
@@ -60,10 +61,33 @@ from kit.paths import PROJECT_ROOT
 
 
 def _value(text: str):
+    """A ``-p`` VALUE, for the parameter's declared type to read (:func:`kit.cli_params.coerce`):
+
+    * a quoted string (``'abc'`` → ``abc``), ``None``, ``True``, ``False``, a plain integer (``7``, ``-3``:
+      written as Python writes it) and a bracketed list, tuple or dict of JSON values (``[1, 2]``, ``(1, 2)``,
+      ``{'a': 1}``) are those Python values, as JSON holds them (a tuple is a list, a dict's keys are text);
+    * anything else stays its text, exactly as typed: ``0x1F``, ``+7``, ``1_000``, ``007``, ``1e-4``, ``2.5``,
+      ``1,2``, ``{1, 2}``, ``a.zim``. A text parameter keeps it; an int or float parameter reads it as a decimal
+      number (``+7``, ``1_000``, ``1e-4``; never ``0x1F`` or ``007``), else the run stops (ParameterError).
+
+    The result is a JSON value, so a sequence's recorded plan (``sequence.json``) reads back the same on resume.
+    """
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return text
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, int):
+        return value if str(value) == text else text  # 0x1F, +7, 1_000, " 5": the text
+    if isinstance(value, (list, tuple, dict)) and text.lstrip()[:1] in ("[", "(", "{"):
+        import json
+
+        try:  # as sequence.json records it: a tuple is a list, a dict's keys are text
+            return json.loads(json.dumps(value))
+        except (TypeError, ValueError, RecursionError):
+            return text  # it holds a set, bytes or a complex
+    return text  # a float, a complex, a set, a bare tuple 1,2
 
 
 def notebook_name(key: str) -> str:
@@ -71,12 +95,27 @@ def notebook_name(key: str) -> str:
     return NOTEBOOKS.get(key, key)
 
 
+class ModelRoleFailed(RuntimeError):
+    """A notebook ran to its end but a model role's episodes failed (status ``error``: the policy or its endpoint,
+    :mod:`kit.run_health`) above the tolerated share; ``lines`` has one line a role, ``executed`` the notebook."""
+
+    def __init__(self, executed: Path, lines: list[str]):
+        self.executed, self.lines = executed, lines
+        super().__init__("model role(s) failed: " + "; ".join(lines))
+
+
 def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, out_dir: str | Path | None = None,
                  kernel: str = KERNEL_NAME, *, notebooks_dir: str | Path | None = None, progress: bool = False,
-                 check_endpoints: bool = True, preflight: bool = False) -> Path:
+                 check_endpoints: bool = True, preflight: bool = False, run: str | None = None,
+                 fail_on_error: float = 0.0, echo=print) -> Path:
     """Execute notebook ``key`` (``"01"`` or its name) headless and return the executed notebook path.
 
-    ``out_dir`` (default ``results/<name>``) receives the executed notebook; the notebook gets
+    ``out_dir`` (default ``results/<run>/<name>``, ``run`` default the profile's run name: ``smoke``,
+    ``weagent_mmsearch`` for ``paper``, ``points_seeker_preflight``; :mod:`kit.runs`) receives the executed
+    notebook and ``run_identity.json``: a folder holding another experiment (profile, recipe, parameters) is
+    refused before the kernel starts (:class:`kit.runs.RunMismatch`, naming what differs); the same experiment
+    resumes. After the notebook, one line per model role is echoed (:mod:`kit.run_health`) and a role whose
+    share of error episodes is above ``fail_on_error`` raises :class:`ModelRoleFailed`. The notebook gets
     ``profile`` and ``out_dir`` as parameters, plus ``params``. ``notebooks_dir`` defaults to
     ``notebooks/`` (its cells run with that folder as working directory); ``progress`` shows a
     per-cell progress bar. ``params`` are checked against the parameters cell's declared types
@@ -90,7 +129,9 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
         kit.cli_params.ParameterError (a ValueError): ``params`` names a parameter the notebook's
             parameters cell does not declare, or gives a value of the wrong type.
         kit.policy.factory.ModelUnavailable: a named endpoint is down or does not serve the named model.
+        kit.runs.RunMismatch (a ValueError): ``out_dir`` holds another run.
         papermill.PapermillExecutionError: a cell failed (the executed notebook is still written).
+        ModelRoleFailed: the notebook ended but a model role's episodes failed (its outputs are kept).
     """
     import papermill as pm
 
@@ -99,10 +140,12 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
     src = nb_dir / f"{name}.ipynb"
     if not src.exists():
         raise FileNotFoundError(f"no notebook {src}; available: {sorted(p.stem for p in nb_dir.glob('*.ipynb'))}")
-    # cells run inside notebooks/: a relative out_dir is taken from the caller's working directory
-    out = Path(out_dir).resolve() if out_dir else PROJECT_ROOT / "results" / name
     if profile not in PROFILES:
         raise ParameterError(f"unknown profile {profile!r}; choose one of {PROFILES}")
+    from kit.runs import claim_folder, default_out_dir, run_identity
+
+    # cells run inside notebooks/: a relative out_dir is taken from the caller's working directory
+    out = Path(out_dir).resolve() if out_dir else default_out_dir(name, profile, preflight=preflight, run=run)
     problem = reserved_problem(params or {})
     if problem:
         raise ParameterError(problem)
@@ -120,9 +163,11 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
             raise ParameterError(f"notebook {name} has no preflight mode (no 'preflight' parameter)")
         if "preflight" in params:
             raise ParameterError("-p preflight is not accepted: use --preflight")
+    if not 0.0 <= fail_on_error <= 1.0:
+        raise ParameterError(f"--fail-on-error is the tolerated share of error episodes in [0, 1], got {fail_on_error!r}")
     if check_endpoints:
         preflight_endpoints(declared, params, profile=profile)  # the caller names the notebook
-    out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out, run_identity(name, profile, params, preflight=preflight))  # RunMismatch: another experiment
     parameters = {"profile": profile, "out_dir": str(out), **params, **({"preflight": True} if preflight else {})}
     dest = out / f"{name}.ipynb"
     _quiet_papermill_name_check()
@@ -132,6 +177,14 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
     os.environ.setdefault("KIT_HEADLESS", "1")  # the kernel inherits it: sparse progress bars (kit.progress)
     pm.execute_notebook(str(src), str(dest), parameters=parameters, kernel_name=kernel, cwd=str(nb_dir),
                         progress_bar=progress)
+    from kit.run_health import failed_roles, health_lines, role_health
+
+    health = role_health(out)
+    for line in health_lines(health):
+        echo(f"  {line}")
+    failed = failed_roles(health, fail_on_error)
+    if failed:
+        raise ModelRoleFailed(dest, health_lines(failed))
     return dest
 
 
@@ -155,6 +208,9 @@ def _quiet_papermill_name_check() -> None:
 # ---------------------------------------------------------------------------------------- sequence
 def parse_overrides(pairs: list[tuple[str, str]] | list[list[str]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Split ``-p`` pairs into overrides for every notebook (``name``) and per notebook (``06.name``).
+    Each value is read by :func:`_value` (a plain integer, a quoted string, ``None``/``True``/``False`` or a
+    bracketed literal; else the text as typed), and typed later by each notebook's declaration
+    (:func:`kit.cli_params.check_params`): a common ``-p tag 0x1F`` is the text ``0x1F`` for a text parameter.
 
     Raises:
         SequenceError: ``NN.name`` names an unknown notebook.
@@ -179,22 +235,36 @@ def _cmd_notebook(args) -> int:
 
     try:
         dest = run_notebook(args.key, args.profile, {k: _value(v) for k, v in args.param}, args.out,
-                            progress=args.progress, preflight=args.preflight)
-    except (FileNotFoundError, ValueError, ModelUnavailable) as e:  # no such notebook/parameter, bad type, endpoint
+                            progress=args.progress, preflight=args.preflight, run=args.run,
+                            fail_on_error=args.fail_on_error)
+    except (FileNotFoundError, ValueError, ModelUnavailable) as e:  # no such notebook/parameter, bad type, endpoint, run
         print(f"notebook {args.key}: {e}", file=sys.stderr)
         return 2
+    except ModelRoleFailed as e:
+        print(f"notebook {args.key}: the notebook ran, but a model role failed:\n" + "\n".join(f"  {x}" for x in e.lines)
+              + f"\nresults (kept, with each episode's error): {e.executed.parent}", file=sys.stderr)
+        return 1
     except Exception as e:
         print(f"notebook {args.key} failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    print(f"executed notebook written to {dest}")
+    from kit.profiles import resolve_profile_name
+
+    resolved = resolve_profile_name(args.profile)
+    print(f"results: {dest.parent}" + (f" (profile {args.profile} is recipe {resolved})" if resolved != args.profile else ""))
+    print(f"executed notebook: {dest}")
     return 0
 
 
 def _cmd_sequence(args) -> int:
     try:
         common, per = parse_overrides(args.param)
-        run_sequence(args.run, args.only, profile=args.profile, common=common, per_notebook=per, resume=args.resume,
-                     results_dir=args.results_dir, notebooks_dir=args.notebooks_dir, progress=not args.no_progress)
+        from kit.profiles import get_profile
+
+        run = args.run or get_profile(args.profile or "smoke").run_name  # results/<profile run name>/ by default
+        args.run = run
+        run_sequence(run, args.only, profile=args.profile, common=common, per_notebook=per, resume=args.resume,
+                     results_dir=args.results_dir, notebooks_dir=args.notebooks_dir, progress=not args.no_progress,
+                     fail_on_error=args.fail_on_error)
     except SequenceError as e:
         print(f"sequence: {e}", file=sys.stderr)
         return 2
@@ -286,6 +356,12 @@ def _cmd_recipe(args) -> int:
     return cmd_recipe(args)
 
 
+def _cmd_livevqa_open(args) -> int:
+    from kit.data import livevqa_cli
+
+    return livevqa_cli.cmd(args)
+
+
 def _cmd_view(args) -> int:
     from kit.view import cli as view_cli
 
@@ -321,7 +397,12 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("--profile", default="smoke", choices=PROFILES)
     nb.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="parameter override (Python literal or string)")
-    nb.add_argument("--out", default=None, help="results folder (default results/<notebook name>)")
+    nb.add_argument("--run", default=None, help="run name: results/<run>/<notebook>/ (default the profile, e.g. smoke, "
+                    "weagent_mmsearch for paper, points_seeker_preflight)")
+    nb.add_argument("--out", default=None, help="results folder (default results/<run>/<notebook name>)")
+    nb.add_argument("--fail-on-error", type=float, default=0.0, metavar="FRACTION",
+                    help="tolerated share of a model role's episodes ending in error (policy or endpoint failure); "
+                         "above it the command exits 1 (default 0: any)")
     nb.add_argument("--progress", action="store_true", help="per-cell progress bar")
     nb.add_argument("--preflight", action="store_true",
                     help="a paper profile at its settings with sizes shrunk and tiny stand-in models (minutes on CPU)")
@@ -337,7 +418,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --verl/--verl-stages: the schedule (a named one such as weagent, or e.g. h10:200,h20)")
 
     sq = sub.add_parser("sequence", help="run 01 → 07 (or --only a subset) headless into results/<run>/")
-    sq.add_argument("--run", required=True, help="run name: outputs go to results/<run>/<notebook>/")
+    sq.add_argument("--run", default=None, help="run name: outputs go to results/<run>/<notebook>/ (default the "
+                    "profile: smoke, weagent_mmsearch for paper, ...)")
+    sq.add_argument("--fail-on-error", type=float, default=0.0, metavar="FRACTION",
+                    help="tolerated share of a model role's episodes ending in error in each notebook (default 0)")
     sq.add_argument("--only", nargs="+", default=None, metavar="NN", help="notebook keys to run (in 01 → 07 order)")
     sq.add_argument("--profile", default=None, choices=PROFILES, help="default smoke (on --resume: the recorded one)")
     sq.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
@@ -391,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kit.view import cli as view_cli
 
     view_cli.add_parser(sub)  # view (kit/view/cli.py)
+    from kit.data import livevqa_cli
+
+    livevqa_cli.add_parser(sub)  # livevqa-open (kit/data/livevqa_cli.py): POINTS-Seeker's RL data step
     return ap
 
 
@@ -398,7 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return {"notebook": _cmd_notebook, "sequence": _cmd_sequence, "publish": _cmd_publish, "download": _cmd_download,
             "replay": _cmd_replay, "fetch-zim": _cmd_fetch_zim, "doctor": _cmd_doctor, "recipe": _cmd_recipe,
-            "serve-mcp": _cmd_serve_mcp, "serve-web": _cmd_serve_web, "view": _cmd_view}[args.cmd](args)
+            "serve-mcp": _cmd_serve_mcp, "serve-web": _cmd_serve_web, "view": _cmd_view,
+            "livevqa-open": _cmd_livevqa_open}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ declared               accepted
 annotation             its types (``int | None``, ``list[str]``, ``dict``, ``Optional[float]`` …)
 default ``None``       anything (no annotation: the notebook's own code decides)
 ``bool``               ``True``/``False``, ``true``/``false``, ``yes``/``no``, ``1``/``0``
-``int``                an integer (``two`` or ``2.5`` is refused)
-``float``              an integer or a float
-``str``                text; an integer is taken as its digits (``-p tag 2024``); a path as its text
+``int``                an integer, or a text of one in decimal digits (``+7``, ``1_000``); ``two``, ``2.5``,
+                       ``0x1F`` and ``007`` are refused (:func:`read_number`)
+``float``              an integer or a float, or a text of one in decimal notation (``1e-4``, ``.5``)
+``str``                text, exactly as typed (``-p tag 0x1F`` is ``"0x1F"``); an integer is taken as its
+                       digits (``-p tag 2024``); a path as its text; ``None``/``True``/``False`` are refused
 ``list``               a list (elements checked against the default's element type); a single
                        value becomes a one-element list (``-p zim_paths a.zim`` → ``["a.zim"]``)
 ``dict``               a dict
@@ -32,6 +34,35 @@ refused: a comma may be part of a path, so write the list (``-p benchmarks "['fv
 
 Anything else raises :class:`ParameterError` naming the parameter, the expected type, the default
 and the value given.
+
+Values from the command line: ``-p NAME VALUE`` reaches :func:`coerce` as :func:`kit.cli._value` reads it: a
+plain integer (``7``, ``-3``), a quoted string (``'abc'`` → ``abc``), ``None``/``True``/``False`` and a bracketed
+literal (``[1, 2]``, ``{'a': 1}``; as JSON holds it, a tuple as a list) are those Python values; any other VALUE
+is its text exactly as typed, and the declared type reads it (a float parameter reads ``1e-4``; a text parameter
+keeps ``0x1F``, ``+7``, ``1_000``, ``007``, ``1e3``). A union tries its types in the declared order (``int | str``
+given ``7`` is ``7``, given ``0x1F`` is ``"0x1F"``; ``str | int`` given ``7`` is ``"7"``). ``None`` means None:
+refused for a parameter without ``None`` in its type (``-p name "'None'"`` is the text). Without an annotation or
+a literal default (kind ``any``) the value is passed as read: ``-p x 7`` is ``7``, ``-p x 1e-4`` the text
+``"1e-4"``.
+
+=========  ===========  ========  ==========  ========  =============  ============  ============
+VALUE      ``str``      ``int``   ``float``   ``bool``  ``list[int]``  ``int|None``  ``str|None``
+=========  ===========  ========  ==========  ========  =============  ============  ============
+``7``      ``"7"``      ``7``     ``7.0``     refused   ``[7]``        ``7``         ``"7"``
+``+7``     ``"+7"``     ``7``     ``7.0``     refused   ``[7]``        ``7``         ``"+7"``
+``1_000``  ``"1_000"``  ``1000``  ``1000.0``  refused   ``[1000]``     ``1000``      ``"1_000"``
+``0x1F``   ``"0x1F"``   refused   refused     refused   refused        refused       ``"0x1F"``
+``007``    ``"007"``    refused   refused     refused   refused        refused       ``"007"``
+``1e3``    ``"1e3"``    refused   ``1000.0``  refused   refused        refused       ``"1e3"``
+``None``   refused      refused   refused     refused   refused        ``None``      ``None``
+``yes``    ``"yes"``    refused   refused     ``True``  refused        refused       ``"yes"``
+``[1,2]``  refused      refused   refused     refused   ``[1, 2]``     refused       refused
+``1,2``    ``"1,2"``    refused   refused     refused   refused        refused       ``"1,2"``
+=========  ===========  ========  ==========  ========  =============  ============  ============
+
+A Python caller's values (:func:`kit.cli.run_notebook` ``params``, :func:`kit.cli.run_sequence` ``common``) are
+checked by the same rules; a text given for a number is read as above, so a recorded ``sequence.json`` (which
+holds a ``-p`` value's text) types the same on resume.
 """
 
 from __future__ import annotations
@@ -275,14 +306,52 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Param]:
 
 
 _TRUE, _FALSE = {"true", "yes", "1"}, {"false", "no", "0"}
+_NUMBER_CHARS = frozenset("0123456789._eE+-")
+
+
+def read_number(text: str, kind: str) -> int | float | None:
+    """The number ``text`` writes in Python's decimal notation, as ``kind`` (``"int"`` or ``"float"``), or None.
+
+    An optional sign, then a decimal literal as Python reads it (:func:`ast.literal_eval`), spaces around
+    ignored: ``7``, ``+7``, ``-3``, ``1_000`` for an int; those and ``2.5``, ``.5``, ``1e-4``, ``007.5`` for a
+    float. None for ``0x1F``/``0o7``/``0b1`` (not decimal), ``007`` (Python refuses it: octal or seven?),
+    ``2.5`` or ``1e3`` for an int, ``nan``, ``inf``, ``1j``, ``1,2``, words: never a guess.
+    """
+    body = text.strip()
+    sign = -1 if body[:1] == "-" else 1
+    body = body[1:] if body[:1] in ("+", "-") else body
+    if not body or body[0] not in "0123456789." or not set(body) <= _NUMBER_CHARS:
+        return None
+    try:
+        value = ast.literal_eval(body)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    if type(value) is int:
+        return sign * value if kind == "int" else sign * float(value)
+    return sign * value if kind == "float" and type(value) is float else None
+
+
+def _unread(text: str, kind: str) -> TypeError:
+    """The TypeError for a text ``kind`` cannot read: a reason when it looks like a number (``0x1F``,
+    ``2.5`` for an int), the bare kind (no reason: ``two``) otherwise."""
+    if text.strip().lstrip("+-").lstrip()[:1] not in tuple("0123456789."):
+        return TypeError(kind)
+    what = "a whole number in decimal digits" if kind == "int" else "a number in decimal notation"
+    return TypeError(f"{what}, which {text!r} is not")
 
 
 def _to(kind: str, v: Any, item: str = ANY) -> Any:
-    """``v`` as ``kind``; raises TypeError when it is not one."""
+    """``v`` as ``kind``; raises TypeError when it is not one. A text for an int or float is read by
+    :func:`read_number`."""
     if kind == ANY:
         return v
     if kind == "none" and v is None:
         return None
+    if kind in ("int", "float") and isinstance(v, str):
+        number = read_number(v, kind)
+        if number is None:
+            raise _unread(v, kind)
+        v = number
     if kind == "bool":
         if isinstance(v, bool):
             return v
@@ -323,8 +392,11 @@ def _fits(value: Any, choices, bounds) -> bool:
 
 
 def coerce(param: Param, value: Any, where: str = "") -> Any:
-    """``value`` (a ``-p`` value as parsed by the CLI, or a Python value) checked and converted to
-    ``param``'s type, choices and bounds (module table). Raises :class:`ParameterError` (one line)."""
+    """``value`` (a ``-p`` value as :func:`kit.cli._value` reads it, or a Python value) checked and converted
+    to ``param``'s type, choices and bounds (module tables): the first of the declared types, in their order,
+    that reads it. A text is kept by a text type and read by a number type (:func:`read_number`: decimal
+    notation only, never a guess). Raises :class:`ParameterError` (one line) naming the parameter, what it
+    expects, its default and the value given."""
     reasons = []
     for kind in param.kinds:
         try:
@@ -494,6 +566,12 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
             shown = value.get("stages") or get_profile_value(profile, "rl_run.stages")
             problems.append(f"the {profile} profile{at} runs an OPD warmup stage (stages={shown!r}), which needs "
                             "teacher_model (a stronger checkpoint); name it, or pass stages without 'opd'")
+    if "rescue" in declared and value.get("rescue") is not True and not (
+            value.get("rescue") is None and _profile_has(profile, "rescue.action")):
+        tuned = [n for n in ("entropy_threshold", "rescue_action") if value.get(n) is not None]
+        if tuned:  # a setting of a mechanism the run does not have (kit.recipes.mechanisms)
+            problems.append(f"{', '.join(tuned)}{at} set, but the {profile} profile runs no entropy-triggered rescue "
+                            "(Long-MDR's: profiles long_mdr and smoke); add -p rescue true for the labelled ablation")
     if "report_to" in declared:  # the trainers' Tracker refuses with the same line, but only inside the kernel
         from kit.tracking import report_to_problem
 
@@ -522,6 +600,13 @@ def web_backend_param(declared: dict[str, Param]) -> tuple[str, str] | None:
 
 
 _ONLINE = {"judge": "llm", "image_judge": "vlm", "summarizer": "llm"}  # the switch value that calls <switch>_endpoint
+
+
+def _profile_has(profile: str, key: str) -> bool:
+    """Whether the profile's recipe has ``key`` (e.g. ``rescue.action``: Long-MDR's rescue is in it)."""
+    from kit.profiles import get_profile
+
+    return get_profile(profile).recipe_obj().has(key)
 
 
 def get_profile_value(profile: str, key: str) -> Any:

@@ -22,6 +22,7 @@ from kit.cli_params import (
     preflight_endpoints,
 )
 from kit.paths import PROJECT_ROOT
+from kit.profiles import PROFILE_NAMES as PROFILES  # every --profile name (each selects a recipe: kit/recipes)
 
 NOTEBOOKS = {
     "01": "01_harness_demo",
@@ -32,7 +33,6 @@ NOTEBOOKS = {
     "06": "06_evaluation",
     "07": "07_publish",
 }
-PROFILES = ("smoke", "paper", "points_seeker")  # kit.profiles.PROFILES (each selects a recipe: kit/recipes)
 SEQUENCE_FILE = "sequence.json"
 # parameters the command line sets itself: a -p for them would silently contradict the run's record
 RESERVED = {"profile": "--profile", "out_dir": "--out (a sequence: --run and --results-dir)",
@@ -134,10 +134,12 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
                  per_notebook: dict[str, dict] | None = None, resume: bool = False, results_dir: str | Path | None = None,
                  notebooks_dir: str | Path | None = None, progress: bool = True,
                  echo: Callable[[str], None] = print, runner: Callable[..., Path] | None = None,
-                 preflight: bool = True) -> dict[str, Any]:
+                 preflight: bool = True, fail_on_error: float = 0.0) -> dict[str, Any]:
     """Run notebooks in order into ``<results_dir>/<run>/<notebook>/`` and return the sequence state.
 
-    The state (``sequence.json``) holds the plan (keys, profile, overrides) and per step: status
+    ``fail_on_error``: the tolerated share of a model role's error episodes in each notebook (above it the
+    notebook fails: :class:`kit.cli.ModelRoleFailed`). The state (``sequence.json``) holds the plan (keys,
+    profile, overrides) and per step: status
     (``pending`` | ``running`` | ``ok`` | ``failed``), seconds, executed notebook, error. Before the
     first notebook runs, every override is checked (name declared by its notebook, value of the
     declared type: :mod:`kit.cli_params`) and, with ``preflight``, every local reference and named endpoint
@@ -293,7 +295,7 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         t0 = time.time()
         try:
             executed = runner(key, plan["profile"], params, out, notebooks_dir=notebooks_dir, progress=progress,
-                              check_endpoints=False)  # checked above, before the first notebook
+                              check_endpoints=False, fail_on_error=fail_on_error)  # checked above, before the first
         except BaseException as e:  # noqa: BLE001 - recorded, then re-raised with the notebook named
             executed = out / f"{NOTEBOOKS[key]}.ipynb"
             step.update(status="failed", seconds=round(time.time() - t0, 2), error=f"{type(e).__name__}: {_first_line(e)}",

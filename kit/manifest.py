@@ -117,6 +117,8 @@ def write_manifest(run_dir: str | Path, *, config: dict[str, Any], seed: int | N
         data_files: files or folders whose content the run read; each is hashed (:func:`tree_sha256`).
         model: policy identity (name, path or endpoint, smoke flag); a local ``path`` is hashed.
         extra: further top-level keys (labels, cache statistics).
+        The folder's run identity (:mod:`kit.runs`, when the command line wrote one) is copied in as
+        ``run_identity``, and ``profile_resolved`` names the profile with an alias resolved.
         stand_ins: for a preflight (``config["preflight"]`` true): ``{role: what ran}`` overriding the default
             of :func:`kit.profiles.preflight_stand_ins` (e.g. a warm-started stand-in policy; ``None``: the
             role did not run and is not listed).
@@ -157,6 +159,15 @@ def write_manifest(run_dir: str | Path, *, config: dict[str, Any], seed: int | N
         "data": data,
         **(extra or {}),
     }
+    from kit.runs import read_identity
+
+    identity = read_identity(run_dir)  # written by the command line before the kernel started (kit.runs)
+    if identity is not None:
+        manifest["run_identity"] = identity
+    if config.get("profile"):  # the profile and recipe that ran, an alias resolved (kit.profiles)
+        from kit.profiles import PROFILE_ALIASES
+
+        manifest.setdefault("profile_resolved", PROFILE_ALIASES.get(config["profile"], config["profile"]))
     path = run_dir / "manifest.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str), encoding="utf-8")

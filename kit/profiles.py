@@ -1,15 +1,19 @@
-"""Run profiles: what ``profile="smoke"``, ``"paper"`` or ``"points_seeker"`` means for a notebook or a
-script, in one place. Each profile selects a recipe (``kit/recipes``: every paper value with its citation).
+"""Run profiles: what ``profile="smoke"``, ``"weagent_mmsearch"``, ``"long_mdr"`` or ``"points_seeker"`` means for a
+notebook or a script, in one place. Each profile selects a recipe (``kit/recipes``: every paper value with its
+citation); a paper profile runs only the mechanisms its paper describes (:mod:`kit.recipes.mechanisms`).
 
-``smoke`` is the CPU pipeline check (tiny random-weight model, small budgets, outputs labelled ``smoke``;
-recipe ``smoke``); ``paper`` is WeAgent-MMSearch as written (recipe ``weagent_mmsearch``, a named model);
-``points_seeker`` is POINTS-Seeker as written (recipe ``points_seeker``). ``preflight=True`` keeps a paper
-profile's settings and shrinks only sizes (batch, steps, response length) and the model (a tiny stand-in),
-through the ``preflight`` overlay recipe, so every object of a paper run is built and stepped on 2 cores;
-its outputs are labelled ``preflight``. Notebooks get the profile as a string (Papermill injects it) and
-turn it into a :class:`Profile` with :func:`get_profile`::
+``smoke`` is the CPU pipeline check (tiny random-weight model, small budgets, outputs labelled ``smoke``; recipe
+``smoke``: WeAgent's inside Long-MDR's staging, so every mechanism is exercised); ``weagent_mmsearch`` is
+WeAgent-MMSearch as written (``paper`` is another name for it: :data:`PROFILE_ALIASES`; a run under it says
+``weagent_mmsearch`` in its folder and manifest); ``long_mdr`` is WeAgent's harness and FA-GSPO inside Long-MDR's
+staging; ``points_seeker`` is POINTS-Seeker as written. ``preflight=True`` keeps a paper profile's settings and
+shrinks only sizes (batch, steps, response length) and the model (a tiny stand-in), through the ``preflight``
+overlay recipe, so every object of a paper run is built and stepped on 2 cores; its outputs are labelled
+``preflight``. ``switches`` turn a kit mechanism on or off for an ablation (``{"self_recovery": True}`` under
+``points_seeker``); each is labelled on every output. Notebooks get the profile as a string (Papermill injects
+it) and turn it into a :class:`Profile` with :func:`get_profile`::
 
-    P = get_profile(profile, preflight=preflight)
+    P = get_profile(profile, preflight=preflight, switches={"self_recovery": self_recovery})
     n_episodes = P.size(2, 6, given=n_episodes)   # a size: smoke/preflight 2, paper 6, unless the caller set it
     turns = P.value("harness.max_turns")          # a recipe value (its citation: `kit.cli recipe NAME`)
     config = P.harness(max_turns=1)               # the recipe's HarnessConfig (smoke: HarnessConfig.smoke)
@@ -23,20 +27,25 @@ from typing import Any, NamedTuple, TypeVar
 from pydantic import BaseModel, ConfigDict, model_validator
 
 T = TypeVar("T")
+PAPER_PROFILE_NAMES = ("weagent_mmsearch", "long_mdr", "points_seeker")  # profiles that run a paper as written
 
 
 class Profile(BaseModel):
     """One run profile (frozen).
 
     Attributes:
-        name: ``"smoke"`` or ``"paper"`` (the string :meth:`HarnessConfig.for_profile` takes).
+        name: the profile's name (:data:`PROFILES`; an alias such as ``"paper"`` resolves to its profile).
         smoke: True for the tiny-model CPU check.
         labels: labels stored on every output of a run under this profile (``("smoke",)`` or ``()``).
         default_model: the model used when none is named (``"tiny-qwen2_vl"`` under smoke; ``""``: none,
             the paper profile needs a named checkpoint or endpoint).
 
+        switches: kit mechanisms turned on or off for an ablation (``{"self_recovery": True}``;
+            :data:`kit.recipes.mechanisms.SWITCHES`), labelled ``ablation:<name>=on|off`` on every output.
+
     Raises:
-        ValueError: a profile called ``"smoke"`` with ``smoke=False`` or ``"paper"`` with ``smoke=True``.
+        ValueError: a profile called ``"smoke"`` with ``smoke=False``, a paper recipe with ``smoke=True``, an
+            unknown switch (the message lists the known ones).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -47,15 +56,37 @@ class Profile(BaseModel):
     default_model: str = ""
     recipe: str = "weagent_mmsearch"
     preflight: bool = False
+    switches: tuple[tuple[str, bool], ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
         # the two reserved names must mean what they say: harness() follows the flag, not the name
-        if (self.name == "smoke" and not self.smoke) or (self.name == "paper" and self.smoke):
+        if (self.name == "smoke" and not self.smoke) or (self.name in PAPER_PROFILE_NAMES and self.smoke):
             raise ValueError(f"profile {self.name!r} with smoke={self.smoke} is inconsistent")
+        from kit.recipes.mechanisms import SWITCHES
+
+        bad = sorted(k for k, _ in self.switches if k not in SWITCHES)
+        if bad:
+            raise ValueError(f"unknown mechanism switch(es) {bad}; known: {sorted(SWITCHES)}")
         if self.preflight and self.smoke:
             raise ValueError("preflight applies to a paper profile; the smoke profile is already small")
         return self
+
+    def switch(self, name: str) -> bool | None:
+        """The ablation value of mechanism switch ``name`` (None: the recipe's)."""
+        return dict(self.switches).get(name)
+
+    @property
+    def run_name(self) -> str:
+        """The default run folder name: the profile (an alias resolved), ``_preflight`` added for a preflight
+        (``results/<run_name>/<notebook>/``, :mod:`kit.runs`)."""
+        return f"{self.name}_preflight" if self.preflight else self.name
+
+    def describe(self) -> str:
+        """What ran, for summaries, figures and cards: ``profile `weagent_mmsearch` (recipe weagent_mmsearch+preflight;
+        ablation self_recovery=off)``: the resolved profile, the recipe with its overlays, and every switch."""
+        sw = "; ablation " + ", ".join(f"{k}={'on' if v else 'off'}" for k, v in self.switches) if self.switches else ""
+        return f"profile `{self.name}` (recipe {'+'.join((self.recipe, *self.overlays))}{sw})"
 
     @property
     def overlays(self) -> tuple[str, ...]:
@@ -85,6 +116,9 @@ class Profile(BaseModel):
         value is not the caller's choice (:func:`kit.rl.eligibility.explicit_self_recovery`)."""
         from kit.harness.config import HarnessConfig
 
+        sw = self.switch("self_recovery")
+        if sw is not None and "self_recovery" not in overrides:  # an ablation: the caller's choice (fields set)
+            overrides = {**overrides, "self_recovery": sw}
         if self.smoke:
             return HarnessConfig.smoke(real_model=real_model, **overrides)
         return self.recipe_obj().harness(**overrides)  # validated; only overrides are set (Recipe.harness)
@@ -106,31 +140,50 @@ class Profile(BaseModel):
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(name="smoke", smoke=True, labels=("smoke",), default_model="tiny-qwen2_vl", recipe="smoke"),
-    "paper": Profile(name="paper", smoke=False, recipe="weagent_mmsearch"),
+    "weagent_mmsearch": Profile(name="weagent_mmsearch", smoke=False, recipe="weagent_mmsearch"),
+    "long_mdr": Profile(name="long_mdr", smoke=False, recipe="long_mdr"),
     "points_seeker": Profile(name="points_seeker", smoke=False, recipe="points_seeker"),
 }
+#: other names of a profile: ``paper`` is WeAgent-MMSearch as written (the run says weagent_mmsearch)
+PROFILE_ALIASES: dict[str, str] = {"paper": "weagent_mmsearch"}
+#: every name ``--profile`` accepts (the command line's choices; notebooks' ``profile: Literal[...]``)
+PROFILE_NAMES: tuple[str, ...] = ("smoke", "weagent_mmsearch", "long_mdr", "points_seeker", "paper")
 PREFLIGHT_MODEL = "tiny-qwen2_vl"  # the stand-in policy (and judge / summarizer / teacher) of a preflight
 
 
-def get_profile(name: str | Profile, *, preflight: bool = False) -> Profile:
-    """The :class:`Profile` called ``name`` (a :class:`Profile` is returned as it is, made a preflight
-    when ``preflight``).
+def resolve_profile_name(name: str) -> str:
+    """``name`` with an alias resolved (``"paper"`` → ``"weagent_mmsearch"``). Raises ``ValueError`` (unknown)."""
+    if not isinstance(name, str) or name not in (*PROFILES, *PROFILE_ALIASES):
+        raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(map(repr, PROFILE_NAMES))}")
+    return PROFILE_ALIASES.get(name, name)
+
+
+def get_profile(name: str | Profile, *, preflight: bool = False, switches: dict[str, bool | None] | None = None) -> Profile:
+    """The :class:`Profile` called ``name`` (an alias resolved; a :class:`Profile` is returned as it is), made a
+    preflight when ``preflight``, with the ablation ``switches`` whose value is not None.
 
     Raises:
-        ValueError: an unknown name (the message lists the known ones); ``preflight`` with ``smoke``.
+        ValueError: an unknown name (the message lists the known ones); ``preflight`` with ``smoke``; an unknown
+            switch, or one the profile's recipe cannot change (:func:`kit.recipes.mechanisms.switch_problem`).
     """
-    if isinstance(name, Profile):
-        prof = name
-    elif not isinstance(name, str) or name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(map(repr, PROFILES))}")
-    else:
-        prof = PROFILES[name]
-    if not preflight or prof.preflight:
-        return prof
-    if prof.smoke:
-        raise ValueError("--preflight applies to a paper profile (paper, points_seeker); smoke is already small")
-    return prof.model_copy(update={"preflight": True, "labels": (*prof.labels, "preflight"),
-                                   "default_model": PREFLIGHT_MODEL})
+    prof = name if isinstance(name, Profile) else PROFILES[resolve_profile_name(name)]
+    if preflight and not prof.preflight:
+        if prof.smoke:
+            raise ValueError("--preflight applies to a paper profile (weagent_mmsearch, long_mdr, points_seeker); "
+                             "smoke is already small")
+        prof = prof.model_copy(update={"preflight": True, "labels": (*prof.labels, "preflight"),
+                                       "default_model": PREFLIGHT_MODEL})
+    given = {k: bool(v) for k, v in (switches or {}).items() if v is not None}
+    if given:
+        from kit.recipes.mechanisms import switch_labels, switch_problem
+
+        problem = switch_problem(prof.recipe, given)
+        if problem:
+            raise ValueError(problem)
+        merged = {**dict(prof.switches), **given}
+        prof = Profile(**{**prof.model_dump(), "switches": tuple(sorted(merged.items())),
+                          "labels": (*prof.labels, *(x for x in switch_labels(prof.recipe, given) if x not in prof.labels))})
+    return prof
 
 
 class StandInRole(NamedTuple):

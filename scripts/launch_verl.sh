@@ -3,8 +3,9 @@
 #
 #   RECIPE=weagent_mmsearch bash scripts/launch_verl.sh MODEL_DIR TRAIN_PARQUET VAL_PARQUET [hydra overrides ...]
 #
-# RECIPE: weagent_mmsearch (default: FA-GSPO, 64 x 8, lr 5e-7, the Long-MDR stages h10 -> h20 -> h50 -> h75;
-#   SCHEDULE=weagent: WeAgent-MMSearch as written, one stage at Table 5's 20 turns / 32 calls / 32,768 tokens / 900 s)
+# RECIPE: weagent_mmsearch (default: WeAgent-MMSearch as written: FA-GSPO, 64 x 8, lr 5e-7, one stage at Table 5's
+#   20 turns / 32 calls / 32,768 tokens / 900 s) | long_mdr (the same harness and FA-GSPO in Long-MDR's stages
+#   h10 -> h20 -> h50 -> h75; its OPD warmup and entropy rescue run in notebook 05 only, not on verl)
 #   | points_seeker (GRPO 0.7/0.2/0.1, 64 x 8, lr 1e-6, 60 steps at 10 turns, no V-Fold during RL) | smoke.
 #   Its values come from `python -m kit.cli recipe $RECIPE --verl --stage S` (every value cited in
 #   kit/recipes/*.yaml) and go before your overrides, so yours win. PREFLIGHT=1: the preflight overlay (sizes).
@@ -59,7 +60,7 @@ for S in "${STAGES[@]}"; do
     data.train_files="$TRAIN" data.val_files="$VAL" \
     actor_rollout_ref.model.path="$MODEL" \
     trainer.n_gpus_per_node="$NGPUS" trainer.nnodes="$NNODES" \
-    trainer.default_local_dir="$ROOT/results/05_rl_long_mdr/verl_checkpoints/$RUN_NAME" \
+    trainer.default_local_dir="$ROOT/results/$RUN_NAME${PREFLIGHT:+_preflight}/05_rl_long_mdr/verl_checkpoints" \
     "${RECIPE_OVERRIDES[@]}" \
     "$@"
 done

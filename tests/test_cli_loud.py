@@ -23,7 +23,9 @@ def kernel(monkeypatch):
 
 
 def _run(tmp_path, nb, profile, *params, preflight=True):
-    argv = ["notebook", nb, "--profile", profile, *(["--preflight"] if preflight else []), "--out", str(tmp_path / "o")]
+    # one folder a run: a folder holding another run (other parameters) is refused (kit.runs)
+    out = tmp_path / f"o{len(list(tmp_path.glob('o*')))}"
+    argv = ["notebook", nb, "--profile", profile, *(["--preflight"] if preflight else []), "--out", str(out)]
     for k, v in params:
         argv += ["-p", k, v]
     return main(argv)

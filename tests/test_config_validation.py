@@ -144,7 +144,7 @@ def test_profile_harness_follows_its_smoke_flag():
     assert Profile(name="lab", smoke=True).harness(real_model=True) == HarnessConfig.smoke(real_model=True)
 
 
-@pytest.mark.parametrize("name, smoke", [("smoke", False), ("paper", True)])
+@pytest.mark.parametrize("name, smoke", [("smoke", False), ("weagent_mmsearch", True), ("points_seeker", True)])
 def test_inconsistent_profiles_are_refused(name, smoke):
     with pytest.raises(ValidationError, match="inconsistent"):
         Profile(name=name, smoke=smoke)

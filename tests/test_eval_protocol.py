@@ -112,9 +112,31 @@ async def test_runs_per_benchmark_follow_the_protocol_and_protocols_must_match(t
         await run_evaluation({"fvqa": ps}, make_configs("smoke", ["direct"]), out_dir=tmp_path / "x", **kw)
 
 
-def _rec(tid: str, turns: int, sample: int = 0) -> EpisodeRecord:
+def _rec(tid: str, turns: int, sample: int = 0, *, synthesis: bool = False) -> EpisodeRecord:
+    """An episode of ``turns`` tool-calling model turns (interaction rounds), then a tool-free synthesis turn
+    (``synthesis``) or an answer turn; ``EpisodeRecord.turns`` counts every model turn, as the harness does."""
+    from kit.types import Message, ToolCall
+
+    msgs = [Message(role="user", content=[])]
+    for i in range(turns):
+        msgs += [Message(role="assistant", content=[], tool_calls=[ToolCall(id=f"c{i}", name="web_search",
+                                                                             arguments='{"query": "x"}')]),
+                 Message(role="tool", content=[], name="web_search", tool_call_id=f"c{i}")]
+    if synthesis:
+        msgs.append(Message(role="user", content=[], intervention=True))
+    msgs.append(Message(role="assistant", content=[]))
     return EpisodeRecord(id=f"{tid}#{sample}", task=Task(id=tid, question="q", answers=["a"]), config_hash="h",
-                         status="answered", turns=turns)
+                         status="max_turns_synthesis" if synthesis else "answered", turns=turns + 1, messages=msgs)
+
+
+def test_hard_subset_counts_interaction_rounds_not_the_synthesis_turn():
+    """POINTS-Seeker §4.3: "over ten interaction rounds". An episode that ran out of a 10-turn budget and then
+    answered in WeAgent's tool-free synthesis turn has 11 model turns but 10 rounds: not hard (it was)."""
+    from kit.eval.protocols import interaction_rounds
+
+    at_limit, over = _rec("a", 10, synthesis=True), _rec("b", 11, synthesis=True)
+    assert (at_limit.turns, interaction_rounds(at_limit), interaction_rounds(over)) == (11, 10, 11)
+    assert hard_subset([at_limit, over, _rec("c", 10)]) == ["b"]
 
 
 def test_hard_subset_is_the_items_over_ten_rounds_of_a_reference_run(tmp_path):

@@ -12,7 +12,7 @@ def test_every_missing_piece_of_the_paper_command_in_one_error(tmp_path):
     declared = notebook_parameters(NB05)
     bad = tmp_path / "no_such_checkpoint"
     with pytest.raises(ParameterError) as e:  # base_model a missing folder; no judge endpoint; OPD without teacher
-        check_combinations(declared, {"base_model": str(bad), "rl_prompts": str(tmp_path)}, "paper",
+        check_combinations(declared, {"base_model": str(bad), "rl_prompts": str(tmp_path)}, "long_mdr",
                            "notebook 05", local_refs=True)
     msg = str(e.value)
     lines = [ln for ln in msg.splitlines() if ln.startswith("  - ")]

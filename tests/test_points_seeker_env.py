@@ -108,13 +108,34 @@ def test_points_seeker_budgets_and_harness_messages(tmp_path):
     # turns without an action get corrections and the loop guard in the <answer> grammar; the no-tool
     # synthesis turn after the last turn is kept with a complete <answer>
     script = ["no action", "still none", "<think>x</think><answer>Paris</answer> trailing"]
-    cfg = points_seeker_config(max_turns=2)
+    cfg = points_seeker_config(max_turns=2, self_recovery=True)  # WeAgent's rules: the labelled ablation
     rec = asyncio.run(Harness(ScriptedPolicy(script), MemoryBackend(), cfg, tools=tool_set("points_seeker"))
                       .run(Task(id="t", question="q"), tmp_path / "ws"))
     notes = [m.text() for m in rec.messages if m.role == "user" and m.intervention]
     assert len(notes) == 3 and all("<answer>...</answer>" in n and "<response>" not in n for n in notes)
     assert "Loop guard" in notes[1]
     assert rec.status == "max_turns_synthesis" and rec.final_response == "Paris"
+
+
+def test_the_paper_environment_stops_at_ten_turns_with_no_weagent_rule(tmp_path):
+    """POINTS-Seeker §3.2.4: the rollout "halts upon generating an answer or reaching a turn limit (e.g., 10)". No
+    WeAgent recovery rule and no tool-free synthesis turn (both raised long-horizon scores, issue 26)."""
+    from kit.vfold import points_seeker_config as vfold_env
+
+    cfg = points_seeker_config()
+    assert cfg.self_recovery is False and vfold_env() == cfg  # kit.vfold's is POINTS-Seeker's, not WeAgent's
+    assert (cfg.max_turns, cfg.tool_set, cfg.context_strategy) == (10, "points_seeker", "vfold")
+
+    def always_search(messages, tools):
+        return tool_call_text("web_search", {"query": f"q{len(messages)}"})
+
+    rec = asyncio.run(Harness(ScriptedPolicy(always_search), MemoryBackend(), cfg, tools=tool_set("points_seeker"))
+                      .run(Task(id="t", question="q"), tmp_path / "a"))
+    assert (rec.status, rec.turns, rec.final_response) == ("budget_exhausted", 10, None)
+    assert not any(m.intervention for m in rec.messages)  # no synthesis prompt, no correction
+    rec = asyncio.run(Harness(ScriptedPolicy(["no action"]), MemoryBackend(), cfg, tools=tool_set("points_seeker"))
+                      .run(Task(id="t", question="q"), tmp_path / "b"))
+    assert rec.turns == 1 and not any(m.intervention for m in rec.messages)  # no format prompt: the rollout ends
 
 
 def test_image_search_without_a_question_image_and_with_a_non_question_image(tmp_path):

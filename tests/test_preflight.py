@@ -11,9 +11,11 @@ import json
 
 import pytest
 
-# (notebook, profile) pairs a recipe applies to: notebook 02 is WeAgent's data pipeline only
+# (notebook, profile) pairs a recipe applies to: notebook 02 is WeAgent's data pipeline only; long_mdr differs from
+# WeAgent's recipe only in notebook 05 (its RL staging), so it preflights there only
 CASES = [("01", "paper"), ("01", "points_seeker"), ("02", "paper"), ("03", "points_seeker"), ("04", "paper"), ("04", "points_seeker"),
-         ("05", "paper"), ("05", "points_seeker"), ("06", "paper"), ("06", "points_seeker"), ("07", "paper")]
+         ("05", "weagent_mmsearch"), ("05", "long_mdr"), ("05", "points_seeker"), ("06", "paper"), ("06", "points_seeker"),
+         ("07", "paper")]
 
 
 def _manifest(out):
@@ -34,6 +36,7 @@ def test_paper_profile_preflights(tmp_path, data_dir, key, profile):
     m = _manifest(out)
     cfg = m["config"]
     recipe = load_recipe("weagent_mmsearch" if profile == "paper" else profile, ["preflight"])  # settings + preflight sizes
+    assert m["run_identity"]["recipe"] == recipe.label and m["profile_resolved"] == recipe.name
     assert cfg["recipe"] == recipe.label and cfg["preflight"] is True
     assert "preflight" in m["labels"] and "smoke" not in m["labels"]
     from kit.profiles import STAND_IN_ROLES  # what really ran for every paper role (tiny stand-ins), not its model
@@ -72,8 +75,12 @@ def test_paper_profile_preflights(tmp_path, data_dir, key, profile):
         assert "tiny stand-in" in cfg["judge"] and m["stand_ins"]["answer judge"]["stands_in_for"] == recipe.get(
             "eval.judge_model")
         assert rl["freeze_vision"] is True and rl["group_size"] == 2  # settings kept; the group is a size
-        if profile == "paper":  # the one Long-MDR schedule, every stage once, an OPD teacher stand-in
+        if profile == "long_mdr":  # the one Long-MDR schedule, every stage once, an OPD teacher stand-in, rescue on
             assert [s["name"] for s in cfg["schedule"]] == [s.name for s in load_recipe("long_mdr").stages()]
+            assert cfg["judge"].startswith("llm:") and cfg["summarizer"].startswith("llm:") and cfg["rescue"]
+        elif profile == "weagent_mmsearch":  # WeAgent as written: one stage at Table 5's budgets, no OPD, no rescue
+            assert [s["name"] for s in cfg["schedule"]] == ["weagent_h20"] and cfg["rescue"] is None
+            assert "OPD teacher" not in m["stand_ins"] and rl["temperature"] == 1.0
             assert cfg["judge"].startswith("llm:") and cfg["summarizer"].startswith("llm:")
         else:  # POINTS-Seeker RL: GRPO at 10 turns, V-Fold bypassed (A.4), its three tools
             assert h["context_strategy"] == "full" and h["tool_set"] == "points_seeker" and h["protocol"] == "points_seeker"
@@ -104,8 +111,9 @@ def test_paper_command_without_a_teacher_stops_before_the_kernel(tmp_path, capsy
     """Notebook 05's documented paper command used to crash in its trainer cell (an OPD stage without a teacher)."""
     from kit.cli import main
 
-    rc = main(["notebook", "05", "--profile", "paper", "-p", "base_model", "tiny-qwen2_vl", "-p", "rl_prompts", "x",
-               "-p", "judge", "rule", "-p", "summarizer", "extractive", "--out", str(tmp_path / "o")])
+    rc = main(["notebook", "05", "--profile", "long_mdr", "-p", "base_model", "tiny-qwen2_vl", "-p", "rl_prompts", "x",
+               "-p", "judge", "rule", "-p", "summarizer", "extractive", "-p", "web_backend", "zim",
+               "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and "teacher_model" in err and "OPD" in err
 

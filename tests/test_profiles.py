@@ -11,9 +11,13 @@ from kit.profiles import PROFILES, Profile, get_profile
 
 def test_smoke_and_paper_profiles():
     smoke, paper = get_profile("smoke"), get_profile("paper")
-    assert isinstance(smoke, Profile) and set(PROFILES) == {"smoke", "paper", "points_seeker"}
+    assert isinstance(smoke, Profile) and set(PROFILES) == {"smoke", "weagent_mmsearch", "long_mdr", "points_seeker"}
     assert (smoke.name, smoke.smoke, smoke.labels, smoke.default_model) == ("smoke", True, ("smoke",), "tiny-qwen2_vl")
-    assert (paper.name, paper.smoke, paper.labels, paper.default_model) == ("paper", False, (), "")
+    # "paper" is another name of WeAgent-MMSearch as written: the profile says which recipe it resolved to
+    assert (paper.name, paper.recipe, paper.smoke, paper.labels, paper.default_model) == (
+        "weagent_mmsearch", "weagent_mmsearch", False, (), "")
+    assert paper is get_profile("weagent_mmsearch") and paper.run_name == "weagent_mmsearch"
+    assert get_profile("paper", preflight=True).run_name == "weagent_mmsearch_preflight"
     assert get_profile(smoke) is smoke
     with pytest.raises(ValidationError):
         smoke.smoke = False  # frozen: a notebook cannot flip its profile half-way
@@ -38,5 +42,5 @@ def test_pick_chooses_by_profile_and_keeps_a_given_value():
 
 @pytest.mark.parametrize("bad", ["fast", "Smoke", "", None, 1])
 def test_unknown_profile_is_refused_with_the_choices(bad):
-    with pytest.raises(ValueError, match="unknown profile .*'smoke', 'paper'"):
+    with pytest.raises(ValueError, match="unknown profile .*'smoke', 'weagent_mmsearch', 'long_mdr', 'points_seeker', 'paper'"):
         get_profile(bad)

@@ -250,13 +250,16 @@ def test_opd_teacher_rule():
     base = {"base_model": "tiny-qwen2_vl", "rl_prompts": "x", "judge": "rule", "summarizer": "extractive",
             "web_backend": "zim"}  # the labelled local web: the recipe's live web needs SERPER_API_KEY
     with pytest.raises(ParameterError, match="teacher_model"):
-        check_combinations(d, base, "paper")
+        check_combinations(d, base, "long_mdr")  # Long-MDR's OPD warmup
     with pytest.raises(ParameterError, match="teacher_model"):
         check_combinations(d, {**base, "stages": "h1, opd:2"}, "points_seeker")
+    with pytest.raises(ParameterError, match="teacher_model"):
+        check_combinations(d, {**base, "stages": "long_mdr"}, "paper")
     check_combinations(d, base, "points_seeker")  # h10: no OPD stage
-    check_combinations(d, {**base, "stages": "h10,h20"}, "paper")
-    check_combinations(d, {**base, "teacher_model": "t"}, "paper")
-    check_combinations(d, base, "paper", preflight=True)  # a stand-in teacher
+    check_combinations(d, base, "paper")  # WeAgent: one stage at Table 5's budgets, no OPD
+    check_combinations(d, {**base, "stages": "h10,h20"}, "long_mdr")
+    check_combinations(d, {**base, "teacher_model": "t"}, "long_mdr")
+    check_combinations(d, base, "long_mdr", preflight=True)  # a stand-in teacher
 
 
 # ------------------------------------------------------------------------- recipe values vs built objects

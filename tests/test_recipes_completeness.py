@@ -72,7 +72,7 @@ def test_schedule_of_alias_is_gone():
 
 # ------------------------------------------------------------------ 2. citations
 def test_total_steps_reason_matches_the_long_mdr_arithmetic():
-    r = load_recipe("weagent_mmsearch")
+    r = load_recipe("long_mdr")
     stages = load_recipe("long_mdr").stages()
     opd = sum(s.steps for s in stages if s.kind == "opd")
     fixed = [s.steps for s in stages if s.kind == "rl" and s.steps is not None]

@@ -122,6 +122,23 @@ def test_lora_checkpoint_and_resume(tiny, tmp_path):
     assert (final / "config.json").exists() and (final / "model.safetensors").exists()
 
 
+def test_a_checkpoint_of_another_run_is_never_resumed(tiny, tmp_path):
+    """Issue 26: notebook 05 under points_seeker after a paper run loaded the paper run's checkpoint, optimizer
+    and stage index from the same folder. A trainer resumes only its own configuration's checkpoint."""
+    from kit.runs import ResumeMismatch
+
+    tr = make(tiny, tmp_path, lr=1e-2)
+    tr.step = 1
+    tr.save_checkpoint()
+    with pytest.raises(ResumeMismatch, match=r"rl\.lr: 0\.01 -> 0\.001") as e:
+        make(tiny, tmp_path, lr=1e-3)
+    assert "another run" in str(e.value)
+    with pytest.raises(ResumeMismatch, match="stages"):
+        RLTrainer(tiny, tr.backend, [TASK], tmp_path, tr.cfg, stages=[Stage("h2", max_turns=2)],
+                  harness_config=HarnessConfig.smoke(max_turns=1, tools_enabled=["web_search"]))
+    assert make(tiny, tmp_path, lr=1e-2, save_every=3).step == 1  # cadence is not identity: resumed
+
+
 def test_opd_update_moves_student_toward_teacher(tiny, tmp_path):
     from kit.models.tiny import build_tiny_checkpoint
     from kit.rl.opd import InProcessTeacher

@@ -11,8 +11,8 @@ from kit.profiles import get_profile
 from kit.rl.eligibility import explicit_self_recovery, harness_config_for
 
 
-@pytest.mark.parametrize("name, preflight", [("paper", False), ("paper", True), ("points_seeker", False),
-                                             ("points_seeker", True)])
+@pytest.mark.parametrize("name, preflight", [("paper", False), ("paper", True), ("long_mdr", False),
+                                             ("long_mdr", True)])
 def test_gspo_from_every_paper_profile_runs_without_self_recovery(name, preflight):
     P = get_profile(name, preflight=preflight)
     rollout = P.recipe_obj().section("rl_rollout")
@@ -22,6 +22,17 @@ def test_gspo_from_every_paper_profile_runs_without_self_recovery(name, prefligh
         assert vanilla.self_recovery is False and vanilla.max_turns == cfg.max_turns
     with pytest.raises(ValueError, match="vanilla GSPO"):  # named by the caller: a contradiction
         harness_config_for("gspo", P.harness(self_recovery=True))
+
+
+@pytest.mark.parametrize("preflight", [False, True])
+def test_points_seeker_runs_without_self_recovery_under_every_algorithm(preflight):
+    """POINTS-Seeker's recipe has no recovery rules (§3.2.4): gspo keeps it off, and fa_gspo (which needs them)
+    is refused unless the labelled ablation switch turns them on."""
+    P = get_profile("points_seeker", preflight=preflight)
+    cfg = P.harness(**P.recipe_obj().section("rl_rollout"))
+    assert cfg.self_recovery is False and harness_config_for("gspo", cfg).self_recovery is False
+    ablation = get_profile("points_seeker", preflight=preflight, switches={"self_recovery": True}).harness()
+    assert ablation.self_recovery is True and explicit_self_recovery(ablation)
 
 
 def test_a_config_rebuilt_from_model_dump_is_not_an_explicit_choice():

@@ -21,8 +21,8 @@ from kit.rl.verl import recipe_config as rc
 from kit.rl.verl import settings
 
 YAML = PROJECT_ROOT / "configs" / "verl" / "fa_gspo.yaml"
-CASES = [("weagent_mmsearch", ()), ("weagent_mmsearch", ("preflight",)), ("points_seeker", ()),
-         ("points_seeker", ("preflight",))]
+CASES = [("weagent_mmsearch", ()), ("weagent_mmsearch", ("preflight",)), ("long_mdr", ()), ("long_mdr", ("preflight",)),
+         ("points_seeker", ()), ("points_seeker", ("preflight",))]
 
 
 def _parsed(lines: list[str]) -> dict:
@@ -59,9 +59,12 @@ def test_overrides_carry_the_recipe_numbers(name, overlays):
     assert o["actor_rollout_ref.actor.clip_ratio_high"] == ALGORITHMS[algo].eps_hi
     assert (o["actor_rollout_ref.actor.clip_ratio_low"], o["actor_rollout_ref.actor.clip_ratio_high"]) == (
         (0.2, 0.2) if ps else (3e-4, 4e-4))
-    # steps: POINTS-Seeker 60 at 10 turns (App. A.4); WeAgent's first Long-MDR RL stage ends at 200
-    assert o["trainer.total_training_steps"] == (2 if pre and ps else 1 if pre else 60 if ps else 200)
-    assert o["kit.stages"] == ("h10" if ps else "long_mdr") and o["kit.stage"] == "h10"
+    # steps: POINTS-Seeker 60 at 10 turns (App. A.4); WeAgent's one Table 5 stage (1,000, the kit's count);
+    # Long-MDR's first RL stage ends at 200 (its OPD warmup is not a verl launch)
+    steps, stages, stage = {"points_seeker": (60, "h10", "h10"), "weagent_mmsearch": (1000, "weagent", "weagent_h20"),
+                            "long_mdr": (200, "long_mdr", "h10")}[name]
+    assert o["trainer.total_training_steps"] == ((1 if name == "long_mdr" else 2) if pre else steps)
+    assert (o["kit.stages"], o["kit.stage"]) == (stages, stage)
     assert o["kit.recipe"] == name and o["kit.preflight"] is pre and o["kit.harness"] is None
     # web_extract uses the LLM summarizer, the reward the LLM judge, with the recipe's models
     assert o["kit.summarizer"] == "llm" and o["kit.judge"] == "llm"
@@ -75,21 +78,22 @@ def test_overrides_carry_the_recipe_numbers(name, overlays):
 
 
 def test_long_mdr_stages_become_verl_launches():
-    runs = rc.verl_stages("weagent_mmsearch")
+    runs = rc.verl_stages("long_mdr")
     sched = load_recipe("long_mdr").get("stages")
     rl = [s for s in sched if s.get("kind", "rl") == "rl"]
     assert [v.name for v in runs] == [s["name"] for s in rl] == ["h10", "h20", "h50", "h75"]
     # 1050 steps minus the 50 OPD steps verl does not run; each fixed stage keeps its 200 steps
     assert [(v.start, v.end) for v in runs] == [(0, 200), (200, 400), (400, 600), (600, 1000)]
     for v, s in zip(runs, rl):
-        o = _parsed(rc.verl_overrides("weagent_mmsearch", stage=v.name))
+        o = _parsed(rc.verl_overrides("long_mdr", stage=v.name))
         assert o["trainer.total_training_steps"] == v.end and o["kit.stage"] == s["name"]
         assert o["data.max_prompt_length"] + o["data.max_response_length"] == s["max_context_tokens"]
-        h = settings.harness_config({"recipe": "weagent_mmsearch", "stage": v.name, "algorithm": "fa_gspo"})
+        h = settings.harness_config({"recipe": "long_mdr", "stage": v.name, "algorithm": "fa_gspo"})
         assert (h.max_turns, h.max_calls, h.max_context_tokens, h.wall_clock_s) == (
             s["max_turns"], s["max_calls"], s["max_context_tokens"], s["wall_clock_s"])
     with pytest.raises(rc.VerlConfigError, match="no verl stage 'h99'"):
-        rc.verl_overrides("weagent_mmsearch", stage="h99")
+        rc.verl_overrides("long_mdr", stage="h99")
+    assert [v.name for v in rc.verl_stages("weagent_mmsearch")] == ["weagent_h20"]  # WeAgent: one stage
     assert [(v.name, v.start, v.end) for v in rc.verl_stages("smoke")] == [("h1", 0, 2), ("h2", 2, 3)]
 
 
@@ -126,13 +130,13 @@ def test_agent_loop_builds_the_recipes_harness(name, overlays):
         assert r.harness().context_strategy == "vfold"
         if not overlays:
             assert got == want  # h10 is exactly its 10-turn / 32k protocol
-    else:  # WeAgent's tools and rules with the first Long-MDR stage's budgets
+    else:  # WeAgent's tools and rules with its one Table 5 stage's / the first Long-MDR stage's budgets
         assert got.tools_enabled == want.tools_enabled and got.protocol == "weagent_mmsearch" and got.self_recovery
-        assert (got.max_calls, got.max_context_tokens) == (16, 32768)
+        assert (got.max_calls, got.max_context_tokens) == ((16 if name == "long_mdr" else 32), 32768)
         assert got.model_dump(exclude={"max_turns", "max_calls", "max_context_tokens", "wall_clock_s"}) == \
             want.model_dump(exclude={"max_turns", "max_calls", "max_context_tokens", "wall_clock_s"})
     # the preflight overlay: every stage at most stage_budgets.max_turns turns (notebook 05 does the same)
-    assert got.max_turns == (r.get("stage_budgets.max_turns") if overlays else 10)
+    assert got.max_turns == (r.get("stage_budgets.max_turns") if overlays else 20 if name == "weagent_mmsearch" else 10)
     assert got.max_response_tokens == (load_recipe("preflight").get("rl_rollout.max_response_tokens") if overlays else 4096)
     assert settings.algorithm_of(kit_cfg).name == ("grpo" if name == "points_seeker" else "fa_gspo")
     prof = settings.profile_of(kit_cfg)
@@ -179,7 +183,7 @@ def test_cli_prints_the_overrides():
     r = cli("points_seeker", "--verl")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == rc.verl_overrides("points_seeker")
-    bad = cli("weagent_mmsearch", "--verl", "--stage", "h99")
+    bad = cli("long_mdr", "--verl", "--stage", "h99")
     assert bad.returncode == 2 and "h10" in bad.stderr
 
 

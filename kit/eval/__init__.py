@@ -20,6 +20,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "EvalProtocol": "kit.eval.protocols",
     "get_protocol": "kit.eval.protocols",
     "hard_subset": "kit.eval.protocols",
+    "interaction_rounds": "kit.eval.protocols",
     "run_evaluation": "kit.eval.runner",
     "RuleJudge": "kit.eval.judges",
     "LLMJudge": "kit.eval.judges",

@@ -11,9 +11,9 @@ A protocol is everything about *how a paper evaluates* that is not the benchmark
   WeAgent §7.1: every configuration three times — the run's own ``repeats`` (default 3).
 * the hard subset: POINTS-Seeker §4.3 / Table 4 "selecting VQA instances requiring over ten
   interaction rounds" (chosen with Claude-Sonnet-4-5's trajectories). The kit computes it from a
-  named reference run's ``episodes.jsonl`` (:func:`hard_subset`, rounds = regular model turns,
-  ``EpisodeRecord.turns``), saves the ids with their provenance (:func:`save_id_list`) and restricts
-  a benchmark to them (:func:`restrict_to_ids`; ``load_benchmarks(subset_ids=...)``).
+  named reference run's ``episodes.jsonl`` (:func:`hard_subset`, rounds = model turns that called a
+  tool, :func:`interaction_rounds`: a synthesis or answer turn is not a round), saves the ids with their
+  provenance (:func:`save_id_list`) and restricts a benchmark to them (:func:`restrict_to_ids`; ``load_benchmarks(subset_ids=...)``).
 
 Protocols are selected by name (:func:`get_protocol`): ``weagent_mmsearch`` (the kit's default)
 and ``points_seeker``; their values are the recipes' (``kit/recipes/*.yaml``, section ``eval``, cited).
@@ -207,9 +207,17 @@ def _records(episodes: str | Path | Iterable[EpisodeRecord]) -> list[EpisodeReco
     return list(episodes)
 
 
+def interaction_rounds(record: EpisodeRecord) -> int:
+    """The interaction rounds of an episode as POINTS-Seeker §4.3 counts them ("VQA instances requiring over ten
+    interaction rounds"): model turns that called at least one tool (an action answered by an observation). A
+    turn that answers, a turn without an action and WeAgent's tool-free synthesis turn are not rounds, so an
+    episode that ran out of a 10-turn budget has at most 10 (the synthesis turn once made it 11)."""
+    return sum(1 for m in record.messages if m.role == "assistant" and m.tool_calls and not m.intervention)
+
+
 def hard_subset(episodes: str | Path | Iterable[EpisodeRecord], min_rounds: int = 11) -> list[str]:
-    """Task ids whose reference episode used at least ``min_rounds`` regular turns
-    (POINTS-Seeker §4.3: "over ten interaction rounds", so 11), in first-seen order.
+    """Task ids whose reference episode used at least ``min_rounds`` interaction rounds
+    (:func:`interaction_rounds`; POINTS-Seeker §4.3: "over ten interaction rounds", so 11), in first-seen order.
 
     Args:
         episodes: a reference run's ``episodes.jsonl`` (or its run folder), or records. The
@@ -224,7 +232,7 @@ def hard_subset(episodes: str | Path | Iterable[EpisodeRecord], min_rounds: int 
         raise ProtocolError(f"min_rounds must be >= 1, got {min_rounds}")
     longest: dict[str, int] = {}
     for rec in _records(episodes):
-        longest[rec.task.id] = max(longest.get(rec.task.id, 0), rec.turns)
+        longest[rec.task.id] = max(longest.get(rec.task.id, 0), interaction_rounds(rec))
     return [tid for tid, n in longest.items() if n >= min_rounds]
 
 

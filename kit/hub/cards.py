@@ -92,6 +92,15 @@ def smoke_kind(manifest: dict[str, Any]) -> str | None:
     return "smoke" if (manifest.get("config") or {}).get("profile") == "smoke" else None
 
 
+def _ran(manifest: dict[str, Any]) -> str | None:
+    """The profile and recipe that ran, an alias resolved (``weagent_mmsearch (recipe weagent_mmsearch+preflight)``),
+    never a default: a card says what produced the numbers."""
+    cfg = manifest.get("config", {})
+    name = manifest.get("profile_resolved") or cfg.get("profile")
+    recipe = cfg.get("recipe")
+    return f"{name} (recipe {recipe})" if name and recipe else name
+
+
 def evaluation_card(manifest: dict[str, Any], summary_md: str, *, repo_id: str, tag: str, cache_repo: str | None,
                     n_items: int) -> str:
     """Card of an evaluation-results repository (notebook 06 outputs)."""
@@ -103,7 +112,7 @@ def evaluation_card(manifest: dict[str, Any], summary_md: str, *, repo_id: str, 
         size_category=size_category_for(n_items), summary_table=summary_md.strip() or "(no summary table)",
         smoke=kind == "smoke", smoke_budgets=kind == "smoke-budgets",
         commit=(manifest.get("git") or {}).get("commit"), dirty=(manifest.get("git") or {}).get("dirty"),
-        profile=cfg.get("profile"), seed=manifest.get("seed"), repeats=cfg.get("repeats"), judge=cfg.get("judge"),
+        profile=_ran(manifest), seed=manifest.get("seed"), repeats=cfg.get("repeats"), judge=cfg.get("judge"),
         policy=(manifest.get("model") or {}).get("kind") or (manifest.get("model") or {}).get("model"),
         benchmarks=", ".join(cfg.get("benchmarks") or []), cache_repo=cache_repo, repo_id=repo_id, tag=tag)
 

@@ -450,8 +450,13 @@ def recipes_markdown() -> str:
              "*paper*: the value the paper states "
              "(— where it states none); *kit*: the value the kit runs; *source*: the paper's section, table or "
              "equation, or *kit choice* with the reason.", "",
-             "A notebook's `profile` selects a recipe: `smoke` → `smoke` (WeAgent's with CPU budgets), `paper` → "
-             "`weagent_mmsearch` (which includes `long_mdr`), `points_seeker` → `points_seeker`. "
+             "A notebook's `profile` selects the recipe of the same name: `weagent_mmsearch` (WeAgent-MMSearch as "
+             "written; `paper` is another name for it, and a run under it says `weagent_mmsearch` in its folder and "
+             "manifest), `long_mdr` (WeAgent's harness and FA-GSPO inside Long-MDR's staging), `points_seeker` "
+             "(POINTS-Seeker as written) and `smoke` (the CPU check: `long_mdr` with CPU budgets). A paper recipe "
+             "runs only the mechanisms its paper describes: each recipe below ends with its mechanisms, on or off, "
+             "and whether the paper has each (`kit.recipes.mechanisms`; the kit's own are ablation switches, "
+             "labelled on every output). "
              "`--preflight` (`python -m kit.cli notebook NN --profile paper --preflight`) applies the `preflight` "
              "overlay on top: the recipe's settings with sizes shrunk and tiny stand-in models, so every object of "
              "the paper run is built and stepped on a CPU (`tests/test_preflight.py` runs it for every notebook "
@@ -476,5 +481,16 @@ def recipes_markdown() -> str:
             src = "; ".join(([row["source"]] if row["source"] else []) + ([f"*kit choice*: {row['kit']}"] if row["kit"] else []))
             lines.append(f"| `{row['key']}` | {_md_value(row['paper'])} | {_md_value(row['value'])} | "
                          f"{src.replace('|', '/')} | {row['origin']} |")
+        from kit.recipes.mechanisms import mechanisms
+
+        if not r.has("harness.protocol"):  # an overlay of sizes (preflight): no mechanism of its own
+            lines.append("")
+            continue
+        lines += ["", f"Mechanisms of `{name}`:", "", "| mechanism | on | paper has it | decided by | ablation switch |",
+                  "|---|---|---|---|---|"]
+        for m in mechanisms(r):
+            has = "—" if m["paper"] is None else ("yes" if m["paper"] else "no")
+            lines.append(f"| {m['title']} | {'on' if m['on'] else 'off'} | {has} | `{m['key']}` | "
+                         f"{(m['switch'] or '—').replace('|', '/')} |")
         lines.append("")
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """``python -m kit.cli recipe NAME [--json] [--preflight] [--verl [--stage S] | --verl-stages] [--stages SPEC]``.
 
-Plain text: one line per value, ``key  kit value  paper value  [origin] source; kit choice: reason``; the
+Plain text: one line per value, then the mechanisms (on/off, whether the paper has each:
+:mod:`kit.recipes.mechanisms`), ``key  kit value  paper value  [origin] source; kit choice: reason``; the
 paper column is ``—`` where the paper states none. With ``--preflight`` a value the overlay replaces also shows
 the recipe's own value (``preflight 3 <- recipe 20 [weagent_mmsearch]``). ``--json``: :meth:`Recipe.as_dict`,
 every row with value, paper, source, kit, origin and ``replaced`` (the recipe's own entry under an overlay).
@@ -85,11 +86,16 @@ def cmd_recipe(args) -> int:
 
             for key, why in endpoint_keys(r).items():
                 print(f"# {key}=URL required ({why}): pass it to scripts/launch_verl.sh", file=sys.stderr)
+            if r.has("rescue.action"):  # said, not silently dropped: the in-process trainer runs it, verl does not
+                print("# entropy-triggered rescue (rescue.*) is not run by the verl launch: notebook 05 (in process) "
+                      "runs it; on verl the stages run without it", file=sys.stderr)
         return 0
+    from kit.recipes.mechanisms import mechanisms, mechanisms_text
+
     if args.json:
-        print(json.dumps(r.as_dict(), indent=2, default=str))
+        print(json.dumps({**r.as_dict(), "mechanisms": mechanisms(r)}, indent=2, default=str))
         return 0
-    print(recipe_text(r))
+    print(recipe_text(r) + "\n\n" + mechanisms_text(r))
     return 0
 
 

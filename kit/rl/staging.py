@@ -195,11 +195,11 @@ def resolve_schedule(recipe, base: HarnessConfig, spec: str | None = None) -> li
     Raises:
         ValueError: an unknown schedule name, a bad stage list (:func:`parse_stages`).
     """
-    from kit.recipes import load_recipe
+    from kit.recipes import Recipe, load_recipe
 
     spec = str(spec or recipe.get("rl_run.stages"))
-    if spec == "long_mdr":
-        stages = load_recipe("long_mdr").stages()
+    if spec == "long_mdr":  # the long_mdr recipe's own list (unvalidated here: validating it resolves this schedule)
+        stages = (recipe if recipe.has("stages") else Recipe("long_mdr")).stages()
     elif recipe.has(f"schedules.{spec}"):
         stages = recipe.schedule(spec)
     elif re.fullmatch(r"[A-Za-z_]\w*", spec) and not re.fullmatch(r"opd|h[0-9]+", spec):

@@ -19,6 +19,7 @@ are written every ``save_every`` steps; a new trainer on the same ``out_dir`` re
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -214,6 +215,17 @@ class RLTrainer:
                                config={"rl": self.cfg.model_dump(), "stages": [s.model_dump() for s in stages]},
                                stages=[s.name for s in stages])  # stage_index in schedule order
         self.schedule = StageSchedule(stages, rescue, self.log, temperature=self.cfg.temperature)
+        from kit.runs import config_fingerprint
+
+        # what this run is: a checkpoint of another configuration is never resumed (kit.runs.check_resume)
+        self.identity = config_fingerprint({
+            # where and how often it runs is not what it is: device, checkpoint cadence and micro-batching are left out
+            "rl": self.cfg.model_dump(exclude={"device", "save_every", "keep_checkpoints", "micro_batch"}),
+            "stages": [s.model_dump() for s in stages],
+            "rescue": rescue.model_dump() if rescue else None, "harness": self.base_config.model_dump(mode="json"),
+            "model": str(model_path), "judge": getattr(self.judge, "name", type(self.judge).__name__),
+            "teacher": getattr(teacher, "name", type(teacher).__name__) if teacher is not None else None,
+            "tasks": hashlib.sha256("\n".join(f"{t.id}\t{t.question}" for t in self.tasks).encode()).hexdigest()[:16]})
         self.step = 0
         self.history: list[dict[str, Any]] = []
         if not self.resume():
@@ -482,7 +494,7 @@ class RLTrainer:
         torch.save({n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad}, tmp / "trainable.pt")
         torch.save(self.opt.state_dict(), tmp / "optimizer.pt")
         state = {"step": self.step, "schedule": self.schedule.state_dict(), "healthy": healthy,
-                 "python_rng": repr(random.getstate()), "config": self.cfg.model_dump()}
+                 "python_rng": repr(random.getstate()), "config": self.cfg.model_dump(), "identity": self.identity}
         torch.save({"torch_rng": torch.get_rng_state(), "python_rng": random.getstate()}, tmp / "rng.pt")
         (tmp / "trainer_state.json").write_text(json.dumps(state, default=_nan_none))
         (tmp / "COMPLETE").write_text("")
@@ -511,13 +523,23 @@ class RLTrainer:
         return json.loads((d / "trainer_state.json").read_text())
 
     def resume(self) -> bool:
-        """Load the latest complete checkpoint in ``out_dir`` (True when one was found)."""
+        """Load the latest complete checkpoint in ``out_dir`` (True when one was found).
+
+        Raises:
+            kit.runs.ResumeMismatch: the checkpoint was written by another configuration (algorithm, stages, rescue,
+                harness, model, judge, teacher or prompts differ; each differing key is named) or by a kit that
+                recorded none: it is not resumed silently.
+        """
         import torch
 
         done = sorted(p for p in self._ckpt_dir().glob("step_*") if (p / "COMPLETE").exists() and p.suffix != ".tmp")
         if not done:
             return False
         d = done[-1]
+        from kit.runs import check_resume
+
+        recorded = json.loads((d / "trainer_state.json").read_text()).get("identity")
+        check_resume(recorded, self.identity, self.out)  # ResumeMismatch: another run's checkpoint
         state = self._load(d)
         self.step = int(state["step"])
         self.schedule.load_state_dict(state["schedule"])

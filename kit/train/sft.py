@@ -421,6 +421,38 @@ class TrainResult:
         return [h["loss"] for h in self.log_history if "loss" in h]
 
 
+SFT_IDENTITY = "sft_identity.json"
+
+
+def _claim_sft_run(out: Path, cfg: SFTTrainConfig, model_path, backend: str, examples, *, resuming: bool) -> None:
+    """Record what this SFT run is beside its checkpoints; a resume continues only the same run (issue 26).
+
+    Raises:
+        kit.runs.ResumeMismatch: resuming checkpoints written with other settings, model, backend or examples.
+    """
+    import hashlib
+
+    from kit.runs import check_resume, config_fingerprint
+
+    h = hashlib.sha256()
+    for ex in examples:  # the trained tokens and their loss mask: another data set is another run
+        h.update(str(ex.id).encode())
+        ids = ex.input_ids
+        h.update(ids.numpy().tobytes() if hasattr(ids, "numpy") else repr(ids).encode())
+    # training longer (max_steps, epochs) continues the same run; tracking and checkpoint cadence are not identity
+    ident = config_fingerprint({"sft": cfg.to_dict() | {"report_to": None, "save_steps": None, "max_steps": None,
+                                                        "epochs": None}, "model": str(model_path),
+                                "backend": backend, "examples": h.hexdigest()[:16], "n_examples": len(examples)})
+    path = out / SFT_IDENTITY
+    if resuming:
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            recorded = None
+        check_resume(recorded, ident, out)
+    path.write_text(json.dumps(ident, indent=1), encoding="utf-8")
+
+
 def train_sft(model_path: str | Path, examples: list[SFTExample], out_dir: str | Path, cfg: SFTTrainConfig | None = None, *,
               backend: Backend = "auto", pad_token_id: int | None = None, resume: bool | str = False,
               eval_examples: list[SFTExample] | None = None, save_final: bool = True, tracker=None,
@@ -430,13 +462,15 @@ def train_sft(model_path: str | Path, examples: list[SFTExample], out_dir: str |
     Args:
         model_path: checkpoint folder (tiny or real Qwen-VL).
         examples: from :meth:`kit.train.sft_data.SFTEncoder.encode_many` with the same model's processor.
-        resume: True resumes from the last checkpoint in ``out_dir``; a path resumes from it.
+        resume: True resumes from the last checkpoint in ``out_dir``; a path resumes from it. Either continues only
+            the run recorded in ``out_dir/sft_identity.json`` (same settings, model, backend and examples).
         tracker: a :class:`kit.tracking.Tracker` for the log rows (a curriculum shares one across stages);
             None: one for ``cfg.report_to`` in ``out_dir/tracking`` (nothing for ``"none"``), closed at the end.
         step_offset, stage: the rows are logged at ``global_step + step_offset`` with ``stage`` added.
 
     Raises:
         BackendUnavailable, ValueError (no examples / no trainable parameters),
+        kit.runs.ResumeMismatch (a ValueError): ``resume`` on another run's checkpoints,
         kit.tracking.TrackingUnavailable (the ``report_to`` package is missing).
     """
     from kit.models.processor import load_image_only_processor
@@ -458,6 +492,7 @@ def train_sft(model_path: str | Path, examples: list[SFTExample], out_dir: str |
     t0 = time.perf_counter()
     if resume is True and not any(out.glob("checkpoint-*")):
         resume = False
+    _claim_sft_run(out, cfg, model_path, name, examples, resuming=bool(resume))
     try:
         trainer.train(resume_from_checkpoint=resume or None)
     finally:

@@ -473,9 +473,14 @@ for _name, _factory in (("discard", _discard_factory), ("summary", _summary_fact
 
 
 def points_seeker_config(**overrides: Any) -> HarnessConfig:
-    """POINTS-Seeker profile: WeAgent's Table 5 budgets with V-Fold on (τ = 8k tokens, k = 2, §4.1) in
-    its paper mode (Table 8 layout, every stale observation folded; :mod:`kit.vfold.modes`)."""
-    base: dict[str, Any] = dict(context_strategy="vfold", context_tau=DEFAULT_TAU, context_keep=DEFAULT_KEEP,
-                                vfold_mode="paper")
-    base.update(overrides)
-    return HarnessConfig(**base)
+    """POINTS-Seeker's environment (``kit/recipes/points_seeker.yaml``): its three tools and ``<answer>`` protocol,
+    10 turns (§3.2.4, App. A.4), 32k context, no WeAgent recovery rule or synthesis turn, V-Fold on in its paper
+    mode (τ = 8k, k = 2, §4.1; Table 8 layout). The same function as
+    :func:`kit.harness.toolsets.points_seeker.points_seeker_config`; ``overrides`` win.
+
+    Raises:
+        ValueError: an invalid override (:class:`HarnessConfig` validation).
+    """
+    from kit.harness.toolsets.points_seeker import points_seeker_config as _env
+
+    return _env(**overrides)
