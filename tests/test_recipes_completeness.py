@@ -61,7 +61,7 @@ def test_verl_runs_the_weagent_schedule_as_one_launch():
 
 def test_launcher_passes_the_schedule():
     sh = (ROOT / "scripts" / "launch_verl.sh").read_text(encoding="utf-8")
-    assert '--stages "$SCHEDULE"' in sh and "SCHEDULE=weagent" in sh
+    assert '--stages "$SCHEDULE"' in sh and "SCHEDULE=name" in sh and "long_mdr" in sh  # RECIPE=long_mdr: the staging
 
 
 def test_schedule_of_alias_is_gone():

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import difflib
 import typing
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
@@ -22,6 +22,9 @@ NonNeg = Annotated[StrictInt, Field(ge=0)]
 Num = StrictFloat | StrictInt  # strict: a bool is not a number
 PosNum = Annotated[Num, Field(gt=0)]
 NonNegNum = Annotated[Num, Field(ge=0)]
+Zero = Annotated[StrictInt, Field(ge=0, le=0)]  # a Table 8 value the renderer supports only at 0
+One = Annotated[Num, Field(ge=1, le=1)]
+HexColor = Annotated[StrictStr, Field(pattern=r"^#[0-9A-Fa-f]{6}$")]  # "#RRGGBB"
 
 
 class _Section(BaseModel):
@@ -85,7 +88,30 @@ class SFTRun(_Section):
 
 
 class VFold(_Section):
+    # App. B.2 Table 8 (RenderConfig's defaults, kit.vfold.render_config); only the values RenderConfig
+    # supports are accepted (left alignment, horizontal scale 1, no indents, spacing or borders)
+    page_width: Pos | None = None
+    page_height: Pos | None = None
+    dpi: Pos | None = None
+    margin_x: NonNeg | None = None
+    margin_y: NonNeg | None = None
     font: StrictStr | None = None
+    font_size: PosNum | None = None
+    line_height: PosNum | None = None
+    font_color: HexColor | None = None
+    alignment: Literal["left"] | None = None
+    horizontal_scale: One | None = None
+    first_line_indent: Zero | None = None
+    left_indent: Zero | None = None
+    right_indent: Zero | None = None
+    space_before: Zero | None = None
+    space_after: Zero | None = None
+    border_width: Zero | None = None
+    border_padding: Zero | None = None
+    page_bg_color: HexColor | None = None
+    para_bg_color: HexColor | None = None
+    auto_crop_width: StrictBool | None = None
+    auto_crop_last_page: StrictBool | None = None
     sweep_tau: list[Pos] | None = None
     sweep_keep: list[NonNeg] | None = None
 

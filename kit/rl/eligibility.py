@@ -33,7 +33,7 @@ algorithm      self_recovery       why
 ``fa_gspo``    True (required)     §6.2: "recovers first and then filters"; False is refused (filtering
                                    without recovery is no paper configuration)
 ``gspo``       False (forced)      Table 3 caption; an explicit ``self_recovery=True`` is refused
-``grpo``       as configured       POINTS-Seeker §3.3 states no recovery rule: the harness config decides
+``grpo``       as configured       POINTS-Seeker §3.2.4 states no recovery rule: the harness config decides
 =============  ==================  ======================================================================
 """
 

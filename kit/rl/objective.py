@@ -17,7 +17,7 @@ a trajectory with weight 0 (excluded, or in a dropped group) is removed before t
 contributes exactly zero gradient even when its log-probabilities are NaN.
 
 Baselines: vanilla GSPO is the same loss with every trajectory of a computable reward eligible (no
-runtime filtering); GRPO (POINTS-Seeker §3.3) uses token-level ratios, per-token clipping and a
+runtime filtering); GRPO (POINTS-Seeker §3.2.4) uses token-level ratios, per-token clipping and a
 per-trajectory token mean. Clip ranges are configuration: WeAgent does not publish its ε values; the
 defaults (GSPO: 3e-4 / 4e-4 on the sequence ratio, GRPO: 0.2 / 0.2 on token ratios) are the kit's choice,
 following the GSPO and GRPO papers' published ranges.

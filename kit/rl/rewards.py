@@ -1,4 +1,4 @@
-"""Trajectory rewards (WeAgent-MMSearch Eq. 5; POINTS-Seeker §3.3 GRPO reward).
+"""Trajectory rewards (WeAgent-MMSearch Eq. 5; POINTS-Seeker §3.2.4 GRPO reward).
 
 * FA-GSPO / GSPO: ``R = 0.9·C + 0.1·F`` with ``C`` the binary correctness of the terminal answer from an
   external judge and ``F`` whether the final assistant turn obeys the response format.

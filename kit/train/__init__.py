@@ -1,4 +1,4 @@
-"""Agentic SFT (WeAgent-MMSearch §6.1, Appendix A; POINTS-Seeker §3.2.3 Agentic Seeding).
+"""Agentic SFT (WeAgent-MMSearch §6.1, Appendix A; POINTS-Seeker §3.2.1 Agentic Seeding, §3.2.3 SFT).
 
 * :mod:`kit.train.sft_data` — episode records → model inputs with the assistant-only loss mask,
   length filters (4,096 tokens per response, 48K per trajectory), the padding collator.

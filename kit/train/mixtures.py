@@ -1,4 +1,4 @@
-"""Agentic Seeding mixtures (POINTS-Seeker §3.2.3, stage I) for the SFT data path.
+"""Agentic Seeding mixtures (POINTS-Seeker §3.2.1, stage I) for the SFT data path.
 
 A mixture lists sources — reasoning, text-agentic and multimodal-reasoning corpora by hub name, or
 local episode files — each with a weight. :func:`sample_mixture` draws records from every source in

@@ -9,7 +9,7 @@ Two back ends share the data path of :mod:`kit.train.sft_data` (same encoder, co
 
 ``backend="auto"`` picks Unsloth when CUDA and Unsloth are both present, else TRL.
 
-Paper settings (§6.1): learning rate 1e-5 for the language model and 1e-6 for the vision tower,
+Paper settings (WeAgent App. A): learning rate 1e-5 for the language model and 1e-6 for the vision tower,
 global batch 32 trajectories; :class:`SFTTrainConfig` defaults follow them. POINTS-Seeker's recipe
 (§3.2.3 Eq. SFT NLL, §4.1): :func:`points_seeker_sft_config` — global batch 64, lr 5e-5, packing to
 32k tokens (:mod:`kit.train.packing`), loss = Σ masked-token NLL / number of samples
@@ -67,7 +67,7 @@ LossNormalization = Literal["token_mean", "sample_sum"]
 
 
 class SFTTrainConfig(BaseModel):
-    """Training settings (paper values by default, WeAgent §6.1). Named apart from ``trl.SFTConfig``,
+    """Training settings (paper values by default, WeAgent App. A). Named apart from ``trl.SFTConfig``,
     the TRL arguments :func:`make_trainer` builds from it.
 
     ``per_device_batch_size * grad_accum * world_size`` is the global batch in trajectories (32 in

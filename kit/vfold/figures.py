@@ -1,4 +1,4 @@
-"""Notebook 03's figures (POINTS-Seeker §4.1 Table 6 grid and the per-turn prompt curve), built from the
+"""Notebook 03's figures (POINTS-Seeker §4.3 Table 6 grid and the per-turn prompt curve), built from the
 frames the notebook computes; write them with :func:`kit.figures.save_figure`.
 
 Token counts are printed as integers with thousands separators (``tickformat ",d"``), axis labels are

@@ -17,9 +17,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kit.recipes import paper_default
+
 __all__ = ["NEWLINE_MARK", "TABLE8_CONFIG", "RenderConfig", "RenderError"]
 
-NEWLINE_MARK = "\u21b5"  # ↵
+NEWLINE_MARK = "\u21b5"  # ↵ (kit)
+
+
+def _table8(key: str):
+    """Table 8's value of ``key`` as kit/recipes/points_seeker.yaml records it (``vfold.<key>``, cited there)."""
+    return paper_default(f"vfold.{key}", "points_seeker")
 
 
 class RenderError(ValueError):
@@ -27,8 +34,11 @@ class RenderError(ValueError):
 
 
 class RenderConfig(BaseModel):
-    """Rendering parameters. Defaults are Table 8's (POINTS-Seeker Appendix B.2, from Glyph) except
-    ``newline`` (see the module docstring); :data:`TABLE8_CONFIG` is the exact Glyph layout.
+    """Rendering parameters. Defaults are Table 8's (POINTS-Seeker Appendix B.2, from Glyph), read from the
+    recipe (``vfold.*`` of kit/recipes/points_seeker.yaml, each with its citation), except ``newline`` (see the
+    module docstring); :data:`TABLE8_CONFIG` is the exact Glyph layout. The font (Table 8: Verdana.ttf) is the
+    recipe's ``vfold.font`` substitute, DejaVu Sans (:mod:`kit.vfold.fonts`; ``font_path`` overrides it).
+    The fields after ``auto_crop_last_page`` are the kit's extensions, with the kit's defaults.
 
     Units: points for page size, margins, font size and line height (1 pt = ``dpi / 72`` pixels;
     72 dpi gives pixels = points). ``max_pages`` caps one rendering (longer text is truncated and
@@ -36,29 +46,30 @@ class RenderConfig(BaseModel):
     every level).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)  # a recipe value is checked too
 
-    page_width: int = 595
-    page_height: int = 842
-    dpi: int = 72
-    margin_x: int = 10
-    margin_y: int = 10
-    font_size: float = 9
-    line_height: float = 10
-    font_color: str = "#000000"
-    page_bg_color: str = "#FFFFFF"
-    alignment: Literal["left"] = "left"
-    horizontal_scale: float = 1.0
-    first_line_indent: int = 0
-    left_indent: int = 0
-    right_indent: int = 0
-    space_before: int = 0
-    space_after: int = 0
-    border_width: int = 0
-    border_padding: int = 0
-    auto_crop_width: bool = True
-    auto_crop_last_page: bool = True
-    # kit extensions
+    # Table 8 (App. B.2): every value is read from the recipe (kit/recipes/points_seeker.yaml, vfold.*)
+    page_width: int = _table8("page_width")
+    page_height: int = _table8("page_height")
+    dpi: int = _table8("dpi")
+    margin_x: int = _table8("margin_x")
+    margin_y: int = _table8("margin_y")
+    font_size: float = _table8("font_size")
+    line_height: float = _table8("line_height")
+    font_color: str = _table8("font_color")
+    page_bg_color: str = _table8("page_bg_color")  # para-bg-color (the same): no paragraph background is painted
+    alignment: Literal["left"] = _table8("alignment")
+    horizontal_scale: float = _table8("horizontal_scale")
+    first_line_indent: int = _table8("first_line_indent")
+    left_indent: int = _table8("left_indent")
+    right_indent: int = _table8("right_indent")
+    space_before: int = _table8("space_before")
+    space_after: int = _table8("space_after")
+    border_width: int = _table8("border_width")
+    border_padding: int = _table8("border_padding")
+    auto_crop_width: bool = _table8("auto_crop_width")
+    auto_crop_last_page: bool = _table8("auto_crop_last_page")
+    # kit extensions (the kit's values, not Table 8's)
     newline: Literal["mark", "break"] = "mark"
     newline_mark: str = NEWLINE_MARK
     paragraph_break: bool = True
