@@ -33,8 +33,8 @@ demo: setup
 data: setup   # notebook 02 (synthesis -> validated tasks -> trajectories -> mixtures) into results/$(PROFILE)/02_data_synthesis
 	$(PY) -m kit.cli notebook 02 --profile $(PROFILE)
 
-sequence: setup   # every notebook 01 -> 07 headless into results/smoke/ (make sequence RESUME=--resume to continue)
-	$(PY) -m kit.cli sequence --run $(PROFILE) --profile $(PROFILE) $(RESUME)
+sequence: setup   # every notebook 01 -> 07 headless into results/$(PROFILE)/ (an alias resolved: paper -> weagent_mmsearch; RESUME=--resume continues)
+	$(PY) -m kit.cli sequence --profile $(PROFILE) $(RESUME)
 
 results-docs: setup   # regenerate the README results section and CITATION.cff from results/
 	$(PY) scripts/render_results.py --write

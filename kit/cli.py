@@ -177,9 +177,10 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
     os.environ.setdefault("KIT_HEADLESS", "1")  # the kernel inherits it: sparse progress bars (kit.progress)
     pm.execute_notebook(str(src), str(dest), parameters=parameters, kernel_name=kernel, cwd=str(nb_dir),
                         progress_bar=progress)
+    from kit.eval.runner import default_private_dir
     from kit.run_health import failed_roles, health_lines, role_health
 
-    health = role_health(out)
+    health = role_health(out, default_private_dir(out))  # encrypted benchmarks' episodes are kept out of out
     for line in health_lines(health):
         echo(f"  {line}")
     failed = failed_roles(health, fail_on_error)
@@ -260,6 +261,8 @@ def _cmd_sequence(args) -> int:
         common, per = parse_overrides(args.param)
         from kit.profiles import get_profile
 
+        if args.resume and not (args.run or args.profile):
+            raise SequenceError("--resume needs the run to continue: --run NAME (or --profile P for its default run)")
         run = args.run or get_profile(args.profile or "smoke").run_name  # results/<profile run name>/ by default
         args.run = run
         run_sequence(run, args.only, profile=args.profile, common=common, per_notebook=per, resume=args.resume,

@@ -570,8 +570,23 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
             value.get("rescue") is None and _profile_has(profile, "rescue.action")):
         tuned = [n for n in ("entropy_threshold", "rescue_action") if value.get(n) is not None]
         if tuned:  # a setting of a mechanism the run does not have (kit.recipes.mechanisms)
-            problems.append(f"{', '.join(tuned)}{at} set, but the {profile} profile runs no entropy-triggered rescue "
-                            "(Long-MDR's: profiles long_mdr and smoke); add -p rescue true for the labelled ablation")
+            why = ("rescue is switched off (-p rescue false)" if value.get("rescue") is False else
+                   f"the {profile} profile runs no entropy-triggered rescue (Long-MDR's: profiles long_mdr and smoke)")
+            problems.append(f"{', '.join(tuned)}{at} set, but {why}; add -p rescue true for the labelled ablation")
+    if "algorithm" in declared and "self_recovery" in declared:  # kit.rl.eligibility.harness_config_for, before the kernel
+        from kit.profiles import get_profile
+
+        prof = get_profile(profile, preflight=preflight)
+        algo = value.get("algorithm") or prof.value("rl.algorithm")
+        recovery = value.get("self_recovery")
+        recovery = prof.harness().self_recovery if recovery is None else recovery
+        if algo == "fa_gspo" and not recovery:
+            problems.append(f"algorithm='fa_gspo'{at} recovers first and then filters (WeAgent §6.2) but the {profile} "
+                            "profile runs without self-recovery; pass -p self_recovery true (labelled ablation) or "
+                            "another algorithm (gspo: Table 3's vanilla baseline; grpo)")
+        if algo == "gspo" and value.get("self_recovery") is True:
+            problems.append(f"algorithm='gspo'{at} is WeAgent Table 3's vanilla GSPO, without self-recovery, but "
+                            "-p self_recovery true is set; drop it, or use algorithm 'fa_gspo'")
     if "report_to" in declared:  # the trainers' Tracker refuses with the same line, but only inside the kernel
         from kit.tracking import report_to_problem
 

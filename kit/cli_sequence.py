@@ -162,6 +162,8 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
     """
     if profile is not None and profile not in PROFILES:
         raise SequenceError(f"unknown profile {profile!r}; choose one of {PROFILES}")
+    if not 0.0 <= fail_on_error <= 1.0:  # NaN fails too
+        raise SequenceError(f"--fail-on-error is the tolerated share of error episodes in [0, 1], got {fail_on_error!r}")
     if not run or "/" in run or run in (".", ".."):
         raise SequenceError(f"run name must be a plain folder name, got {run!r}")
     root = Path(results_dir).resolve() if results_dir else PROJECT_ROOT / "results"
@@ -204,6 +206,7 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
     else:
         plan = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir), "profile": profile or "smoke",
                 "common": common or {}, "per_notebook": per_notebook or {}}
+        old = {"steps": {}}
         if state_path.exists():
             try:
                 old = _read_state(state_path)
@@ -212,6 +215,13 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
                 old = {"steps": {}}
             if any(s["status"] != "ok" for s in old["steps"].values()):
                 echo(f"note: {state_path} records an unfinished sequence; starting over (use --resume to continue it)")
+        # a folder this run's sequences never wrote (a standalone notebook run, another experiment) is not cleared
+        foreign = [str(run_dir / NOTEBOOKS[k]) for k in plan["keys"] if k not in old["steps"]
+                   and (run_dir / NOTEBOOKS[k]).is_dir() and any((run_dir / NOTEBOOKS[k]).iterdir())]
+        if foreign:
+            raise SequenceError(f"not started: {', '.join(foreign)} hold(s) outputs that no sequence of run {run!r} "
+                                "wrote (a notebook run on its own, or another experiment); a fresh sequence clears its "
+                                "folders, so choose another --run NAME, or move or delete them")
         state = {"run": run, "plan": plan, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "steps": {k: {"notebook": NOTEBOOKS[k], "status": "pending"} for k in plan["keys"]}}
         declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}

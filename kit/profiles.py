@@ -85,7 +85,8 @@ class Profile(BaseModel):
     def describe(self) -> str:
         """What ran, for summaries, figures and cards: ``profile `weagent_mmsearch` (recipe weagent_mmsearch+preflight;
         ablation self_recovery=off)``: the resolved profile, the recipe with its overlays, and every switch."""
-        sw = "; ablation " + ", ".join(f"{k}={'on' if v else 'off'}" for k, v in self.switches) if self.switches else ""
+        ab = [x[len("ablation:"):] for x in self.labels if x.startswith("ablation:")]  # switches that change the recipe
+        sw = "; ablation " + ", ".join(ab) if ab else ""
         return f"profile `{self.name}` (recipe {'+'.join((self.recipe, *self.overlays))}{sw})"
 
     @property

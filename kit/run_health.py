@@ -49,28 +49,36 @@ def _cause(text: str | None) -> str:
     return (first[0] if first else "no reason recorded")[:160]
 
 
-def role_health(folder: str | Path) -> list[RoleHealth]:
-    """Per-role error counts of every episode under ``folder`` (sorted by role). Lines that are not JSON
-    objects (a line cut by a crash) are skipped: the episode files' own reader repairs them."""
-    roles: dict[str, RoleHealth] = {}
-    for path in sorted(Path(folder).rglob(EPISODE_FILE)):
-        try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
+def role_health(*folders: str | Path) -> list[RoleHealth]:
+    """Per-role error counts of every episode under ``folders`` (sorted by role; an encrypted benchmark's
+    episodes live in a private folder beside the results: pass both). A record counts once, its last line
+    (a resumed run retries an error episode and rewrites it). Lines that are not JSON objects (a line cut by a
+    crash) are skipped: the episode files' own reader repairs them."""
+    latest: dict[tuple[str, str], dict] = {}
+    for folder in folders:
+        if not Path(folder).is_dir():
             continue
-        for line in lines:
+        for path in sorted(Path(folder).rglob(EPISODE_FILE)):
             try:
-                rec = json.loads(line)
-            except ValueError:
+                with open(path, encoding="utf-8", errors="replace") as f:  # streamed: RL runs write GBs
+                    for n, line in enumerate(f):
+                        try:
+                            rec = json.loads(line)
+                        except ValueError:
+                            continue
+                        if isinstance(rec, dict) and "status" in rec:
+                            latest[(str(path), str(rec.get("id", n)))] = {
+                                "policy": rec.get("policy"), "status": rec["status"], "error": rec.get("error")}
+            except OSError:
                 continue
-            if not isinstance(rec, dict) or "status" not in rec:
-                continue
-            role = str(rec.get("policy") or "unnamed policy")
-            h = roles.setdefault(role, RoleHealth(role))
-            h.episodes += 1
-            if rec["status"] == "error":
-                h.errors += 1
-                h.causes[_cause(rec.get("error"))] += 1
+    roles: dict[str, RoleHealth] = {}
+    for rec in latest.values():
+        role = str(rec["policy"] or "unnamed policy")
+        h = roles.setdefault(role, RoleHealth(role))
+        h.episodes += 1
+        if rec["status"] == "error":
+            h.errors += 1
+            h.causes[_cause(rec["error"])] += 1
     return [roles[k] for k in sorted(roles)]
 
 

@@ -44,6 +44,7 @@ export KIT_ROOT="$ROOT"
 # one checkpoint folder per recipe and schedule: a stage resumes only from its own schedule's checkpoints
 SCHED_TAG="${SCHEDULE:-}"; SCHED_TAG="${SCHED_TAG//[^A-Za-z0-9_.-]/_}"
 RUN_NAME="$RECIPE${SCHED_TAG:+-$SCHED_TAG}"
+PF_TAG=""; if [ "${PREFLIGHT:-0}" = "1" ]; then PF_TAG="_preflight"; fi  # results/<recipe>[_preflight]/, as notebooks
 cd "$ROOT"
 if [ -n "${STAGE:-}" ]; then
   STAGES=("$STAGE")
@@ -60,7 +61,7 @@ for S in "${STAGES[@]}"; do
     data.train_files="$TRAIN" data.val_files="$VAL" \
     actor_rollout_ref.model.path="$MODEL" \
     trainer.n_gpus_per_node="$NGPUS" trainer.nnodes="$NNODES" \
-    trainer.default_local_dir="$ROOT/results/$RUN_NAME${PREFLIGHT:+_preflight}/05_rl_long_mdr/verl_checkpoints" \
+    trainer.default_local_dir="$ROOT/results/$RUN_NAME$PF_TAG/verl_checkpoints" \
     "${RECIPE_OVERRIDES[@]}" \
     "$@"
 done

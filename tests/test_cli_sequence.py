@@ -8,7 +8,16 @@ import json
 import nbformat
 import pytest
 
-from kit.cli import NOTEBOOKS, NotebookFailed, SequenceError, main, parse_overrides, plan_sequence, run_sequence
+from kit.cli import (
+    NOTEBOOKS,
+    SEQUENCE_FILE,
+    NotebookFailed,
+    SequenceError,
+    main,
+    parse_overrides,
+    plan_sequence,
+    run_sequence,
+)
 from kit.kernel import kernelspec
 
 
@@ -107,6 +116,12 @@ def test_fresh_sequence_clears_earlier_outputs_resume_keeps_them(tmp_path, nb_di
     stale.mkdir(parents=True)
     (stale / "COMPLETE").write_text("")
     lines = []
+    # outputs no sequence of this run wrote (a notebook run on its own, e.g. a GPU run's checkpoints): never cleared
+    with pytest.raises(SequenceError, match=r"01_harness_demo hold\(s\) outputs that no sequence of run 'r' wrote"):
+        run_sequence("r", ["01", "03", "06"], results_dir=tmp_path, notebooks_dir=nb_dir, runner=runner, echo=lines.append)
+    assert stale.exists()
+    run_sequence("r", ["01"], results_dir=tmp_path / "other", notebooks_dir=nb_dir, runner=runner, echo=lines.append)
+    (tmp_path / "other" / "r" / SEQUENCE_FILE).replace(tmp_path / "r" / SEQUENCE_FILE)  # now this run's sequence wrote 01
     (tmp_path / "fail").write_text("1")
     with pytest.raises(NotebookFailed):
         run_sequence("r", ["01", "03", "06"], results_dir=tmp_path, notebooks_dir=nb_dir, runner=runner, echo=lines.append)

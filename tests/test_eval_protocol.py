@@ -185,3 +185,21 @@ def test_a_hub_release_subset_name_is_not_read_as_an_id_list():
     lr = LoadResult("mmsearch", tasks=[])
     lr.info["subset"] = "end2end"
     assert summary_rows({"mmsearch": lr}, [])[0]["subset"] == "full"
+
+
+def test_rounds_count_calls_written_in_text_as_the_harness_records_them():
+    """The transformers policy, the demonstrator and endpoints without a tool parser write calls in the text
+    (``tool_calls`` stays empty); a round is a model turn answered by a tool observation either way."""
+    from kit.eval.protocols import interaction_rounds
+    from kit.types import ContentPart, Message
+
+    def t(role, text="", **kw):
+        return Message(role=role, content=[ContentPart(type="text", text=text)], **kw)
+
+    msgs = [t("system"), t("user", "q")]
+    for _ in range(3):
+        msgs += [t("assistant", '<tool_call>{"name": "web_search", "arguments": {"query": "x"}}</tool_call>'),
+                 t("tool", "r1", name="web_search"), t("tool", "r2", name="web_search")]  # two calls, one round
+    msgs += [t("assistant", "no action"), t("user", "format reminder", intervention=True), t("assistant", "<response>a</response>")]
+    rec = EpisodeRecord(id="x#0", task=Task(id="x", question="q", answers=["a"]), config_hash="h", messages=msgs, turns=5)
+    assert interaction_rounds(rec) == 3

@@ -23,10 +23,11 @@ def test_a_paper_recipe_runs_only_mechanisms_its_paper_has(name, overlays):
 
 
 def test_each_profile_switches_on_what_its_paper_describes():
-    assert _on("weagent_mmsearch") == {"self_recovery"}  # Table 5; no OPD, stages or rescue (App. A)
+    assert _on("weagent_mmsearch") == {"self_recovery", "model_label_audit"}  # Table 5, §4.5; no OPD/stages/rescue
     assert _on("points_seeker") == {"context_folding"}  # V-Fold; no WeAgent rule, no synthesis turn
-    assert _on("long_mdr") == {"self_recovery", "opd_warmup", "progressive_horizons", "entropy_rescue"}
-    assert _on("smoke") == _on("long_mdr")  # the CPU check exercises every mechanism (not a paper)
+    assert _on("long_mdr") == {"self_recovery", "model_label_audit", "opd_warmup", "progressive_horizons",
+                               "entropy_rescue"}
+    assert _on("smoke") == _on("long_mdr") - {"model_label_audit"}  # every RL mechanism; offline rule audit, labelled
     assert all(m["paper"] is None for m in mechanisms("smoke"))
 
 
@@ -62,3 +63,17 @@ def test_recipe_command_lists_the_mechanisms(capsys):
 
     got = {m["name"]: m for m in json.loads(capsys.readouterr().out)["mechanisms"]}
     assert got["self_recovery"]["on"] is False and got["context_folding"]["paper"] is True
+
+
+def test_the_paper_column_is_the_specification_not_the_recipes_citation():
+    """A recipe that switches a mechanism on with a cited entry still fails when its paper lacks it."""
+    from kit.recipes import Recipe
+    from kit.recipes.mechanisms import mechanisms as rows
+
+    r = Recipe("points_seeker")  # unvalidated copy with WeAgent's rules switched on, a source and all
+    from kit.recipes import Entry
+
+    r.entries["harness.self_recovery"] = Entry(value=True, source="§3.2.4", origin="points_seeker")
+    row = next(m for m in rows(r) if m["name"] == "self_recovery")
+    assert row["on"] is True and row["paper"] is False
+    assert next(m for m in rows("points_seeker") if m["name"] == "context_folding")["where"].startswith("§3.3")

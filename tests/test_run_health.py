@@ -44,3 +44,28 @@ def test_a_server_failing_every_chat_call_makes_the_notebook_exit_non_zero(tmp_p
     line = next(x for x in err.splitlines() if "episodes error" in x)
     assert "1/1 episodes error" in line and "501" in line, err
     assert (tmp_path / "o" / "summary.md").exists()  # the notebook ran to its end; the run is reported as failed
+
+
+async def test_a_resume_retries_error_episodes_and_health_counts_each_once(tmp_path):
+    """After a failed endpoint, a resume runs the error episodes again (they were not finished) and the run's
+    health counts each episode's last record: fixing the endpoint and resuming gives a clean exit."""
+    from kit.harness.config import HarnessConfig
+    from kit.harness.episode import Task
+    from kit.harness.loop import Harness
+    from kit.harness.runner import read_episodes, run_batch
+    from kit.policy.scripted import ScriptedPolicy
+    from kit.types import PolicyError
+    from tests.conftest import MemoryBackend
+
+    def down(messages, tools):
+        raise PolicyError("HTTP 500 from http://127.0.0.1:9/v1")
+
+    tasks = [Task(id=f"t{i}", question="q") for i in range(2)]
+    recs = await run_batch(Harness(ScriptedPolicy(down, name="m"), MemoryBackend(), HarnessConfig()), tasks, tmp_path,
+                           progress=False)
+    assert {r.status for r in recs} == {"error"} and failed_roles(role_health(tmp_path))
+    up = ScriptedPolicy(lambda m, t: "<think>x</think><response>Paris</response>", name="m")
+    recs = await run_batch(Harness(up, MemoryBackend(), HarnessConfig()), tasks, tmp_path, progress=False)
+    assert [r.status for r in recs] == ["answered", "answered"]
+    assert len(read_episodes(tmp_path / "episodes.jsonl")) == 2  # the error records were replaced, not duplicated
+    assert health_lines(role_health(tmp_path)) == ["m: 2/2 episodes ran (no error)"]

@@ -108,3 +108,34 @@ def test_ablation_switches_are_labelled_and_unknown_ones_name_the_supported():
     with pytest.raises(ValueError, match="supported: rescue, self_recovery"):
         get_profile("weagent_mmsearch", switches={"opd": True})
     assert "ablation self_recovery=on" in ps.describe() and "recipe points_seeker" in ps.describe()
+
+
+def test_algorithm_and_self_recovery_that_cannot_run_together_stop_before_the_kernel():
+    from kit.cli_params import ParameterError, check_combinations, notebook_parameters
+    from kit.paths import PROJECT_ROOT
+
+    d = notebook_parameters(PROJECT_ROOT / "notebooks" / "05_rl_long_mdr.ipynb")
+    base = {"web_backend": "zim"}
+    with pytest.raises(ParameterError, match="fa_gspo.*without self-recovery"):
+        check_combinations(d, {**base, "algorithm": "fa_gspo"}, "points_seeker", preflight=True)
+    with pytest.raises(ParameterError, match="fa_gspo.*without self-recovery"):
+        check_combinations(d, {**base, "self_recovery": False}, "weagent_mmsearch", preflight=True)
+    with pytest.raises(ParameterError, match="gspo.*self_recovery true"):
+        check_combinations(d, {**base, "algorithm": "gspo", "self_recovery": True}, "points_seeker", preflight=True)
+    check_combinations(d, {**base, "algorithm": "fa_gspo", "self_recovery": True}, "points_seeker", preflight=True)
+
+
+def test_ablation_labels_reach_every_run_label_set():
+    from kit.policy.factory import run_labels
+    from kit.profiles import get_profile
+
+    ps = get_profile("points_seeker", switches={"self_recovery": True})
+    assert run_labels(ps, {"smoke": False}) == ["ablation:self_recovery=on"]
+    assert run_labels(get_profile("smoke", switches={"rescue": False}), {"smoke": True}) == ["smoke", "ablation:rescue=off"]
+
+
+def test_make_sequence_names_no_run_so_an_alias_resolves():
+    from kit.paths import PROJECT_ROOT
+
+    line = next(x for x in (PROJECT_ROOT / "Makefile").read_text().splitlines() if "kit.cli sequence" in x)
+    assert "--run" not in line  # `make sequence PROFILE=paper` writes results/weagent_mmsearch/, not results/paper/

@@ -1,19 +1,33 @@
 """RL query filtering and label audit (WeAgent §4.5 "RL query filtering").
 
-For every candidate query an ``group_size``-rollout group (8 in the paper, sampled from the SFT
-model) runs through the harness, concurrently, via :func:`kit.harness.runner.run_batch` (resumable);
-each rollout is judged against the reference answer, and queries whose rollouts are all correct or
-all wrong are dropped: they give no within-group reward contrast for group-relative optimization.
+§4.5: "For every candidate query, we sample an 8-rollout group from WeAgent-MMSearch-SFT and discard queries for
+which all sampled answers are correct or all are incorrect. [...] We additionally use Kimi K2.6 [17] to audit the
+reference labels and remove ambiguous or non-verifiable targets. This step filters, for example, some open-source
+records whose nominal label is a refusal placeholder such as 'I cannot find the final answer.'"
 
-The label audit flags targets that cannot be judged: refusal placeholders used as labels ("I cannot
-find the final answer"), empty or overlong answers, answers that are questions or hedges. The
-paper audits with an LLM (Kimi K2.6); :func:`audit_label` is the deterministic pass and
-:class:`LLMLabelAuditor` adds a model's verdict through any :class:`kit.types.Policy` (e.g.
-:class:`kit.policy.openai_client.OpenAIChatPolicy`).
+For every candidate query an ``group_size``-rollout group (8 in the paper, sampled from the SFT model) runs
+through the harness, concurrently, via :func:`kit.harness.runner.run_batch` (resumable); each rollout is judged
+against the reference answer, and queries whose rollouts are all correct or all wrong are dropped: they give no
+within-group reward contrast for group-relative optimization.
+
+Who judges and who audits comes from the profile's recipe (:func:`resolve_filter_setup`):
+
+* ``data.rl_filter_judge``: ``"llm"`` under the paper recipe (the kit's answer judge,
+  :func:`kit.eval.judge_factory.make_answer_judge`, on ``judge_endpoint``; §4.5 names no judge for the rollouts,
+  the served model is ``eval.judge_model``, Kimi K2.6 of §7.1; a preflight: the tiny stand-in, named so);
+  ``"rule"`` under smoke (the substring rule, labelled ``"rule judge (smoke)"``).
+* ``data.rl_label_audit``: ``"llm"`` under the paper recipe (§4.5: Kimi K2.6 audits the reference label of
+  every candidate; :class:`LLMLabelAuditor`, the deterministic flags of :func:`audit_label` recorded beside
+  its verdict); ``"rule"`` under smoke (:func:`audit_label` decides, labelled ``"rule label audit (smoke)"``).
+
+The audit runs before the rollouts: the kept set is the same in either order (a query is kept when its label
+passes and its group is mixed) and an audited-out query costs no rollouts. Every query's decision (kept /
+dropped, the stage and the reason, the audit's and the judge's verdicts) is written to ``rl_decisions.jsonl``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -79,11 +93,19 @@ class LLMLabelAuditor:
     ``audit(task)`` returns ``[]`` or ``["unverifiable_target"]`` (``["audit_failed"]`` when the model
     reply is not the requested JSON after ``attempts`` tries, so the task is not silently kept)."""
 
-    def __init__(self, policy, *, sampling: SamplingParams | None = None, attempts: int = 2):
+    def __init__(self, policy, *, sampling: SamplingParams | None = None, attempts: int = 2, model: str | None = None):
         self.policy = policy
         self.sampling = sampling or SamplingParams(temperature=0.0, max_tokens=256)
         self.attempts = attempts
+        self.model = model  # the label of the auditing model (None: the policy's name)
         self.last_reason: dict[str, str] = {}
+
+    @property
+    def name(self) -> str:
+        """``llm label audit (<model>)``: the model given at construction, else the policy's served name."""
+        from kit.policy.factory import policy_name
+
+        return f"llm label audit ({self.model or policy_name(self.policy)})"
 
     async def audit(self, task: Task) -> list[str]:
         from kit.data.expert import ExpertError, _json_from
@@ -105,16 +127,18 @@ class LLMLabelAuditor:
 @dataclass
 class FilterResult:
     """Outcome of :func:`filter_rl_queries`: kept tasks (``metadata["solve_rate"]`` and
-    ``metadata["rl_group"]`` set), dropped ``(task, reason)`` pairs and counts by reason."""
+    ``metadata["rl_group"]`` set), dropped ``(task, reason)`` pairs, counts by reason and one decision
+    per query (``decisions``, in input order; also ``rl_decisions.jsonl``)."""
 
     kept: list[Task] = field(default_factory=list)
     dropped: list[tuple[Task, str]] = field(default_factory=list)
     counts: dict[str, Any] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def default_judge(task: Task, rec: EpisodeRecord) -> bool:
     """Rule judge (``contains``, or the task's ``rule_mode``) on the final response; a rollout that
-    ended without an answer is wrong."""
+    ended without an answer is wrong (the smoke profile's filter judge, ``"rule judge (smoke)"``)."""
     from kit.eval.judges import RuleJudge
 
     if rec.final_response is None:
@@ -122,26 +146,221 @@ def default_judge(task: Task, rec: EpisodeRecord) -> bool:
     return bool(RuleJudge("contains").judge_task(task, rec.final_response).correct)
 
 
+# ------------------------------------------------------------------------------ who judges, who audits
+RL_FILTER_JUDGES = ("rule", "llm")  # data.rl_filter_judge
+LABEL_AUDITS = ("rule", "llm")  # data.rl_label_audit
+
+
+@dataclass
+class FilterSetup:
+    """The filter's judge and label audit as resolved from the profile (:func:`resolve_filter_setup`).
+
+    Attributes:
+        profile: the :class:`kit.profiles.Profile` whose recipe chose them; ``profile_from`` says how it was
+            found (``"argument"``, the run's ``run_identity.json``, or the smoke default).
+        judge_kind: ``"rule"`` | ``"llm"`` | ``"custom"`` (a caller's callable); ``judge``: the
+            :class:`~kit.eval.judges.RuleJudge` / :class:`~kit.eval.judges.LLMJudge` / callable;
+            ``judge_label``: what every report of the filter names (``"rule judge (smoke)"``,
+            ``"llm:kimi-k2.6@llm-judge-v1"``, ``"llm:tiny stand-in (...) for kimi-k2.6@llm-judge-v1"``).
+        audit_kind: ``"rule"`` | ``"llm"``; ``auditor``: the model audit (None: rule only); ``audit_label``.
+    """
+
+    profile: Any
+    profile_from: str
+    judge_kind: str
+    judge: Any
+    judge_label: str
+    audit_kind: str
+    auditor: LLMLabelAuditor | None
+    audit_label: str
+    judge_via: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        """The fields every report of the filter carries (counts, summary, decisions)."""
+        prof = self.profile.name + (" (preflight)" if self.profile.preflight else "")
+        return {"profile": prof, "profile_from": self.profile_from, "judge": self.judge_label,
+                "judge_kind": self.judge_kind, **({"judge_via": self.judge_via} if self.judge_via else {}),
+                "label_audit": self.audit_label, "label_audit_kind": self.audit_kind}
+
+
+def _profile_of_run(profile, out_dir) -> tuple[Any, str]:
+    """``(Profile, how it was found)``: ``profile`` when given, else the run identity that ``kit.cli`` writes into
+    the notebook's folder (``out_dir`` or its parent: notebook 02 filters into ``<out>/rl_filter``), else smoke."""
+    from kit.profiles import get_profile
+    from kit.runs import IDENTITY_FILE, read_identity
+
+    if profile is not None:
+        return get_profile(profile), "argument"
+    if out_dir is not None:
+        for folder in (Path(out_dir), Path(out_dir).parent):
+            ident = read_identity(folder)
+            if ident and ident.get("profile"):
+                return (get_profile(str(ident["profile"]), preflight=bool(ident.get("preflight"))),
+                        f"run identity ({folder / IDENTITY_FILE})")
+    return get_profile("smoke"), "default (no profile given, no run identity): smoke"
+
+
+def _served_name(policy) -> str:
+    from kit.policy.factory import policy_name
+
+    return policy_name(policy)
+
+
+def resolve_filter_setup(profile=None, out_dir: str | Path | None = None, *, judge=None, label_audit: str | None = None,
+                         auditor: LLMLabelAuditor | None = None, judge_endpoint: str = "", judge_model: str = "",
+                         judge_api_key: str | None = None, judge_policy=None,
+                         cache_path: str | Path | None = None) -> FilterSetup:
+    """The RL filter's judge and label audit, from the profile's recipe (``data.rl_filter_judge``,
+    ``data.rl_label_audit``) unless the caller names them.
+
+    The LLM judge (:func:`kit.eval.judge_factory.make_answer_judge`) runs on, in order: ``judge_policy``;
+    ``judge_endpoint`` (served ``judge_model``, default the recipe's ``eval.judge_model``); in a preflight
+    without either, the tiny stand-in (named so); else the label auditor's endpoint (notebook 02 passes the
+    expert, Kimi K2.6 in the paper, as ``auditor``; recorded as ``judge_via``). The LLM audit runs
+    ``auditor``, else on the LLM judge's model (§4.5's auditor and §7.1's judge are both Kimi K2.6), else in a
+    preflight on the tiny stand-in expert.
+
+    Args:
+        profile: a profile name or :class:`kit.profiles.Profile`; None: the run identity in ``out_dir`` or
+            its parent (``kit.cli`` writes it), else smoke (``profile_from`` says which).
+        judge: ``"rule"`` | ``"llm"`` | a judge object | a callable ``(task, record) -> bool`` | None (the recipe's).
+        label_audit: ``"rule"`` | ``"llm"`` | None (the recipe's).
+
+    Raises:
+        kit.eval.judge_factory.JudgeConfigError: the LLM judge or the LLM audit has no model to run on (the
+            message names ``judge_endpoint`` and the rule alternative).
+        ValueError: an unknown judge or audit name, or an unknown profile.
+    """
+    from kit.eval.judge_factory import JudgeConfigError, make_answer_judge
+    from kit.eval.judges import LLMJudge, RuleJudge
+    from kit.profiles import stand_in_name, stand_in_policy
+
+    P, found = _profile_of_run(profile, out_dir)
+    recipe_judge = str(P.value("data.rl_filter_judge", None) or P.value("eval.judge", "rule"))
+    recipe_audit = str(P.value("data.rl_label_audit", None) or "rule")
+    audit_model = str(P.value("data.rl_label_audit_model", None) or P.value("eval.judge_model", "kimi-k2.6"))
+    tag = " (smoke)" if P.smoke else ""
+    via = ""
+    if judge is not None and not isinstance(judge, str):
+        if isinstance(judge, RuleJudge):
+            kind, j, label = "rule", judge, f"rule judge{tag or (' (fallback)' if recipe_judge != 'rule' else '')}"
+        elif isinstance(judge, LLMJudge):
+            kind, j, label = "llm", judge, judge.name
+        else:
+            kind, j = "custom", judge
+            label = f"custom judge ({getattr(judge, '__name__', type(judge).__name__)})"
+    else:
+        kind = judge or recipe_judge
+        if kind not in RL_FILTER_JUDGES:
+            raise ValueError(f"judge={kind!r}: the RL filter's judge must be one of {RL_FILTER_JUDGES}")
+        if kind == "rule":
+            fallback = recipe_judge != "rule"
+            j = RuleJudge("contains", fallback=fallback)
+            label = "rule judge" + (tag or (" (fallback)" if fallback else ""))
+        else:
+            policy, model = judge_policy, judge_model
+            if policy is None and not (judge_endpoint or "").strip() and not P.preflight:
+                if auditor is None:
+                    raise JudgeConfigError(
+                        f"the {P.name} profile judges the RL filter's rollouts with the LLM judge (recipe "
+                        "data.rl_filter_judge; WeAgent §4.5 keeps queries whose 8 rollouts are neither all correct "
+                        "nor all incorrect): set judge_endpoint (served model: judge_model, default "
+                        f"{P.value('eval.judge_model', 'kimi-k2.6')!r}) or pass auditor=, or choose judge='rule' "
+                        "for the substring rule, labelled 'rule judge (fallback)'")
+                policy, model = auditor.policy, judge_model or _served_name(auditor.policy)
+                via = f"the label auditor's endpoint ({_served_name(auditor.policy)}): no judge_endpoint given"
+            j = make_answer_judge("llm", profile=P, endpoint=judge_endpoint, model=model, api_key=judge_api_key,
+                                  cache_path=cache_path, policy=policy)
+            label = j.name
+    akind = label_audit or recipe_audit
+    if akind not in LABEL_AUDITS:
+        raise ValueError(f"label_audit={akind!r}: must be one of {LABEL_AUDITS}")
+    aud = auditor
+    if akind == "llm" and aud is None:
+        if isinstance(j, LLMJudge):
+            aud = LLMLabelAuditor(j.policy, model=j.model)
+        elif P.preflight:
+            aud = LLMLabelAuditor(stand_in_policy("expert"), model=stand_in_name(audit_model))
+        else:
+            raise JudgeConfigError(
+                f"the {P.name} profile audits the RL queries' reference labels with a model (recipe "
+                f"data.rl_label_audit; WeAgent §4.5: \"We additionally use Kimi K2.6 to audit the reference labels\"): "
+                "pass auditor= or judge_endpoint (the LLM judge's model audits too), or choose label_audit='rule', "
+                "labelled 'rule label audit (fallback)'")
+    if aud is not None and aud.model is None and getattr(aud.policy, "stand_in_for", None):
+        aud.model = stand_in_name(audit_model)  # a preflight's stand-in is named as one, not as the paper's model
+    if akind == "llm":
+        alabel = aud.name
+    else:
+        alabel = "rule label audit" + (tag or (" (fallback)" if recipe_audit != "rule" else ""))
+        if aud is not None:  # a caller's model audit after the rule pass (notebook 02 with a named expert)
+            alabel += f" + {aud.name}"
+    return FilterSetup(P, found, kind, j, label, akind, aud, alabel, via)
+
+
+async def _verdict(setup: FilterSetup, task: Task, rec: EpisodeRecord) -> dict[str, Any]:
+    """One rollout's verdict ``{"episode", "correct" (None: the judge could not decide), "judge", "error"}``."""
+    import inspect
+
+    if setup.judge_kind == "custom":
+        got = setup.judge(task, rec)
+        ok = await got if inspect.isawaitable(got) else got
+        return {"episode": rec.id, "correct": None if ok is None else bool(ok), "judge": setup.judge_label, "error": None}
+    if rec.final_response is None:  # no answer: wrong, whoever judges (no call)
+        return {"episode": rec.id, "correct": False, "judge": setup.judge_label, "error": None}
+    v = setup.judge.judge_task(task, rec.final_response)
+    if inspect.isawaitable(v):
+        v = await v
+    name = setup.judge_label if setup.judge_kind == "rule" else v.judge
+    return {"episode": rec.id, "correct": v.correct, "judge": name, "error": v.error}
+
+
+async def _audit(setup: FilterSetup, task: Task) -> dict[str, Any]:
+    """The label audit of one query: ``{"by", "flags", "rule_flags", "reason"}`` (``flags`` empty: kept).
+
+    ``rule``: :func:`audit_label` decides (then the caller's auditor, if any, on what it keeps). ``llm``: the
+    model decides for every label (§4.5); the rule flags are recorded beside it; an empty label is dropped
+    without a call (``no_answer``: nothing to audit)."""
+    rule = audit_label(task)
+    out = {"by": setup.audit_label, "flags": rule, "rule_flags": rule, "reason": None}
+    if setup.auditor is None or ("no_answer" in rule) or (setup.audit_kind == "rule" and rule):
+        return out
+    out["flags"] = await setup.auditor.audit(task)
+    out["reason"] = setup.auditor.last_reason.get(task.id)
+    return out
+
+
 async def filter_rl_queries(tasks: Sequence[Task], harness_factory: Callable[[Task, int], Any], out_dir: str | Path, *,
-                            group_size: int = 8, concurrency: int = 4,
-                            judge: Callable[[Task, EpisodeRecord], bool] = default_judge,
-                            auditor: LLMLabelAuditor | None = None) -> FilterResult:
-    """Label audit, then an ``group_size``-rollout group per surviving query; drop uniform groups.
+                            group_size: int = 8, concurrency: int = 4, judge=None,
+                            auditor: LLMLabelAuditor | None = None, profile=None, label_audit: str | None = None,
+                            judge_endpoint: str = "", judge_model: str = "", judge_api_key: str | None = None,
+                            judge_policy=None) -> FilterResult:
+    """Label audit, then an ``group_size``-rollout group per surviving query; drop uniform groups (§4.5).
 
     Args:
         harness_factory: ``(task, sample) -> Harness`` running the policy being filtered for (the
             paper: the SFT model); ``sample`` indexes the rollout in the group (vary its seed).
         out_dir: ``rollouts/episodes.jsonl`` (resumable), ``rl_kept.jsonl``, ``rl_dropped.jsonl``
-            (one ``{"task", "reason", ...}`` per line) and ``rl_filter_counts.json``.
-        judge: ``(task, record) -> correct``.
-        auditor: optional model audit run after the deterministic one.
+            (one ``{"task", "reason", "stage", ...}`` per line), ``rl_decisions.jsonl`` (one line per query:
+            decision, stage, reason, audit and judge verdicts), ``rl_filter_counts.json`` and, for the LLM judge,
+            ``judge_cache.sqlite`` (verdicts are not asked twice on a resume).
+        judge, label_audit, profile, judge_endpoint, judge_model, judge_api_key, judge_policy: who judges the
+            rollouts and who audits the labels, by default the profile's recipe (:func:`resolve_filter_setup`;
+            no ``profile``: the run identity ``kit.cli`` wrote beside ``out_dir``, else smoke).
+        auditor: the model label audit (notebook 02: the expert); required by ``label_audit="llm"`` unless the
+            LLM judge's model or a preflight stand-in can run it; under ``"rule"`` it runs after the rule pass.
 
-    Drop reasons: the label-audit flags, ``all_correct``, ``all_wrong``.
+    Drop reasons: the label-audit flags (stage ``label_audit``), ``all_correct``, ``all_wrong``, ``judge_error``
+    (the judge could not decide some rollouts and the decided ones are uniform; stage ``rollout_group``). A
+    mixed group among the decided rollouts is kept (``rl_group.judge_errors`` counts the undecided).
 
     Raises:
         RLFilterError: ``group_size`` < 2 (no contrast is possible) or duplicate task ids.
+        kit.eval.judge_factory.JudgeConfigError: the profile's LLM judge or audit has no model (see
+            :func:`resolve_filter_setup`).
     """
     from kit.harness.runner import run_batch
+    from kit.policy.factory import announce
 
     if group_size < 2:
         raise RLFilterError(f"group_size must be >= 2 to measure within-group contrast, got {group_size}")
@@ -150,14 +369,28 @@ async def filter_rl_queries(tasks: Sequence[Task], harness_factory: Callable[[Ta
         raise RLFilterError("duplicate task ids")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    setup = resolve_filter_setup(profile, out, judge=judge, label_audit=label_audit, auditor=auditor,
+                                 judge_endpoint=judge_endpoint, judge_model=judge_model, judge_api_key=judge_api_key,
+                                 judge_policy=judge_policy, cache_path=out / "judge_cache.sqlite")
+    desc = setup.describe()
+    announce(f"RL query filter: judge {setup.judge_label}; label audit {setup.audit_label}; "
+             f"profile {desc['profile']} ({setup.profile_from})")
     res = FilterResult()
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def audit_one(t: Task) -> dict[str, Any]:
+        async with sem:
+            return await _audit(setup, t)
+
+    audits = dict(zip(ids, await asyncio.gather(*(audit_one(t) for t in tasks)), strict=True))
+    decisions: dict[str, dict[str, Any]] = {}
     audited: list[Task] = []
     for t in tasks:
-        flags = audit_label(t)
-        if not flags and auditor is not None:
-            flags = await auditor.audit(t)
-        if flags:
-            res.dropped.append((t, flags[0]))
+        a = audits[t.id]
+        if a["flags"]:
+            res.dropped.append((t, a["flags"][0]))
+            decisions[t.id] = {"id": t.id, "decision": "dropped", "stage": "label_audit", "reason": a["flags"][0],
+                               "label_audit": a, "group": None}
         else:
             audited.append(t)
     recs = await run_batch(harness_factory, audited, out / "rollouts", samples=group_size, concurrency=concurrency,
@@ -165,35 +398,54 @@ async def filter_rl_queries(tasks: Sequence[Task], harness_factory: Callable[[Ta
     groups: dict[str, list[EpisodeRecord]] = {}
     for r in recs:
         groups.setdefault(r.task.id, []).append(r)
-    rates = []
+    rates, n_err_total = [], 0
     for t in audited:
         g = groups.get(t.id, [])
-        correct = [judge(t, r) for r in g]
-        n_ok = sum(correct)
-        info = {"rollouts": len(g), "correct": n_ok, "episodes": [r.id for r in g],
-                "statuses": sorted({r.status for r in g})}
-        if n_ok == len(g):
-            res.dropped.append((t.model_copy(update={"metadata": {**t.metadata, "rl_group": info}}), "all_correct"))
-        elif n_ok == 0:
-            res.dropped.append((t.model_copy(update={"metadata": {**t.metadata, "rl_group": info}}), "all_wrong"))
+        verdicts = await asyncio.gather(*(_verdict(setup, t, r) for r in g))
+        decided = [v["correct"] for v in verdicts if v["correct"] is not None]
+        n_ok, n_err = sum(decided), len(verdicts) - len(decided)
+        n_err_total += n_err
+        info = {"rollouts": len(g), "correct": n_ok, "judge_errors": n_err, "episodes": [r.id for r in g],
+                "statuses": sorted({r.status for r in g}), "judge": setup.judge_label,
+                "label_audit": setup.audit_label, "verdicts": [v["correct"] for v in verdicts]}
+        if decided and 0 < n_ok < len(decided):
+            why = None
+        elif n_err or not g:
+            why = "judge_error" if g else "no_rollouts"
         else:
-            rate = n_ok / len(g)
+            why = "all_correct" if n_ok == len(g) else "all_wrong"
+        dec = {"id": t.id, "decision": "kept" if why is None else "dropped", "stage": "rollout_group", "reason": why,
+               "label_audit": audits[t.id], "group": {**info, "verdict_details": verdicts}}
+        if why is None:
+            rate = n_ok / len(decided)
             rates.append(rate)
+            dec["solve_rate"] = rate
             res.kept.append(t.model_copy(update={"metadata": {**t.metadata, "solve_rate": rate, "rl_group": info}}))
+        else:
+            res.dropped.append((t.model_copy(update={"metadata": {**t.metadata, "rl_group": info}}), why))
+        decisions[t.id] = dec
+    res.decisions = [decisions[i] for i in ids]
     reasons: dict[str, int] = {}
     for _, why in res.dropped:
         reasons[why] = reasons.get(why, 0) + 1
     res.counts = {"queries": len(tasks), "audited_out": len(tasks) - len(audited), "rolled_out": len(audited),
                   "group_size": group_size, "rollouts": len(recs), "kept": len(res.kept),
                   "dropped": dict(sorted(reasons.items())),
-                  "mean_solve_rate_kept": round(sum(rates) / len(rates), 4) if rates else None}
+                  "mean_solve_rate_kept": round(sum(rates) / len(rates), 4) if rates else None,
+                  "judge_errors": n_err_total, **desc, "decisions_file": "rl_decisions.jsonl"}
     with open(out / "rl_kept.jsonl", "w", encoding="utf-8") as f:
         for t in res.kept:
             f.write(t.model_dump_json() + "\n")
     with open(out / "rl_dropped.jsonl", "w", encoding="utf-8") as f:
         for t, why in res.dropped:
-            f.write(json.dumps({"task": t.model_dump(mode="json"), "reason": why,
-                                "audit_reason": auditor.last_reason.get(t.id) if auditor else None},
-                               ensure_ascii=False) + "\n")
+            d = decisions[t.id]
+            f.write(json.dumps({"task": t.model_dump(mode="json"), "reason": why, "stage": d["stage"],
+                                "audit_reason": d["label_audit"]["reason"], "label_audit": setup.audit_label,
+                                "judge": setup.judge_label}, ensure_ascii=False, default=str) + "\n")
+    with open(out / "rl_decisions.jsonl", "w", encoding="utf-8") as f:
+        for d in res.decisions:
+            f.write(json.dumps(d, ensure_ascii=False, default=str) + "\n")
     (out / "rl_filter_counts.json").write_text(json.dumps(res.counts, indent=2), encoding="utf-8")
+    if setup.judge_kind == "llm" and (judge is None or isinstance(judge, str)):
+        setup.judge.cache.close()  # the verdict cache this call opened (judge_cache.sqlite)
     return res

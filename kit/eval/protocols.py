@@ -209,10 +209,16 @@ def _records(episodes: str | Path | Iterable[EpisodeRecord]) -> list[EpisodeReco
 
 def interaction_rounds(record: EpisodeRecord) -> int:
     """The interaction rounds of an episode as POINTS-Seeker §4.3 counts them ("VQA instances requiring over ten
-    interaction rounds"): model turns that called at least one tool (an action answered by an observation). A
+    interaction rounds"): model turns answered by at least one tool observation (an action and its result). A
     turn that answers, a turn without an action and WeAgent's tool-free synthesis turn are not rounds, so an
     episode that ran out of a 10-turn budget has at most 10 (the synthesis turn once made it 11)."""
-    return sum(1 for m in record.messages if m.role == "assistant" and m.tool_calls and not m.intervention)
+    rounds, acted = 0, False
+    for m in record.messages:  # a model turn followed by a tool observation (calls in text leave tool_calls empty)
+        if m.role == "assistant" and not m.intervention:
+            acted = False
+        elif m.role == "tool" and not acted:
+            rounds, acted = rounds + 1, True
+    return rounds
 
 
 def hard_subset(episodes: str | Path | Iterable[EpisodeRecord], min_rounds: int = 11) -> list[str]:

@@ -111,10 +111,30 @@ class EpisodeWriter:
                 os.fsync(f.fileno())
 
 
+def _drop_records(path: Path, ids: set[str]) -> None:
+    """Rewrite the episodes file ``path`` without the records whose id is in ``ids`` (atomically: a temporary file
+    replaces it; the other lines are kept byte for byte)."""
+    keep = []
+    for line in path.read_bytes().split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            rid = json.loads(line).get("id")
+        except ValueError:  # read_episodes(repair=True) has already cut a torn last line
+            rid = None
+        if rid not in ids:
+            keep.append(line + b"\n")
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_bytes(b"".join(keep))
+    tmp.replace(path)
+
+
 async def run_batch(harness: Harness | Callable[[Task, int], Harness], tasks: Iterable[Task], out_dir: str | Path, *,
                     samples: int = 1, concurrency: int = 8, progress: bool = True,
                     on_episode: Callable[[EpisodeRecord], None] | None = None) -> list[EpisodeRecord]:
-    """Run ``samples`` episodes per task, ``concurrency`` at a time; resume a previous run in ``out_dir``.
+    """Run ``samples`` episodes per task, ``concurrency`` at a time; resume a previous run in ``out_dir``: a
+    finished episode is never redone, one that ended in status ``error`` (its policy, endpoint or harness
+    failed) is run again, its old record dropped from the file.
 
     Args:
         harness: one :class:`Harness` shared by all episodes, or a factory ``(task, sample) -> Harness``
@@ -137,7 +157,11 @@ async def run_batch(harness: Harness | Callable[[Task, int], Harness], tasks: It
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate task ids: {dup[:5]}")
-    done = {r.id: r for r in read_episodes(out / EPISODES, repair=True)}
+    prior = read_episodes(out / EPISODES, repair=True)
+    failed = {r.id for r in prior if r.status == "error"}
+    if failed:  # the policy or harness failed (an HTTP 500, a crash): retried on resume, not kept as finished
+        _drop_records(out / EPISODES, failed)
+    done = {r.id: r for r in prior if r.id not in failed}
     writer = EpisodeWriter(out / EPISODES)
     todo = [(t, s) for t in tasks for s in range(samples) if episode_id(t, s) not in done]
     sem = asyncio.Semaphore(max(1, concurrency))

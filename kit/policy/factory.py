@@ -235,17 +235,18 @@ def eval_policy_kind(policy_kind: str | None, profile: str, model: str, endpoint
 def run_labels(profile, info: dict) -> list[str]:
     """Labels of a run's outputs: ``["preflight"]`` for a preflight of a paper profile (tiny stand-ins at
     the paper's settings), ``["smoke"]`` for a tiny/scripted policy (meaningless outputs),
-    ``["smoke-budgets"]`` for a real model under the smoke profile's small budgets, else none.
+    ``["smoke-budgets"]`` for a real model under the smoke profile's small budgets, else none; every
+    ``ablation:<switch>=on|off`` label of the profile (:func:`kit.profiles.get_profile` ``switches``) is added.
     ``profile``: a name or a :class:`kit.profiles.Profile`."""
     from kit.profiles import get_profile
 
     prof = get_profile(profile)
+    ablations = [x for x in prof.labels if x.startswith("ablation:")]  # kit mechanisms switched for an ablation
     if prof.preflight:
         return list(prof.labels)
-    profile = prof.name
     if info.get("smoke"):
-        return ["smoke"]
-    return ["smoke-budgets"] if profile == "smoke" else []
+        return ["smoke", *ablations]
+    return (["smoke-budgets"] if prof.name == "smoke" else []) + ablations
 
 
 def make_policy(model: str = "", endpoint: str = "", *, api_key_env: str = "OPENAI_API_KEY", tiny_arch: str = "qwen2_vl",

@@ -468,7 +468,16 @@ def recipes_markdown() -> str:
              "Every key is checked at load (`kit.recipes.sections`): a config section's keys are its class's "
              "fields, the other sections' keys are declared with strict types (a bool is not a number; step "
              "counts and sizes are >= 1), and an unknown section or key, in a recipe or an overlay, fails "
-             "naming the nearest known one.", ""]
+             "naming the nearest known one.", "",
+             "**Runs.** A run is one experiment (`kit.runs`): outputs go to `results/<run>/<NN_name>/`, the run named "
+             "after the profile with an alias resolved (`results/weagent_mmsearch/`, `results/points_seeker_preflight/`; "
+             "`--run NAME` chooses another), and each folder records its run identity (`run_identity.json`: profile, "
+             "recipe, a hash of every resolved value, every parameter, a fingerprint; copied into the manifest). A run "
+             "into a folder of another experiment stops before the kernel (exit 2) naming what differs; the RL and SFT "
+             "trainers refuse another run's checkpoints the same way, and a fresh sequence never clears a folder no "
+             "sequence of its run wrote. A notebook whose model role failed (its episodes ended in `error`: an HTTP "
+             "error, a refused connection) exits 1 with one line per role, although it ran to its end "
+             "(`--fail-on-error 0.1` tolerates a share; `kit.run_health`); a resume retries those episodes.", ""]
     for name in recipe_names():
         r = load_recipe(name)
         lines += [f"## `{name}`: {r.title}", ""]

@@ -18,6 +18,7 @@ __all__ = ["MECHANISMS", "PAPER_RECIPES", "SWITCHES", "Mechanism", "mechanisms",
 
 #: recipes that are a paper as written (smoke is the kit's CPU check; preflight an overlay of sizes)
 PAPER_RECIPES = ("weagent_mmsearch", "long_mdr", "points_seeker")
+# (a paper describes a mechanism: Mechanism.papers below, with where; whether it is on is the recipe's)
 
 
 def _schedule(recipe) -> list:
@@ -30,31 +31,40 @@ def _schedule(recipe) -> list:
 
 @dataclass(frozen=True)
 class Mechanism:
-    """One switchable mechanism. ``key``: the recipe entry that decides it (its ``source`` says the paper has
-    it); ``on``: whether a resolved recipe runs it; ``switch``: the notebook parameter that turns it on or off
-    for an ablation (None: change the recipe value or ``-p`` the key's own parameter)."""
+    """One switchable mechanism. ``key``: the recipe entry that decides it; ``on``: whether a resolved recipe runs
+    it; ``papers``: the paper recipes whose paper describes it, each with where (the specification, written
+    once here: a recipe that switches it on without its paper having it fails ``tests/test_mechanisms.py``);
+    ``switch``: the notebook parameter that turns it on or off for an ablation (None: change the recipe value
+    or ``-p`` the key's own parameter)."""
 
     name: str
     title: str
     key: str
     on: Callable[[Any], bool]
+    papers: dict[str, str]
     switch: str | None = None
 
 
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("self_recovery", "recovery rules and the tool-free synthesis turn (WeAgent Table 5)",
               "harness.self_recovery", lambda r: bool(r.get("harness.self_recovery", False)),
+              {"weagent_mmsearch": "Table 5, §6.2", "long_mdr": "WeAgent's harness (Table 5), which it stages"},
               "-p self_recovery true|false (notebooks 01, 05, 06)"),
     Mechanism("context_folding", "context folding of stale observations (POINTS-Seeker §3.3 V-Fold)",
-              "harness.context_strategy", lambda r: r.get("harness.context_strategy", "full") != "full"),
+              "harness.context_strategy", lambda r: r.get("harness.context_strategy", "full") != "full",
+              {"points_seeker": "§3.3, §4.1 (tau 8k, k 2)"}),
     Mechanism("opd_warmup", "on-policy distillation warmup before reward RL (Long-MDR abstract)",
-              "rl_run.stages", lambda r: any(s.kind == "opd" for s in _schedule(r)),
+              "rl_run.stages", lambda r: any(s.kind == "opd" for s in _schedule(r)), {"long_mdr": "abstract"},
               "-p stages (notebook 05: e.g. opd:50,h10:200)"),
     Mechanism("progressive_horizons", "RL stages with growing turn and context budgets (Long-MDR abstract)",
-              "rl_run.stages", lambda r: sum(s.kind == "rl" for s in _schedule(r)) > 1,
+              "rl_run.stages", lambda r: sum(s.kind == "rl" for s in _schedule(r)) > 1, {"long_mdr": "abstract"},
               "-p stages (notebook 05: e.g. h10:200,h20)"),
     Mechanism("entropy_rescue", "entropy-triggered rescue of the sampling temperature (Long-MDR abstract)",
-              "rescue.action", lambda r: r.has("rescue.action"), "-p rescue true|false (notebook 05)"),
+              "rescue.action", lambda r: r.has("rescue.action"), {"long_mdr": "abstract"},
+              "-p rescue true|false (notebook 05)"),
+    Mechanism("model_label_audit", "RL query filter: a model audits the reference labels (WeAgent §4.5, Kimi K2.6)",
+              "data.rl_label_audit", lambda r: r.get("data.rl_label_audit", "rule") == "llm",
+              {"weagent_mmsearch": "§4.5", "long_mdr": "WeAgent §4.5 (its data pipeline)"}),
 )
 
 #: ablation switches a profile takes (:func:`kit.profiles.get_profile` ``switches``) -> the mechanism each sets
@@ -69,9 +79,9 @@ def _recipe(recipe):
 
 def mechanisms(recipe) -> list[dict[str, Any]]:
     """One row per :data:`MECHANISMS` entry for ``recipe`` (a name or a resolved :class:`~kit.recipes.Recipe`):
-    ``name``, ``title``, ``on`` (bool), ``paper`` (True: the recipe's paper has it, its entry cites the paper;
-    False: the paper lacks it or it is off; None: not a paper recipe), ``key``, ``why`` (the entry's source
-    and kit reason, or ``"not in the recipe"``) and ``switch``."""
+    ``name``, ``title``, ``on`` (bool), ``paper`` (True: the recipe's paper describes it, :attr:`Mechanism.papers`;
+    None: not a paper recipe), ``where`` (the paper's section, else None), ``key``, ``why`` (the deciding entry's
+    source and kit reason, or ``"not in the recipe"``) and ``switch``."""
     r = _recipe(recipe)
     out = []
     for m in MECHANISMS:
@@ -79,9 +89,9 @@ def mechanisms(recipe) -> list[dict[str, Any]]:
         e = r.entries.get(m.key)
         why = "not in the recipe" if e is None else "; ".join(
             ([e.source] if e.source else []) + ([f"kit: {e.kit}"] if e.kit else []))
-        paper = None if r.name not in PAPER_RECIPES else bool(on and e is not None and e.source)
-        out.append({"name": m.name, "title": m.title, "on": on, "paper": paper, "key": m.key, "why": why,
-                    "switch": m.switch})
+        paper = None if r.name not in PAPER_RECIPES else r.name in m.papers
+        out.append({"name": m.name, "title": m.title, "on": on, "paper": paper, "where": m.papers.get(r.name),
+                    "key": m.key, "why": why, "switch": m.switch})
     return out
 
 

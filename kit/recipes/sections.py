@@ -135,6 +135,9 @@ class Data(_Section):
     web_backend: StrictStr | None = None
     stable_fact: StrictStr | None = None
     rl_group_size: Pos | None = None
+    rl_filter_judge: Literal["rule", "llm"] | None = None  # who judges the RL filter's rollouts (kit.data.rl_filter)
+    rl_label_audit: Literal["rule", "llm"] | None = None  # the RL queries' label audit: deterministic | a model
+    rl_label_audit_model: StrictStr | None = None
     require_target_match: StrictBool | None = None
     hop_depths: list[Pos] | None = None
 

@@ -435,7 +435,7 @@ def _claim_sft_run(out: Path, cfg: SFTTrainConfig, model_path, backend: str, exa
     from kit.runs import check_resume, config_fingerprint
 
     h = hashlib.sha256()
-    for ex in examples:  # the trained tokens and their loss mask: another data set is another run
+    for ex in examples:  # the trained tokens: another data set is another run
         h.update(str(ex.id).encode())
         ids = ex.input_ids
         h.update(ids.numpy().tobytes() if hasattr(ids, "numpy") else repr(ids).encode())

@@ -10,9 +10,9 @@ budgets mid-run. The verl path therefore runs **one launch per RL stage** of the
 :meth:`kit.rl.staging.Stage.harness_config`), the context split (``data.max_response_length`` = the
 stage's context − :data:`PROMPT_TOKENS`) and ``trainer.total_training_steps`` = the step at which the stage
 ends; launch ``k+1`` resumes from launch ``k``'s last checkpoint (verl ``trainer.resume_mode=auto``, same
-``trainer.default_local_dir``). WeAgent's recipe runs the Long-MDR schedule's RL stages h10 → h20 → h50 →
-h75 (200, 200, 200 steps, then the rest), or with ``stages="weagent"`` (``SCHEDULE=weagent``) WeAgent's one
-stage at Table 5's budgets; POINTS-Seeker's runs h10 for 60 steps (App. A.4). The launch constants
+``trainer.default_local_dir``). WeAgent's recipe runs its one stage at Table 5's budgets (``weagent``); the
+long_mdr recipe the Long-MDR schedule's RL stages h10 → h20 → h50 → h75 (200, 200, 200 steps, then the
+rest); POINTS-Seeker's runs h10 for 60 steps (App. A.4). The launch constants
 (prompt length, ``trainer.total_epochs``, warmup, KL and entropy terms) are the recipe's ``verl`` section. What the verl
 path does not do, by design: the **OPD warmup** stage (it needs the in-process teacher of
 :mod:`kit.rl.opd`; run it with notebook 05, ``stages="opd:50"``, and launch verl from its checkpoint; its

@@ -8,8 +8,8 @@ functions, so the verl path and the single-node trainer make the same decisions.
   :mod:`kit.rl.verl.recipe_config` writes): the harness is the recipe's
   (``load_recipe(recipe, overlays).harness(**rl_rollout)``: POINTS-Seeker bypasses V-Fold during RL, App. A.4),
   with the budgets of the stage ``kit.stage`` of the recipe's schedule (``kit.stages``, default the
-  recipe's ``rl_run.stages``: WeAgent the Long-MDR schedule, POINTS-Seeker ``h10``; or a named schedule such as
-  ``weagent``, WeAgent's one Table 5 stage; :func:`kit.rl.staging.resolve_schedule`;
+  recipe's ``rl_run.stages``: WeAgent ``weagent`` (its one Table 5 stage), Long-MDR its staged schedule,
+  POINTS-Seeker ``h10``; or another named schedule or stage list; :func:`kit.rl.staging.resolve_schedule`;
   :meth:`kit.rl.staging.Stage.harness_config`), then ``kit.harness_overrides``. Judge and web_extract
   summarizer are the recipe's (``eval.judge`` / ``eval.summarizer`` and their models).
 * **legacy** (``kit.recipe`` null): ``kit.harness`` ``paper`` | ``smoke`` with ``kit.harness_overrides``.
