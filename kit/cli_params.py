@@ -82,6 +82,9 @@ from annotated_types import Ge, Gt, Le
 from kit.cli_endpoints import named_endpoints as named_endpoints
 from kit.cli_endpoints import preflight_endpoints as preflight_endpoints
 from kit.cli_endpoints import recipe_model
+from kit.cli_mechanisms import mechanism_problems
+from kit.cli_numbers import read_number as read_number  # re-exported: how a -p text is read as a number
+from kit.cli_numbers import unread
 from kit.cli_refs import CHECKPOINT_PARAMS as CHECKPOINT_PARAMS
 from kit.cli_refs import PATH_PARAMS as PATH_PARAMS
 from kit.cli_refs import Written, checkpoint_problems
@@ -306,40 +309,6 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Param]:
 
 
 _TRUE, _FALSE = {"true", "yes", "1"}, {"false", "no", "0"}
-_NUMBER_CHARS = frozenset("0123456789._eE+-")
-
-
-def read_number(text: str, kind: str) -> int | float | None:
-    """The number ``text`` writes in Python's decimal notation, as ``kind`` (``"int"`` or ``"float"``), or None.
-
-    An optional sign, then a decimal literal as Python reads it (:func:`ast.literal_eval`), spaces around
-    ignored: ``7``, ``+7``, ``-3``, ``1_000`` for an int; those and ``2.5``, ``.5``, ``1e-4``, ``007.5`` for a
-    float. None for ``0x1F``/``0o7``/``0b1`` (not decimal), ``007`` (Python refuses it: octal or seven?),
-    ``2.5`` or ``1e3`` for an int, ``nan``, ``inf``, ``1j``, ``1,2``, words: never a guess.
-    """
-    body = text.strip()
-    sign = -1 if body[:1] == "-" else 1
-    body = body[1:] if body[:1] in ("+", "-") else body
-    if not body or body[0] not in "0123456789." or not set(body) <= _NUMBER_CHARS:
-        return None
-    try:
-        value = ast.literal_eval(body)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-    if type(value) is int:
-        return sign * value if kind == "int" else sign * float(value)
-    return sign * value if kind == "float" and type(value) is float else None
-
-
-def _unread(text: str, kind: str) -> TypeError:
-    """The TypeError for a text ``kind`` cannot read: a reason when it looks like a number (``0x1F``,
-    ``2.5`` for an int), the bare kind (no reason: ``two``) otherwise."""
-    if text.strip().lstrip("+-").lstrip()[:1] not in tuple("0123456789."):
-        return TypeError(kind)
-    what = "a whole number in decimal digits" if kind == "int" else "a number in decimal notation"
-    return TypeError(f"{what}, which {text!r} is not")
-
-
 def _to(kind: str, v: Any, item: str = ANY) -> Any:
     """``v`` as ``kind``; raises TypeError when it is not one. A text for an int or float is read by
     :func:`read_number`."""
@@ -350,7 +319,7 @@ def _to(kind: str, v: Any, item: str = ANY) -> Any:
     if kind in ("int", "float") and isinstance(v, str):
         number = read_number(v, kind)
         if number is None:
-            raise _unread(v, kind)
+            raise unread(v, kind)
         v = number
     if kind == "bool":
         if isinstance(v, bool):
@@ -566,27 +535,7 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
             shown = value.get("stages") or get_profile_value(profile, "rl_run.stages")
             problems.append(f"the {profile} profile{at} runs an OPD warmup stage (stages={shown!r}), which needs "
                             "teacher_model (a stronger checkpoint); name it, or pass stages without 'opd'")
-    if "rescue" in declared and value.get("rescue") is not True and not (
-            value.get("rescue") is None and _profile_has(profile, "rescue.action")):
-        tuned = [n for n in ("entropy_threshold", "rescue_action") if value.get(n) is not None]
-        if tuned:  # a setting of a mechanism the run does not have (kit.recipes.mechanisms)
-            why = ("rescue is switched off (-p rescue false)" if value.get("rescue") is False else
-                   f"the {profile} profile runs no entropy-triggered rescue (Long-MDR's: profiles long_mdr and smoke)")
-            problems.append(f"{', '.join(tuned)}{at} set, but {why}; add -p rescue true for the labelled ablation")
-    if "algorithm" in declared and "self_recovery" in declared:  # kit.rl.eligibility.harness_config_for, before the kernel
-        from kit.profiles import get_profile
-
-        prof = get_profile(profile, preflight=preflight)
-        algo = value.get("algorithm") or prof.value("rl.algorithm")
-        recovery = value.get("self_recovery")
-        recovery = prof.harness().self_recovery if recovery is None else recovery
-        if algo == "fa_gspo" and not recovery:
-            problems.append(f"algorithm='fa_gspo'{at} recovers first and then filters (WeAgent §6.2) but the {profile} "
-                            "profile runs without self-recovery; pass -p self_recovery true (labelled ablation) or "
-                            "another algorithm (gspo: Table 3's vanilla baseline; grpo)")
-        if algo == "gspo" and value.get("self_recovery") is True:
-            problems.append(f"algorithm='gspo'{at} is WeAgent Table 3's vanilla GSPO, without self-recovery, but "
-                            "-p self_recovery true is set; drop it, or use algorithm 'fa_gspo'")
+    problems += mechanism_problems(declared, value, profile, at, preflight=preflight)  # kit.cli_mechanisms
     if "report_to" in declared:  # the trainers' Tracker refuses with the same line, but only inside the kernel
         from kit.tracking import report_to_problem
 
@@ -615,13 +564,6 @@ def web_backend_param(declared: dict[str, Param]) -> tuple[str, str] | None:
 
 
 _ONLINE = {"judge": "llm", "image_judge": "vlm", "summarizer": "llm"}  # the switch value that calls <switch>_endpoint
-
-
-def _profile_has(profile: str, key: str) -> bool:
-    """Whether the profile's recipe has ``key`` (e.g. ``rescue.action``: Long-MDR's rescue is in it)."""
-    from kit.profiles import get_profile
-
-    return get_profile(profile).recipe_obj().has(key)
 
 
 def get_profile_value(profile: str, key: str) -> Any:
