@@ -139,3 +139,21 @@ def test_make_sequence_names_no_run_so_an_alias_resolves():
 
     line = next(x for x in (PROJECT_ROOT / "Makefile").read_text().splitlines() if "kit.cli sequence" in x)
     assert "--run" not in line  # `make sequence PROFILE=paper` writes results/weagent_mmsearch/, not results/paper/
+
+
+def test_make_demo_resumes_the_committed_smoke_folders_instead_of_refusing_them():
+    """`make demo` (`notebook 01 --profile smoke`) and every `notebook NN --profile smoke` write the committed
+    results/smoke/<NN>/ folders: their recorded identity must be the one those commands compute."""
+    from kit.cli import NOTEBOOKS
+    from kit.paths import PROJECT_ROOT
+
+    for name in NOTEBOOKS.values():
+        folder = PROJECT_ROOT / "results" / "smoke" / name
+        if not folder.is_dir():
+            continue
+        recorded = read_identity(folder)
+        assert recorded is not None, f"{folder} has no run identity: regenerate with make sequence"
+        mine = run_identity(name, "smoke", recorded["params"])
+        assert recorded["fingerprint"] == mine["fingerprint"], (name, recorded, mine)
+        if name == "01_harness_demo":
+            assert recorded["params"] == {}  # exactly make demo's command
