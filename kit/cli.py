@@ -91,8 +91,24 @@ def _value(text: str):
 
 
 def notebook_name(key: str) -> str:
-    """``"06"`` → ``"06_evaluation"``; a full name passes through."""
-    return NOTEBOOKS.get(key, key)
+    """``"06"`` → ``"06_evaluation"``; a full name passes through when it is a plain file name (a path such as
+    ``../../x`` would put the results outside ``results/``).
+
+    Raises:
+        FileNotFoundError: ``key`` is a path, not a notebook's name.
+    """
+    if key in NOTEBOOKS:
+        return NOTEBOOKS[key]
+    from kit.runs import check_run_name
+
+    try:
+        return check_run_name(key.removesuffix(".ipynb"), what="notebook name")
+    except ValueError as e:
+        raise FileNotFoundError(f"no notebook {key!r}: {e}; give its number (01..07) or its name") from e
+
+
+#: exceptions a notebook's cells raise when its folder or checkpoint belongs to another run (kit.runs): exit 2
+MISMATCH_ERRORS = ("RunMismatch", "ResumeMismatch", "FolderError")
 
 
 class ModelRoleFailed(RuntimeError):
@@ -137,6 +153,10 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
 
     nb_dir = Path(notebooks_dir) if notebooks_dir else PROJECT_ROOT / "notebooks"
     name = notebook_name(key)
+    if out_dir is not None and run is not None:
+        raise ParameterError("give the run name (--run) or the results folder (--out), not both")
+    if out_dir is not None and not str(out_dir).strip():
+        raise ParameterError("--out is empty: give a folder, or leave it out for results/<run>/<notebook>")
     src = nb_dir / f"{name}.ipynb"
     if not src.exists():
         raise FileNotFoundError(f"no notebook {src}; available: {sorted(p.stem for p in nb_dir.glob('*.ipynb'))}")
@@ -167,7 +187,9 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
         raise ParameterError(f"--fail-on-error is the tolerated share of error episodes in [0, 1], got {fail_on_error!r}")
     if check_endpoints:
         preflight_endpoints(declared, params, profile=profile)  # the caller names the notebook
-    claim_folder(out, run_identity(name, profile, params, preflight=preflight))  # RunMismatch: another experiment
+    # RunMismatch: another experiment; FolderError: a file in the way, no permission. Every parameter the run
+    # uses is recorded (defaults too), and what its input files hold
+    claim_folder(out, run_identity(name, profile, params, preflight=preflight, declared=declared, base=nb_dir))
     parameters = {"profile": profile, "out_dir": str(out), **params, **({"preflight": True} if preflight else {})}
     dest = out / f"{name}.ipynb"
     _quiet_papermill_name_check()
@@ -246,6 +268,9 @@ def _cmd_notebook(args) -> int:
               + f"\nresults (kept, with each episode's error): {e.executed.parent}", file=sys.stderr)
         return 1
     except Exception as e:
+        if getattr(e, "ename", None) in MISMATCH_ERRORS:  # raised in the kernel: a trainer's checkpoint of another run
+            print(f"notebook {args.key}: {e.ename}: {e.evalue}", file=sys.stderr)  # type: ignore[attr-defined]
+            return 2
         print(f"notebook {args.key} failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     from kit.profiles import resolve_profile_name
@@ -263,15 +288,19 @@ def _cmd_sequence(args) -> int:
 
         if args.resume and not (args.run or args.profile):
             raise SequenceError("--resume needs the run to continue: --run NAME (or --profile P for its default run)")
-        run = args.run or get_profile(args.profile or "smoke").run_name  # results/<profile run name>/ by default
+        # results/<profile run name>/ by default (weagent_mmsearch for paper, points_seeker_preflight, ...)
+        run = args.run or get_profile(args.profile or "smoke", preflight=args.preflight).run_name
         args.run = run
         run_sequence(run, args.only, profile=args.profile, common=common, per_notebook=per, resume=args.resume,
                      results_dir=args.results_dir, notebooks_dir=args.notebooks_dir, progress=not args.no_progress,
-                     fail_on_error=args.fail_on_error)
+                     fail_on_error=args.fail_on_error, profile_preflight=True if args.preflight else None)
     except SequenceError as e:
         print(f"sequence: {e}", file=sys.stderr)
         return 2
     except NotebookFailed as e:
+        if getattr(e.cause, "ename", None) in MISMATCH_ERRORS or isinstance(e.cause, ValueError):
+            print(f"sequence stopped: {e}", file=sys.stderr)  # another run's folder or checkpoint: not a resumable failure
+            return 2
         print(f"sequence stopped: {e}\nfix the cause, then continue with: python -m kit.cli sequence --run {args.run} --resume",
               file=sys.stderr)
         return 1
@@ -399,7 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("key", help="notebook number (01..07) or name")
     nb.add_argument("--profile", default="smoke", choices=PROFILES)
     nb.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                    help="parameter override (Python literal or string)")
+                    help="parameter override; VALUE is read as the parameter's declared type (0x1F stays text for "
+                         "a text parameter; an int reads decimal digits only)")
     nb.add_argument("--run", default=None, help="run name: results/<run>/<notebook>/ (default the profile, e.g. smoke, "
                     "weagent_mmsearch for paper, points_seeker_preflight)")
     nb.add_argument("--out", default=None, help="results folder (default results/<run>/<notebook name>)")
@@ -430,6 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     sq.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="override for every notebook (NAME) or one notebook (NN.NAME)")
     sq.add_argument("--resume", action="store_true", help="continue the recorded plan from its failed notebook")
+    sq.add_argument("--preflight", action="store_true",
+                    help="every notebook as its paper profile's preflight (default run name: <profile>_preflight)")
     sq.add_argument("--results-dir", default=None, help="parent of the run folder (default results/)")
     sq.add_argument("--notebooks-dir", default=None, help="notebook folder (default notebooks/)")
     sq.add_argument("--no-progress", action="store_true", help="no per-cell progress bar")

@@ -21,6 +21,7 @@ from kit.cli_params import (
     plan_writes,
     preflight_endpoints,
 )
+from kit.diffs import leaf_diff
 from kit.paths import PROJECT_ROOT
 from kit.profiles import PROFILE_NAMES as PROFILES  # every --profile name (each selects a recipe: kit/recipes)
 
@@ -34,6 +35,7 @@ NOTEBOOKS = {
     "07": "07_publish",
 }
 SEQUENCE_FILE = "sequence.json"
+STEP_STATUSES = ("pending", "running", "ok", "failed")
 # parameters the command line sets itself: a -p for them would silently contradict the run's record
 RESERVED = {"profile": "--profile", "out_dir": "--out (a sequence: --run and --results-dir)",
             "preflight": "--preflight (python -m kit.cli notebook NN --profile P --preflight)"}
@@ -111,17 +113,56 @@ def _given(plan: dict[str, Any], key: str, declared) -> dict[str, Any]:
 
 
 def _read_state(path: Path) -> dict[str, Any]:
-    """A recorded ``sequence.json``. Raises :class:`SequenceError` when it is not one (damaged, edited)."""
+    """A recorded ``sequence.json``. Raises :class:`SequenceError` when it is not one (damaged, edited: every
+    field of the plan and of each step is checked for its type, so a resume never fails half-way on it)."""
     try:
+        if not path.is_file():
+            raise ValueError("not a regular file")
+        if path.stat().st_size > 16 << 20:
+            raise ValueError("larger than a sequence state is")
         state = json.loads(path.read_text(encoding="utf-8"))
-        if not (isinstance(state, dict) and isinstance(state.get("plan"), dict) and isinstance(state.get("steps"), dict)
-                and {"keys", "profile", "common", "per_notebook"} <= set(state["plan"])
-                and all(isinstance(v, dict) and "status" in v for v in state["steps"].values())):
-            raise ValueError("missing plan or steps")
-    except (OSError, ValueError) as e:
+        why = _state_problem(state)
+        if why:
+            raise ValueError(why)
+    except (OSError, ValueError, RecursionError) as e:
         raise SequenceError(f"{path} is not a readable sequence state ({type(e).__name__}: {e}); "
                             "start the run again without --resume") from e
     return state
+
+
+def _state_problem(state: Any) -> str:
+    if not isinstance(state, dict) or not isinstance(state.get("plan"), dict) or not isinstance(state.get("steps"), dict):
+        return "missing plan or steps"
+    plan, steps = state["plan"], state["steps"]
+    if not (isinstance(plan.get("keys"), list) and plan["keys"] and all(k in NOTEBOOKS for k in plan["keys"])):
+        return f"plan.keys is not a list of notebook keys: {plan.get('keys')!r}"[:200]
+    if not isinstance(plan.get("profile"), str) or plan["profile"] not in PROFILES:
+        return f"plan.profile is not a profile: {plan.get('profile')!r}"[:200]
+    if not isinstance(plan.get("preflight", False), bool):
+        return "plan.preflight is not true or false"
+    if not isinstance(plan.get("common"), dict):
+        return "plan.common is not an object"
+    per = plan.get("per_notebook")
+    if not isinstance(per, dict) or not all(isinstance(v, dict) for v in per.values()):
+        return "plan.per_notebook is not an object of objects"
+    if sorted(steps) != sorted(plan["keys"]):
+        return f"steps {sorted(steps)} do not match plan.keys {plan['keys']}"
+    for k, v in steps.items():
+        if not isinstance(v, dict) or v.get("status") not in STEP_STATUSES:
+            return f"steps.{k} has no status of {STEP_STATUSES}"
+        if not isinstance(v.get("seconds", 0), (int, float)):
+            return f"steps.{k}.seconds is not a number"
+    return ""
+
+
+def plan_identity(plan: dict[str, Any]) -> dict[str, Any]:
+    """What makes a sequence plan one experiment: the resolved profile (``paper`` is ``weagent_mmsearch``), the
+    preflight flag and every override (keys, the notebooks chosen, are not part of it: ``--only 06`` reruns a
+    notebook of the same experiment)."""
+    from kit.profiles import resolve_profile_name
+
+    return {"profile": resolve_profile_name(plan["profile"]), "preflight": bool(plan.get("preflight", False)),
+            "common": plan["common"], "per_notebook": {k: v for k, v in plan["per_notebook"].items() if v}}
 
 
 def _write_state(path: Path, state: dict[str, Any]) -> None:
@@ -134,10 +175,12 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
                  per_notebook: dict[str, dict] | None = None, resume: bool = False, results_dir: str | Path | None = None,
                  notebooks_dir: str | Path | None = None, progress: bool = True,
                  echo: Callable[[str], None] = print, runner: Callable[..., Path] | None = None,
-                 preflight: bool = True, fail_on_error: float = 0.0) -> dict[str, Any]:
+                 preflight: bool = True, fail_on_error: float = 0.0, profile_preflight: bool | None = None) -> dict[str, Any]:
     """Run notebooks in order into ``<results_dir>/<run>/<notebook>/`` and return the sequence state.
 
-    ``fail_on_error``: the tolerated share of a model role's error episodes in each notebook (above it the
+    ``profile_preflight``: run each notebook as its paper profile's preflight (``--preflight``: the profile's
+    settings, sizes shrunk, tiny stand-in models); recorded in the plan (None: the recorded one on resume, else
+    off). ``fail_on_error``: the tolerated share of a model role's error episodes in each notebook (above it the
     notebook fails: :class:`kit.cli.ModelRoleFailed`). The state (``sequence.json``) holds the plan (keys,
     profile, overrides) and per step: status
     (``pending`` | ``running`` | ``ok`` | ``failed``), seconds, executed notebook, error. Before the
@@ -164,8 +207,14 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         raise SequenceError(f"unknown profile {profile!r}; choose one of {PROFILES}")
     if not 0.0 <= fail_on_error <= 1.0:  # NaN fails too
         raise SequenceError(f"--fail-on-error is the tolerated share of error episodes in [0, 1], got {fail_on_error!r}")
-    if not run or "/" in run or run in (".", ".."):
-        raise SequenceError(f"run name must be a plain folder name, got {run!r}")
+    from kit.profiles import resolve_profile_name
+    from kit.runs import check_run_name
+
+    try:
+        check_run_name(run)
+    except ValueError as e:
+        raise SequenceError(str(e)) from e
+
     root = Path(results_dir).resolve() if results_dir else PROJECT_ROOT / "results"
     run_dir = root / run
     state_path = run_dir / SEQUENCE_FILE
@@ -180,13 +229,17 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             raise SequenceError(f"--resume with a different plan than recorded in {state_path}: keys: recorded "
                                 f"{old_plan['keys']!r}, given {plan_sequence(keys, notebooks_dir=notebooks_dir)!r}")
         given = json.loads(json.dumps({"common": common or {}, "per_notebook": per_notebook or {}}, default=str))
-        plan = {"keys": old_plan["keys"], "profile": profile or old_plan["profile"],
+        if profile_preflight is not None and profile_preflight != bool(old_plan.get("preflight", False)):
+            raise SequenceError(f"--resume with a different plan than recorded in {state_path}: preflight: recorded "
+                                f"{bool(old_plan.get('preflight', False))}, given {profile_preflight}")
+        plan = {"keys": old_plan["keys"], "profile": resolve_profile_name(profile or old_plan["profile"]),
+                "preflight": bool(old_plan.get("preflight", False)),
                 "common": {**old_plan["common"], **given["common"]},
                 "per_notebook": {k: {**old_plan["per_notebook"].get(k, {}), **given["per_notebook"].get(k, {})}
                                  for k in sorted(set(old_plan["per_notebook"]) | set(given["per_notebook"]))}}
         plan_sequence(plan["keys"], notebooks_dir=notebooks_dir)  # the files must still be there
         declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
-        changed = [k for k in plan["keys"] if (old_plan["profile"], _given(old_plan, k, declared[k]))
+        changed = [k for k in plan["keys"] if (resolve_profile_name(old_plan["profile"]), _given(old_plan, k, declared[k]))
                    != (plan["profile"], _given(plan, k, declared[k]))]
         finished = [k for k in changed if state["steps"][k]["status"] == "ok"]
         if finished:
@@ -204,15 +257,23 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             echo(f"sequence {run!r} already finished; every notebook is reported as done")
         state["plan"] = plan
     else:
-        plan = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir), "profile": profile or "smoke",
-                "common": common or {}, "per_notebook": per_notebook or {}}
-        old = {"steps": {}}
+        plan = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir),
+                "profile": resolve_profile_name(profile or "smoke"), "preflight": bool(profile_preflight),
+                "common": json.loads(json.dumps(common or {}, default=str)),
+                "per_notebook": json.loads(json.dumps(per_notebook or {}, default=str))}
+        old: dict[str, Any] = {"steps": {}}
         if state_path.exists():
             try:
                 old = _read_state(state_path)
             except SequenceError as e:
                 echo(f"note: {e}; starting over")
                 old = {"steps": {}}
+            else:  # another experiment under this run name is never cleared: its name is what identifies it
+                differ = leaf_diff(plan_identity(old["plan"]), plan_identity(plan))
+                if differ:
+                    raise SequenceError(f"not started: {state_path} records another experiment under run {run!r}; it "
+                                        f"differs in: {'; '.join(differ)}. A fresh sequence clears its folders, so "
+                                        "choose another --run NAME, or move or delete that run folder")
             if any(s["status"] != "ok" for s in old["steps"].values()):
                 echo(f"note: {state_path} records an unfinished sequence; starting over (use --resume to continue it)")
         # a folder this run's sequences never wrote (a standalone notebook run, another experiment) is not cleared
@@ -225,6 +286,9 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         state = {"run": run, "plan": plan, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                  "steps": {k: {"notebook": NOTEBOOKS[k], "status": "pending"} for k in plan["keys"]}}
         declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
+    if plan["preflight"] and plan["profile"] == "smoke":
+        raise SequenceError("--preflight applies to a paper profile (weagent_mmsearch, points_seeker, long_mdr); "
+                            "smoke is already small")
     # every override is checked before the first notebook runs: a common one must be declared by some
     # planned notebook, an NN.name one by notebook NN (which must be planned), and every value typed
     problem = reserved_problem([*plan["common"], *(n for v in plan["per_notebook"].values() for n in v)])
@@ -253,7 +317,7 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             typed[key] = check_params(declared[key], _given(plan, key, declared[key]), where)
             # an output an earlier notebook of this run writes (05's base_model = 04's run/full/final) does not
             # exist before it runs: not refused now, re-checked right before this notebook starts
-            check_combinations(declared[key], typed[key], plan["profile"], where,
+            check_combinations(declared[key], typed[key], plan["profile"], where, preflight=bool(plan.get("preflight")),
                                local_refs=preflight and state["steps"][key]["status"] != "ok", written=written(i))
         except ParameterError as e:
             raise SequenceError(str(e)) from e
@@ -290,10 +354,10 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             # folder in the kit cache: a fresh notebook run must not resume or mix with them
             from kit.eval.runner import default_private_dir
 
-            for old in (out, default_private_dir(out)):
-                if old.is_dir():
-                    shutil.rmtree(old)
-                    echo(f"{label}: cleared the earlier outputs in {old}")
+            for stale in (out, default_private_dir(out)):
+                if stale.is_dir():
+                    shutil.rmtree(stale)
+                    echo(f"{label}: cleared the earlier outputs in {stale}")
         problems = local_ref_problems(declared[key], params, f"notebook {key} ({NOTEBOOKS[key]})") if preflight else []
         if problems:  # the runner is called without its own checks (check_endpoints=False): they run here
             raise SequenceError(f"{label}: not started, a local reference it reads is missing now that the "
@@ -305,7 +369,8 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         t0 = time.time()
         try:
             executed = runner(key, plan["profile"], params, out, notebooks_dir=notebooks_dir, progress=progress,
-                              check_endpoints=False, fail_on_error=fail_on_error)  # checked above, before the first
+                              check_endpoints=False, fail_on_error=fail_on_error,  # checked above, before the first
+                              **({"preflight": True} if plan.get("preflight") else {}))
         except BaseException as e:  # noqa: BLE001 - recorded, then re-raised with the notebook named
             executed = out / f"{NOTEBOOKS[key]}.ipynb"
             step.update(status="failed", seconds=round(time.time() - t0, 2), error=f"{type(e).__name__}: {_first_line(e)}",

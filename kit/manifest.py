@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from kit.diffs import leaf_diff
 from kit.paths import PROJECT_ROOT, file_sha256
 
 PACKAGES = ("mmsearch-kit", "torch", "transformers", "tokenizers", "libzim", "tantivy", "imagehash", "pillow",
@@ -189,12 +190,8 @@ def read_manifest(run_dir_or_file: str | Path) -> dict[str, Any]:
 
 
 def _diff(a: Any, b: Any, where: str, out: list[str]) -> None:
-    """Append ``where.key: a != b`` for every leaf that differs between two JSON-like values."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            _diff(a.get(k, "<absent>"), b.get(k, "<absent>"), f"{where}.{k}" if where else str(k), out)
-    elif a != b:
-        out.append(f"{where}: {a!r} != {b!r}")
+    """Append ``where.key: a != b`` for every leaf that differs between two JSON-like values (:func:`kit.diffs.leaf_diff`)."""
+    out.extend(leaf_diff(a, b, where, absent="<absent>", arrow="!=", width=None))
 
 
 def compare_manifests(a: dict[str, Any], b: dict[str, Any], fields=RERUN_FIELDS, *, ignore: tuple[str, ...] = ()) -> list[str]:

@@ -153,7 +153,9 @@ def test_make_demo_resumes_the_committed_smoke_folders_instead_of_refusing_them(
             continue
         recorded = read_identity(folder)
         assert recorded is not None, f"{folder} has no run identity: regenerate with make sequence"
-        mine = run_identity(name, "smoke", recorded["params"])
+        from kit.cli_params import notebook_parameters
+
+        declared = notebook_parameters(PROJECT_ROOT / "notebooks" / f"{name}.ipynb")
+        given = {} if name == "01_harness_demo" else recorded["params"]  # 01: exactly make demo's command
+        mine = run_identity(name, "smoke", given, declared=declared, base=PROJECT_ROOT / "notebooks")
         assert recorded["fingerprint"] == mine["fingerprint"], (name, recorded, mine)
-        if name == "01_harness_demo":
-            assert recorded["params"] == {}  # exactly make demo's command

@@ -13,14 +13,21 @@ labelled option lines in its question ("A. foo") is read as multiple choice too.
 
 The rule (:data:`RULE`, deterministic and offline): drop the option lines, an "Options:" header and the
 "answer with the letter" / "choose from" instructions from the question; the reference answer becomes the
-correct option's text (then the task's other answers, e.g. LiveVQA's ``Ground_Truth_List``, bare letters
-removed); images, id and source are kept (source gets ``_open``) and ``metadata["livevqa_open"]`` records
+correct option's text (then the task's other answers, e.g. LiveVQA's ``Ground_Truth_List``, the correct
+letter removed); images, id and source are kept (source gets ``_open``) and ``metadata["livevqa_open"]`` records
 the original question, options and letter; the choice-judge keys are removed so the judge scores the text.
+
+Answer entries must be text: an integer (a year) counts as its decimal text; null, booleans, floats, objects
+and lists reject the item (``answer_not_text``), never become "None" or "{...}". An item is wrong data, and
+rejected, when two options share a letter or another answer names a wrong option (its text or its letter).
+For a :class:`LoadResult` from ``load_livevqa`` the release JSON is read again for what the loader
+normalises away (duplicate option letters, non-text ``Ground_Truth_List`` entries), see
+:func:`release_item_problems`.
 
 Nothing is dropped silently: an item is ``converted``, ``already_open`` (unchanged), ``kept_mc`` (left out
 by ``fraction``) or rejected with one of :data:`REASONS`. An optional ``rewriter(stem, options, answer)``
 (e.g. an LLM) may rephrase a stem the rule cannot ("Which of the following ..."); its output passes the
-same checks. :func:`open_livevqa_split` writes ``rl_prompts.jsonl`` (one Task per line, the form
+same checks. :func:`open_livevqa_split` (:func:`write_open_split`) writes ``rl_prompts.jsonl`` (one Task per line, the form
 :func:`kit.rl.prompts.load_rl_prompts` reads), ``livevqa_open_rejected.jsonl`` and
 ``livevqa_open_summary.json``.
 """
@@ -36,20 +43,24 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kit.data.records import Rejection
-from kit.eval.loaders.common import LoadResult
+from kit.eval.loaders.common import BenchmarkError, LoadResult, _aslist, json_line, row_id
 from kit.harness.episode import Task
 
-__all__ = ["REASONS", "RULE", "OpenOutcome", "OpenSplit", "open_ended", "open_livevqa_split", "strip_options"]
+__all__ = ["REASONS", "RULE", "OpenOutcome", "OpenSplit", "open_ended", "open_livevqa_split", "release_item_problems",
+           "strip_options", "write_open_split"]
 
 RULE = "strip_options_v1"
 STAGE = "livevqa_open"
 #: Rejection reasons (stable keys).
 REASONS = {
     "options_missing": "multiple choice without a usable option list",
+    "duplicate_option_letters": "two options carry the same letter",
+    "answer_not_text": "an answer entry is not text (null, a boolean, a float, an object or a list)",
     "answer_letter_not_in_options": "the correct letter is missing or names no option",
     "empty_answer_option": "the correct option's text is empty",
     "answer_mismatch": "the task's reference answer is not the correct option's text",
     "ambiguous_options": "another option has the same text as the correct one",
+    "answer_names_other_option": "another reference answer is a wrong option's text or letter",
     "answer_refers_to_options": "the correct option only means something beside the others ('All of the above')",
     "question_needs_options": "the stem only makes sense with the options ('Which of the following ...')",
     "options_left_in_question": "option labels are still in the question after stripping",
@@ -82,6 +93,7 @@ _ANSWER_REFERS = re.compile(  # letters upper case only ("a and b" is text)
     r"|^\s*(?i:options?\s+)?[A-H](?:\s*(?:,|and|or)\s*[A-H])+\s*\.?\s*$"
     r"|^\s*(?i:only\s+)?(?i:option|choice)\s+[A-H]\b")
 _LETTER = re.compile(r"^\s*\(?([A-Z])\)?\.?\s*$")
+_LABEL = re.compile(r"\s*\(?([A-Z])[\.\):]")  # the loader's option label (kit.eval.loaders.livevqa)
 
 
 @dataclass
@@ -108,23 +120,45 @@ def _norm(s: str) -> str:
     return " ".join(str(s).split()).casefold()
 
 
-def _mc_parts(task: Task) -> tuple[dict[str, str], str] | None:
-    """``(options, letter)`` when ``task`` is multiple choice (letter may be ""), else None."""
+def _text(value: Any) -> str | None:
+    """An answer or option entry as text: a string stripped, an integer (a year) as its decimal text;
+    None for anything else (null, a boolean, a float, an object, a list): never ``str()`` of those."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _kind(value: Any) -> str:
+    kind = {type(None): "null", bool: "a boolean", float: "a float", dict: "an object", list: "a list"}
+    return f"{kind.get(type(value), type(value).__name__)} ({json.dumps(value, default=repr)[:40]})"
+
+
+def _mc_parts(task: Task) -> tuple[dict[str, str], str, list[str]] | None:
+    """``(options, letter, repeated letters)`` when ``task`` is multiple choice (letter may be ""), else
+    None. An option value that is not text counts as empty."""
     md = task.metadata or {}
+    repeated: list[str] = []
+    options: dict[str, str] = {}
     if md.get("rule_mode") == "choice" or "choices" in md or "correct_choice" in md:
         raw = md.get("choices")
-        options = {str(k).strip().upper(): str(v).strip() for k, v in raw.items()} if isinstance(raw, dict) else {}
-        letter = str(md.get("correct_choice") or "").strip().upper()
-        return options, letter
-    parsed = {}
+        for k, v in raw.items() if isinstance(raw, dict) else ():
+            key = str(k).strip().upper()
+            if key in options:
+                repeated.append(key)
+            options[key] = _text(v) or ""
+        return options, str(md.get("correct_choice") or "").strip().upper(), repeated
     for line in task.question.splitlines():
         m = _OPTION_LINE.match(line)
         if m and m.group(2):
-            parsed[m.group(1)] = m.group(2)
-    if len(parsed) < 2 or "A" not in parsed:  # one stray "A. ..." line is no option list
+            if m.group(1) in options:
+                repeated.append(m.group(1))
+            options[m.group(1)] = m.group(2)
+    if len(options) + len(repeated) < 2 or "A" not in options:  # one stray "A. ..." line is no option list
         return None
-    m = _LETTER.match(str(task.answers[0])) if task.answers else None
-    return parsed, (m.group(1) if m else "")
+    m = _LETTER.match(_text(task.answers[0]) or "") if task.answers else None
+    return options, (m.group(1) if m else ""), repeated
 
 
 def strip_options(question: str, options: dict[str, str]) -> str:
@@ -164,23 +198,38 @@ def _reject(reason: str, detail: str = "") -> OpenOutcome:
 def open_ended(task: Task, *, rewriter: Rewriter | None = None) -> OpenOutcome:
     """``task`` as an open-ended question (see the module docstring for the rule), unchanged when it is
     already open, or a rejection with a reason from :data:`REASONS`. Never raises for a bad item; a
-    ``rewriter`` is only asked for stems the rule cannot open, and its exceptions become rejections."""
+    ``rewriter`` is only asked for stems the rule cannot open, and its exceptions become rejections.
+    An answer entry that is not text (possible only on a task built without validation) rejects any
+    task, open ones included (``answer_not_text``)."""
+    for i, a in enumerate(task.answers):
+        if _text(a) is None:
+            return _reject("answer_not_text", f"answers[{i}] is {_kind(a)}")
     parts = _mc_parts(task)
     if parts is None:
         return OpenOutcome("already_open", task)
-    options, letter = parts
+    options, letter, repeated = parts
     if not options:
         return _reject("options_missing", "no options in metadata['choices'] or the question")
+    if repeated:
+        return _reject("duplicate_option_letters", f"letters {sorted(set(repeated))} repeated, options {sorted(options)}")
     if letter not in options:
         return _reject("answer_letter_not_in_options", f"letter {letter!r}, options {sorted(options)}")
     answer = options[letter]
     if not answer:
         return _reject("empty_answer_option", f"option {letter} is empty")
-    ref = str(task.answers[0]).strip() if task.answers else ""
+    ref = (_text(task.answers[0]) or "") if task.answers else ""
     if ref and not _LETTER.match(ref) and _norm(ref) != _norm(answer):
         return _reject("answer_mismatch", f"answers[0]={ref[:80]!r}, option {letter}={answer[:80]!r}")
     if any(k != letter and _norm(v) == _norm(answer) for k, v in options.items()):
         return _reject("ambiguous_options", f"option {letter} text repeated")
+    wrong = {_norm(v): k for k, v in options.items() if k != letter and v}
+    for a in task.answers:  # an alternative answer naming a wrong option (its text or its bare letter)
+        s = _text(a) or ""
+        m = _LETTER.match(s)
+        k = None if _norm(s) == _norm(answer) else wrong.get(_norm(s)) or (
+            m.group(1) if m and m.group(1) in options and m.group(1) != letter else None)
+        if k:
+            return _reject("answer_names_other_option", f"answer {s[:80]!r} names option {k}, the correct one is {letter}")
     if _ANSWER_REFERS.search(answer):
         return _reject("answer_refers_to_options", f"option {letter}={answer[:80]!r}")
     stem = strip_options(task.question, options)
@@ -198,7 +247,7 @@ def open_ended(task: Task, *, rewriter: Rewriter | None = None) -> OpenOutcome:
         return _reject(problem, stem[:200])
     seen, answers = {_norm(answer)}, [answer]  # the option text first, even a one-letter name ("X")
     for a in task.answers:
-        s = str(a).strip()
+        s = _text(a) or ""
         if s and not _LETTER.match(s) and _norm(s) not in seen:
             seen.add(_norm(s))
             answers.append(s)
@@ -209,6 +258,52 @@ def open_ended(task: Task, *, rewriter: Rewriter | None = None) -> OpenOutcome:
     new_task = task.model_copy(update={"question": stem, "answers": answers, "metadata": md,
                                        "source": f"{task.source}_open" if task.source else "livevqa_open"})
     return OpenOutcome("converted", new_task)
+
+
+def _qa_problem(qa: dict[str, Any], level: Any) -> tuple[str, str] | None:
+    options = qa.get("options")
+    if level == 1 and isinstance(options, list):
+        letters = [m.group(1) for o in options if isinstance(o, str) and (m := _LABEL.match(o))]
+        repeated = sorted({x for x in letters if letters.count(x) > 1})
+        if repeated:
+            return "duplicate_option_letters", f"level1_qa.options letters {letters}: {repeated} repeated"
+    for i, a in enumerate(_aslist(qa.get("Ground_Truth_List"))):
+        if _text(a) is None:
+            return "answer_not_text", f"level{level}_qa.Ground_Truth_List[{i}] is {_kind(a)}"
+    return None
+
+
+def release_item_problems(split: LoadResult) -> dict[str, tuple[str, str]]:
+    """``{task id: (reason, detail)}`` for tasks of a ``load_livevqa`` split whose release row holds what
+    the loader normalises away: level-1 options sharing a letter (``duplicate_option_letters``; the
+    loader keeps the last) and ``Ground_Truth_List`` entries that are not text (``answer_not_text``; the
+    loader drops nulls and writes objects, lists, booleans and floats with ``str``; integers are fine).
+
+    Reads the JSON files of ``split.info["files"]`` again; ids as the loader gives them
+    (``livevqa_<id>_l<level>``), the first row of an id counting, as in the loader. Empty for another
+    benchmark's split. Never raises: an unreadable file or row is a loader problem, reported there.
+    """
+    if split.benchmark != "livevqa":
+        return {}
+    out: dict[str, tuple[str, str]] = {}
+    seen: set[str] = set()
+    for info in split.info.get("files") or []:
+        try:
+            data = json_line(Path(info["path"]).read_bytes())
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for row in data if isinstance(data, list) else []:
+            try:
+                rid = row_id(row, "id")
+            except (BenchmarkError, AttributeError, TypeError):
+                continue
+            for level in split.info.get("levels") or (1, 2):
+                tid, qa = f"livevqa_{rid}_l{level}", row.get(f"level{level}_qa")
+                problem = _qa_problem(qa, level) if tid not in seen and isinstance(qa, dict) else None
+                seen.add(tid)
+                if problem:
+                    out[tid] = problem
+    return out
 
 
 def _rank(seed: int, task_id: str) -> str:
@@ -224,8 +319,8 @@ def open_livevqa_split(split: LoadResult | Sequence[Task], out_dir: str | Path |
     multiple choice (``kept_mc``). The prompts are open + kept multiple choice + already open, in input
     order; rejected tasks are not prompts (listed with reasons). ``input == converted + already_open +
     kept_mc + sum(rejected)``. A LoadResult's row problems are counted as ``loader_problems`` and listed
-    with reason ``load_failed``. With ``out_dir``: writes ``rl_prompts.jsonl``, ``livevqa_open_rejected.jsonl``
-    and ``livevqa_open_summary.json`` there (``rl_prompts=out_dir`` for notebook 05).
+    with reason ``load_failed``; its release rows are checked by :func:`release_item_problems` (such a
+    task is rejected with that reason). With ``out_dir``: :func:`write_open_split` writes the files there.
 
     Raises:
         ValueError: ``fraction`` outside [0, 1] or duplicate task ids.
@@ -237,7 +332,8 @@ def open_livevqa_split(split: LoadResult | Sequence[Task], out_dir: str | Path |
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate task ids {dup[:5]}: the seeded selection needs unique ids")
-    outcomes = [open_ended(t, rewriter=rewriter) for t in tasks]
+    raw = release_item_problems(split) if isinstance(split, LoadResult) else {}
+    outcomes = [_reject(*raw[t.id]) if t.id in raw else open_ended(t, rewriter=rewriter) for t in tasks]
     convertible = [t.id for t, o in zip(tasks, outcomes) if o.status == "converted"]
     chosen = set(sorted(convertible, key=lambda i: _rank(seed, i))[:round(float(fraction) * len(convertible))])
     res = OpenSplit()
@@ -245,10 +341,11 @@ def open_livevqa_split(split: LoadResult | Sequence[Task], out_dir: str | Path |
     counts = {"converted": 0, "already_open": 0, "kept_mc": 0}
     for t, o in zip(tasks, outcomes):
         if o.status == "rejected":
-            reasons[o.reason] = reasons.get(o.reason, 0) + 1
-            res.rejections.append(Rejection(id=t.id, stage=STAGE, reason=o.reason, detail=o.detail,
+            reason = o.reason or "rejected"
+            reasons[reason] = reasons.get(reason, 0) + 1
+            res.rejections.append(Rejection(id=t.id, stage=STAGE, reason=reason, detail=o.detail,
                                             item=t.model_dump(mode="json")))
-        elif o.status == "converted" and t.id in chosen:
+        elif o.status == "converted" and t.id in chosen and o.task is not None:
             counts["converted"] += 1
             res.tasks.append(o.task)
         else:
@@ -262,13 +359,25 @@ def open_livevqa_split(split: LoadResult | Sequence[Task], out_dir: str | Path |
                    "convertible": len(convertible), "fraction": float(fraction), "seed": seed, "rule": RULE,
                    "rewriter": rewriter is not None, "loader_problems": len(problems), "prompts": len(res.tasks)}
     if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "rl_prompts.jsonl", "w", encoding="utf-8") as f:
-            for t in res.tasks:
-                f.write(t.model_dump_json() + "\n")
-        with open(out / "livevqa_open_rejected.jsonl", "w", encoding="utf-8") as f:
-            for r in res.rejections:
-                f.write(r.model_dump_json() + "\n")
-        (out / "livevqa_open_summary.json").write_text(json.dumps(res.summary, indent=2) + "\n", encoding="utf-8")
+        write_open_split(res, out_dir)
     return res
+
+
+def write_open_split(res: OpenSplit, out_dir: str | Path) -> Path:
+    """Write ``rl_prompts.jsonl`` (one Task per line; ``rl_prompts=out_dir`` for notebook 05),
+    ``livevqa_open_rejected.jsonl`` and ``livevqa_open_summary.json`` into ``out_dir`` (created).
+    Returns ``out_dir`` as a Path.
+
+    Raises:
+        OSError: the folder or a file cannot be written.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "rl_prompts.jsonl", "w", encoding="utf-8") as f:
+        for t in res.tasks:
+            f.write(t.model_dump_json() + "\n")
+    with open(out / "livevqa_open_rejected.jsonl", "w", encoding="utf-8") as f:
+        for r in res.rejections:
+            f.write(r.model_dump_json() + "\n")
+    (out / "livevqa_open_summary.json").write_text(json.dumps(res.summary, indent=2) + "\n", encoding="utf-8")
+    return out
