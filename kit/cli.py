@@ -112,12 +112,13 @@ MISMATCH_ERRORS = ("RunMismatch", "ResumeMismatch", "FolderError")
 
 
 class ModelRoleFailed(RuntimeError):
-    """A notebook ran to its end but a model role's episodes failed (status ``error``: the policy or its endpoint,
-    :mod:`kit.run_health`) above the tolerated share; ``lines`` has one line a role, ``executed`` the notebook."""
+    """A notebook ran to its end but a model role's episodes failed (status ``error``: the policy or its endpoint)
+    or a judge's verdicts did (no decision: its endpoint failed; :mod:`kit.run_health`) above the tolerated share;
+    ``lines`` has one line a role, ``executed`` the notebook."""
 
     def __init__(self, executed: Path, lines: list[str]):
         self.executed, self.lines = executed, lines
-        super().__init__("model role(s) failed: " + "; ".join(lines))
+        super().__init__("model role(s) or judge(s) failed: " + "; ".join(lines))
 
 
 def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, out_dir: str | Path | None = None,
@@ -264,7 +265,7 @@ def _cmd_notebook(args) -> int:
         print(f"notebook {args.key}: {e}", file=sys.stderr)
         return 2
     except ModelRoleFailed as e:
-        print(f"notebook {args.key}: the notebook ran, but a model role failed:\n" + "\n".join(f"  {x}" for x in e.lines)
+        print(f"notebook {args.key}: the notebook ran, but a model role or judge failed:\n" + "\n".join(f"  {x}" for x in e.lines)
               + f"\nresults (kept, with each episode's error): {e.executed.parent}", file=sys.stderr)
         return 1
     except Exception as e:
@@ -434,8 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "weagent_mmsearch for paper, points_seeker_preflight)")
     nb.add_argument("--out", default=None, help="results folder (default results/<run>/<notebook name>)")
     nb.add_argument("--fail-on-error", type=float, default=0.0, metavar="FRACTION",
-                    help="tolerated share of a model role's episodes ending in error (policy or endpoint failure); "
-                         "above it the command exits 1 (default 0: any)")
+                    help="tolerated share of a model role's episodes ending in error (policy or endpoint failure), "
+                         "or of a judge's verdicts without a decision; above it the command exits 1 (default 0: any)")
     nb.add_argument("--progress", action="store_true", help="per-cell progress bar")
     nb.add_argument("--preflight", action="store_true",
                     help="a paper profile at its settings with sizes shrunk and tiny stand-in models (minutes on CPU)")
@@ -518,6 +519,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except BrokenPipeError:  # `recipe NAME | head`: the reader left; no traceback (Python's signal docs' recipe)
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's final flush must not fail
+        return 1
+
+
+def _dispatch(args) -> int:
     return {"notebook": _cmd_notebook, "sequence": _cmd_sequence, "publish": _cmd_publish, "download": _cmd_download,
             "replay": _cmd_replay, "fetch-zim": _cmd_fetch_zim, "doctor": _cmd_doctor, "recipe": _cmd_recipe,
             "serve-mcp": _cmd_serve_mcp, "serve-web": _cmd_serve_web, "view": _cmd_view,

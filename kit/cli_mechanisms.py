@@ -43,9 +43,10 @@ def mechanism_problems(declared, value: dict[str, Any], profile: str, at: str = 
         recovery = value.get("self_recovery")
         recovery = prof.harness().self_recovery if recovery is None else recovery
         if algo == "fa_gspo" and not recovery:
-            problems.append(f"algorithm='fa_gspo'{at} recovers first and then filters (WeAgent §6.2) but the {profile} "
-                            "profile runs without self-recovery; pass -p self_recovery true (labelled ablation) or "
-                            "another algorithm (gspo: Table 3's vanilla baseline; grpo)")
+            why = ("-p self_recovery false switches it off; drop it, or" if value.get("self_recovery") is False
+                   else f"the {profile} profile runs without self-recovery; pass -p self_recovery true (labelled ablation) or")
+            problems.append(f"algorithm='fa_gspo'{at} recovers first and then filters (WeAgent §6.2) but {why} "
+                            "choose another algorithm (gspo: Table 3's vanilla baseline; grpo)")
         if algo == "gspo" and value.get("self_recovery") is True:
             problems.append(f"algorithm='gspo'{at} is WeAgent Table 3's vanilla GSPO, without self-recovery, but "
                             "-p self_recovery true is set; drop it, or use algorithm 'fa_gspo'")

@@ -161,7 +161,7 @@ async def test_rl_filter_groups_through_harness(run, data_dir, tmp_path):
     def make(task, k):  # slips make groups mixed; sample 0 is the deterministic follower
         return Harness(ChainFollower(by[task.id], slip=0.0 if k == 0 else 0.6, rng_seed=k), web, HarnessConfig())
 
-    res = await filter_rl_queries(qs, make, tmp_path / "f", group_size=4, concurrency=4)
+    res = await filter_rl_queries(qs, make, tmp_path / "f", group_size=4, concurrency=4, profile="smoke")
     c = res.counts
     assert c["queries"] == 9 and c["audited_out"] == 1 and c["rollouts"] == 4 * 8
     assert c["kept"] + sum(c["dropped"].values()) == 9 and c["dropped"]["refusal_placeholder"] == 1
@@ -180,10 +180,10 @@ async def test_rl_filter_groups_through_harness(run, data_dir, tmp_path):
         ans = good.answer if k % 2 == 0 else "nothing"
         return Harness(ScriptedPolicy([f"<think>x</think><response>{ans}</response>"]), web, HarnessConfig())
 
-    res2 = await filter_rl_queries([good.to_task()], alternating, tmp_path / "g", group_size=4)
+    res2 = await filter_rl_queries([good.to_task()], alternating, tmp_path / "g", group_size=4, profile="smoke")
     assert res2.counts["kept"] == 1 and res2.kept[0].metadata["solve_rate"] == 0.5
     with pytest.raises(RLFilterError):
-        await filter_rl_queries([good.to_task()], alternating, tmp_path / "h", group_size=1)
+        await filter_rl_queries([good.to_task()], alternating, tmp_path / "h", group_size=1, profile="smoke")
     cache.close()
 
 

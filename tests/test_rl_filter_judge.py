@@ -211,8 +211,8 @@ async def test_paper_without_a_judge_endpoint_stops_naming_it(tmp_path, memory_b
 
 
 async def test_notebook_02_call_picks_the_paper_judge_from_the_run_identity(tmp_path, memory_backend):
-    """Notebook 02's call as it is (no profile, no judge endpoint, the expert as auditor): the profile comes from
-    the run identity kit.cli writes into the notebook's folder, the LLM judge runs on the expert's endpoint."""
+    """Notebook 02's call as it is (its profile, no judge endpoint, the expert as auditor): the LLM judge runs on
+    the expert's endpoint."""
     from kit.data.rl_filter import LLMLabelAuditor, filter_rl_queries
     from kit.runs import claim_folder, run_identity
 
@@ -220,9 +220,9 @@ async def test_notebook_02_call_picks_the_paper_judge_from_the_run_identity(tmp_
     claim_folder(out, run_identity("02_data_synthesis", "paper", {"expert_model": "kimi-fake"}))
     expert, seen = mock_policy()
     res = await filter_rl_queries(tasks("semantic", "all_fail", "refusal"), make_harness(memory_backend),
-                                  out / "rl_filter", group_size=4, auditor=LLMLabelAuditor(expert))
+                                  out / "rl_filter", group_size=4, auditor=LLMLabelAuditor(expert), profile="paper")
     c = res.counts
-    assert c["profile"] == "weagent_mmsearch" and c["profile_from"].startswith("run identity")
+    assert c["profile"] == "weagent_mmsearch" and c["profile_from"] == "argument"
     assert c["judge"] == "llm:kimi-fake@llm-judge-v1" and "expert" not in c["judge"] and "kimi-fake" in c["judge_via"]
     assert c["label_audit"] == "llm label audit (kimi-fake)"
     assert "judge" in seen and seen.count("audit") == 3
@@ -256,10 +256,15 @@ async def test_smoke_filter_uses_the_substring_rule_labelled(tmp_path, judge_ser
 
     _, calls = judge_server
     names = ("semantic", "all_pass", "all_fail", "mixed", "title", "refusal", "empty")
-    res = await filter_rl_queries(tasks(*names), make_harness(memory_backend), tmp_path / "f", group_size=4)
+    with pytest.raises(TypeError, match="profile"):  # no guessed profile: the recipe decides who judges
+        await filter_rl_queries(tasks(*names), make_harness(memory_backend), tmp_path / "f", group_size=4)
+    with pytest.raises(ValueError, match="needs profile="):
+        await filter_rl_queries(tasks(*names), make_harness(memory_backend), tmp_path / "f", group_size=4, profile=None)
+    res = await filter_rl_queries(tasks(*names), make_harness(memory_backend), tmp_path / "f", group_size=4,
+                                  profile="smoke")
     c = res.counts
     assert (c["profile"], c["judge"], c["label_audit"]) == ("smoke", "rule judge (smoke)", "rule label audit (smoke)")
-    assert c["profile_from"].startswith("default") and calls == []  # no model asked
+    assert c["profile_from"] == "argument" and calls == []  # no model asked
     d = decisions_of(tmp_path / "f")
     assert {k: v["reason"] for k, v in d.items()} == {
         "semantic": "all_wrong",  # "the capital of Portugal" does not contain "Lisbon"

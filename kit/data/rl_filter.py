@@ -183,21 +183,20 @@ class FilterSetup:
                 "label_audit": self.audit_label, "label_audit_kind": self.audit_kind}
 
 
-def _profile_of_run(profile, out_dir) -> tuple[Any, str]:
-    """``(Profile, how it was found)``: ``profile`` when given, else the run identity that ``kit.cli`` writes into
-    the notebook's folder (``out_dir`` or its parent: notebook 02 filters into ``<out>/rl_filter``), else smoke."""
-    from kit.profiles import get_profile
-    from kit.runs import IDENTITY_FILE, read_identity
+def _profile_of_run(profile) -> tuple[Any, str]:
+    """``(Profile, "argument")`` for ``profile`` (a name or a :class:`kit.profiles.Profile`). There is no default:
+    who judges the filter's rollouts is the profile's recipe, and a guessed profile (smoke's substring rule)
+    would decide a paper run's data without a word.
 
-    if profile is not None:
-        return get_profile(profile), "argument"
-    if out_dir is not None:
-        for folder in (Path(out_dir), Path(out_dir).parent):
-            ident = read_identity(folder)
-            if ident and ident.get("profile"):
-                return (get_profile(str(ident["profile"]), preflight=bool(ident.get("preflight"))),
-                        f"run identity ({folder / IDENTITY_FILE})")
-    return get_profile("smoke"), "default (no profile given, no run identity): smoke"
+    Raises:
+        ValueError: ``profile`` is None or unknown.
+    """
+    from kit.profiles import get_profile
+
+    if profile is None:
+        raise ValueError("the RL query filter needs profile= (a profile name or kit.profiles.Profile): its judge and "
+                         "label audit are the profile's recipe (data.rl_filter_judge, data.rl_label_audit)")
+    return get_profile(profile), "argument"
 
 
 def _served_name(policy) -> str:
@@ -206,7 +205,7 @@ def _served_name(policy) -> str:
     return policy_name(policy)
 
 
-def resolve_filter_setup(profile=None, out_dir: str | Path | None = None, *, judge=None, label_audit: str | None = None,
+def resolve_filter_setup(profile, *, judge=None, label_audit: str | None = None,
                          auditor: LLMLabelAuditor | None = None, judge_endpoint: str = "", judge_model: str = "",
                          judge_api_key: str | None = None, judge_policy=None,
                          cache_path: str | Path | None = None) -> FilterSetup:
@@ -221,8 +220,7 @@ def resolve_filter_setup(profile=None, out_dir: str | Path | None = None, *, jud
     preflight on the tiny stand-in expert.
 
     Args:
-        profile: a profile name or :class:`kit.profiles.Profile`; None: the run identity in ``out_dir`` or
-            its parent (``kit.cli`` writes it), else smoke (``profile_from`` says which).
+        profile: a profile name or :class:`kit.profiles.Profile` (required: ValueError when None).
         judge: ``"rule"`` | ``"llm"`` | a judge object | a callable ``(task, record) -> bool`` | None (the recipe's).
         label_audit: ``"rule"`` | ``"llm"`` | None (the recipe's).
 
@@ -235,7 +233,7 @@ def resolve_filter_setup(profile=None, out_dir: str | Path | None = None, *, jud
     from kit.eval.judges import LLMJudge, RuleJudge
     from kit.profiles import stand_in_name, stand_in_policy
 
-    P, found = _profile_of_run(profile, out_dir)
+    P, found = _profile_of_run(profile)
     recipe_judge = str(P.value("data.rl_filter_judge", None) or P.value("eval.judge", "rule"))
     recipe_audit = str(P.value("data.rl_label_audit", None) or "rule")
     audit_model = str(P.value("data.rl_label_audit_model", None) or P.value("eval.judge_model", "kimi-k2.6"))
@@ -332,7 +330,7 @@ async def _audit(setup: FilterSetup, task: Task) -> dict[str, Any]:
 
 async def filter_rl_queries(tasks: Sequence[Task], harness_factory: Callable[[Task, int], Any], out_dir: str | Path, *,
                             group_size: int = 8, concurrency: int = 4, judge=None,
-                            auditor: LLMLabelAuditor | None = None, profile=None, label_audit: str | None = None,
+                            auditor: LLMLabelAuditor | None = None, profile, label_audit: str | None = None,
                             judge_endpoint: str = "", judge_model: str = "", judge_api_key: str | None = None,
                             judge_policy=None) -> FilterResult:
     """Label audit, then an ``group_size``-rollout group per surviving query; drop uniform groups (§4.5).
@@ -346,7 +344,7 @@ async def filter_rl_queries(tasks: Sequence[Task], harness_factory: Callable[[Ta
             ``judge_cache.sqlite`` (verdicts are not asked twice on a resume).
         judge, label_audit, profile, judge_endpoint, judge_model, judge_api_key, judge_policy: who judges the
             rollouts and who audits the labels, by default the profile's recipe (:func:`resolve_filter_setup`;
-            no ``profile``: the run identity ``kit.cli`` wrote beside ``out_dir``, else smoke).
+            ``profile`` is required: a name or :class:`kit.profiles.Profile`).
         auditor: the model label audit (notebook 02: the expert); required by ``label_audit="llm"`` unless the
             LLM judge's model or a preflight stand-in can run it; under ``"rule"`` it runs after the rule pass.
 
@@ -369,7 +367,7 @@ async def filter_rl_queries(tasks: Sequence[Task], harness_factory: Callable[[Ta
         raise RLFilterError("duplicate task ids")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    setup = resolve_filter_setup(profile, out, judge=judge, label_audit=label_audit, auditor=auditor,
+    setup = resolve_filter_setup(profile, judge=judge, label_audit=label_audit, auditor=auditor,
                                  judge_endpoint=judge_endpoint, judge_model=judge_model, judge_api_key=judge_api_key,
                                  judge_policy=judge_policy, cache_path=out / "judge_cache.sqlite")
     desc = setup.describe()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["MECHANISMS", "PAPER_RECIPES", "SWITCHES", "Mechanism", "mechanisms", "mechanisms_text",
-           "switch_labels", "switch_problem"]
+           "stages_labels", "switch_labels", "switch_problem"]
 
 #: recipes that are a paper as written (smoke is the kit's CPU check; preflight an overlay of sizes)
 PAPER_RECIPES = ("weagent_mmsearch", "long_mdr", "points_seeker")
@@ -123,3 +123,11 @@ def switch_labels(recipe: str, switches: dict[str, bool]) -> list[str]:
     rows = {x["name"]: x for x in mechanisms(recipe)}
     return [f"ablation:{k}={'on' if v else 'off'}" for k, v in sorted(switches.items())
             if k in SWITCHES and rows[SWITCHES[k]]["on"] != bool(v)]
+
+
+def stages_labels(recipe, stages: str | None) -> list[str]:
+    """``["ablation:stages=<spec>"]`` when notebook 05's ``stages`` names another schedule than ``recipe``'s own
+    ``rl_run.stages`` (a name or a resolved :class:`~kit.recipes.Recipe`; the progressive-horizons and OPD
+    mechanisms then differ from the recipe's), else ``[]`` (None or the recipe's own: nothing changes)."""
+    r = _recipe(recipe)
+    return [] if stages is None or stages == r.get("rl_run.stages", None) else [f"ablation:stages={stages}"]

@@ -65,8 +65,18 @@ def cmd_recipe(args) -> int:
         print(f"recipe: --stages {stages} sets the schedule of a verl launch: add --verl or --verl-stages "
               "(the plain table shows the recipe's rl_run.stages)", file=sys.stderr)
         return 2
+    from kit.profiles import PROFILE_ALIASES
+
+    name = PROFILE_ALIASES.get(args.name, args.name)  # paper -> weagent_mmsearch, as --profile paper resolves
+    if name != args.name:
+        print(f"# {args.name} is the profile name of recipe {name}", file=sys.stderr)
+    overlay = name == "preflight"  # an overlay of sizes, applied with --preflight: no mechanism of its own
+    if overlay and (args.preflight or args.verl or args.verl_stages):
+        print("recipe: preflight is an overlay, not a recipe: give a recipe with --preflight "
+              "(e.g. recipe weagent_mmsearch --preflight)", file=sys.stderr)
+        return 2
     try:
-        r = load_recipe(args.name, ("preflight",) if args.preflight else ())
+        r = load_recipe(name, ("preflight",) if args.preflight else ())
     except RecipeError as e:
         print(f"recipe: {e}", file=sys.stderr)
         return 2
@@ -93,9 +103,11 @@ def cmd_recipe(args) -> int:
     from kit.recipes.mechanisms import mechanisms, mechanisms_text
 
     if args.json:
-        print(json.dumps({**r.as_dict(), "mechanisms": mechanisms(r)}, indent=2, default=str))
+        print(json.dumps({**r.as_dict(), **({} if overlay else {"mechanisms": mechanisms(r)})}, indent=2, default=str))
         return 0
-    print(recipe_text(r) + "\n\n" + mechanisms_text(r))
+    print(recipe_text(r) + "\n\n" + ("an overlay of sizes and stand-in models, applied to a recipe with --preflight "
+                                      "(recipe weagent_mmsearch --preflight); it switches no mechanism"
+                                      if overlay else mechanisms_text(r)))
     return 0
 
 
