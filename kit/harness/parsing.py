@@ -371,6 +371,12 @@ def _decode_text_call(block: Block, idx: int, length_cut: bool, tags: TurnTags |
     if not isinstance(name, str) or not name.strip():
         return RawCall(call_id, "", None, body, "text", position, "missing_name",
                        'tool call needs a "name" string', repairs)
+    if "arguments" in obj and "parameters" in obj and obj["arguments"] != obj["parameters"]:
+        # two argument objects that disagree: running either would be a guess (both readings named)
+        a_text, p_text = (json.dumps(obj[k], ensure_ascii=False, default=str)[:200] for k in ("arguments", "parameters"))
+        return RawCall(call_id, name, None, body, "text", position, "bad_arguments",
+                       f'the call has two different argument objects: "arguments" {a_text} and "parameters" {p_text}; '
+                       "give one", repairs)
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str) and not args.strip():  # "" : no arguments, as for a structured call
         args, repairs = {}, repairs + ["empty_arguments"]

@@ -106,7 +106,7 @@ def masked_log_softmax(model, batch: dict[str, Any], *, temperature: float = 1.0
 
 
 def masked_mean(x, mask) -> float:
-    """Mean of ``x`` over ``mask`` (NaN when the mask is empty)."""
-    m = mask.to(x.dtype)
-    n = float(m.sum())
-    return float((x * m).sum() / n) if n else float("nan")
+    """Mean of ``x`` over ``mask`` (NaN when the mask is empty); off the mask NaN or ±inf is selected out."""
+    mb = mask.bool()
+    n = float(mb.sum())
+    return float(x[mb].sum() / n) if n else float("nan")

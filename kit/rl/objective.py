@@ -151,14 +151,22 @@ def group_advantages(rewards: Sequence[Sequence[float]], eligible: Sequence[Sequ
 def sequence_log_ratio(logp_new, logp_old, mask):
     """``log ρ`` per sequence: mean of ``logp_new − logp_old`` over model-generated tokens.
 
-    Shapes: ``logp_new``, ``logp_old``, ``mask``: ``[B, T]`` (mask bool or 0/1) → ``[B]``.
+    Shapes: ``logp_new``, ``logp_old``, ``mask``: ``[B, T]`` (mask bool or 0/1) → ``[B]``. Positions off the
+    mask are selected out, not multiplied by 0: a NaN or ±inf there (a padded position's log-prob) stays inert.
     Raises ``ValueError`` when a sequence has no model-generated token.
     """
-    m = mask.to(logp_new.dtype)
-    count = m.sum(-1)
+    mb = mask.bool()
+    count = mb.sum(-1).to(logp_new.dtype)
     if bool((count == 0).any()):
         raise ValueError("a sequence has no model-generated token (empty loss mask)")
-    return ((logp_new - logp_old) * m).sum(-1) / count
+    return _on_mask(mb, logp_new - logp_old).sum(-1) / count
+
+
+def _on_mask(mb, x):
+    """``x`` on the mask, 0 off it (``torch.where``: NaN * 0 is NaN, a selected-out NaN is nothing)."""
+    import torch
+
+    return torch.where(mb, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 def _select(weights, *tensors):
@@ -212,17 +220,17 @@ def grpo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, e
     if keep.numel() == 0:
         return logp_new.new_zeros((), requires_grad=logp_new.requires_grad), {"ratio_mean": math.nan, "clip_frac": 0.0, "rows": 0}
     a = torch.as_tensor(advantages, dtype=new.dtype, device=new.device).index_select(0, keep)[:, None]
-    mf = m.to(new.dtype)
-    count = mf.sum(-1)
+    mb = m.bool()
+    count = mb.sum(-1).to(new.dtype)
     if bool((count == 0).any()):
         raise ValueError("a sequence has no model-generated token (empty loss mask)")
-    ratio = torch.exp((new - old) * mf)  # 1 off the mask; masked out below
+    ratio = torch.exp(_on_mask(mb, new - old))  # 1 off the mask (NaN/inf there selected out); masked out below
     clipped = torch.clamp(ratio, 1.0 - eps_lo, 1.0 + eps_hi)
-    s = (torch.minimum(ratio * a, clipped * a) * mf).sum(-1) / count
+    s = _on_mask(mb, torch.minimum(ratio * a, clipped * a)).sum(-1) / count
     loss = -(w.to(new.dtype) * s).sum()
     with torch.no_grad():
-        clip_frac = float((((ratio * a) > (clipped * a)).to(new.dtype) * mf).sum() / mf.sum())
-        ratio_mean = float((ratio * mf).sum() / mf.sum())
+        clip_frac = float(_on_mask(mb, ((ratio * a) > (clipped * a)).to(new.dtype)).sum() / count.sum())
+        ratio_mean = float(_on_mask(mb, ratio).sum() / count.sum())
     return loss, {"ratio_mean": ratio_mean, "clip_frac": clip_frac, "rows": int(keep.numel())}
 
 
@@ -237,5 +245,5 @@ def policy_loss(spec: AlgorithmSpec, logp_new, logp_old, mask, advantages, weigh
 def token_nll_loss(logp_new, mask):
     """Plain token loss (mean negative log-likelihood over model-generated tokens): the baseline the
     loss-overhead benchmark compares against. Shapes: ``[B, T]`` → scalar."""
-    m = mask.to(logp_new.dtype)
-    return -(logp_new * m).sum() / m.sum().clamp_min(1.0)
+    mb = mask.bool()
+    return -_on_mask(mb, logp_new).sum() / mb.sum().to(logp_new.dtype).clamp_min(1.0)

@@ -92,6 +92,19 @@ def parse_reader_text(text: str, requested_url: str) -> tuple[str, str, str, str
     return fields.get("title", ""), fields.get("url source") or requested_url, body, fields.get("published time")
 
 
+_TARGET_ERROR = re.compile(r"^Warning:\s*Target URL returned error (\d{3})\b[^\n]*", re.M | re.I)
+
+
+def reader_target_error(text: str) -> str | None:
+    """The ``Warning: Target URL returned error 404: Not Found`` line of a Jina-reader answer's header (the
+    reader answers 200 with the target's error page as its content, e.g. ``Unknown.``), else None. Only the
+    header before ``Markdown Content:`` is read: a page about HTTP errors is not its own error."""
+    marker = re.search(r"^Markdown Content:", text, re.M)
+    head = text[: marker.start()] if marker else text[:2000]
+    m = _TARGET_ERROR.search(head)
+    return m.group(0).strip() if m and int(m.group(1)) >= 400 else None
+
+
 def _domain(url: str) -> str:
     host = urlsplit(url).hostname or ""
     return host[4:] if host.startswith("www.") else host
@@ -335,6 +348,9 @@ class SerperBackend:
                             self.retry)
 
         resp = await self.retry.run(f"reader {url}", once)
+        target_error = reader_target_error(resp.text)
+        if target_error:  # the target's error page is not evidence: a structured fetch error
+            raise BackendError(f"reader for {url}: {target_error[len('Warning:'):].strip()}")
         title, source, markdown, _published = parse_reader_text(resp.text, url)
         if not markdown.strip():
             raise BackendError(f"reader returned an empty page for {url}")
