@@ -31,6 +31,8 @@ __all__ = ["RoleHealth", "failed_roles", "health_lines", "role_health"]
 
 EPISODE_FILE = "episodes.jsonl"
 PREDICTION_FILES = "predictions/*.jsonl"  # kit.eval.runner: predictions/<benchmark>__<config>__r<k>.jsonl
+RL_METRICS_FILE = "metrics.jsonl"  # kit.rl.trainer: one row per step, rollout_trajectories / rollout_judge_errors
+RL_JUDGE_ROLE = "reward judge (RL rollouts)"
 _DONE = {"episodes": "ran", "verdicts": "given"}
 
 
@@ -101,9 +103,10 @@ def role_health(*folders: str | Path) -> list[RoleHealth]:
 
     Returns the model roles (episodes, sorted by role), then the judge roles (verdicts, sorted: ``judge <name>``
     for the answer judge, ``image judge <name>`` for the Target Match judge; an item without a judged target
-    image counts for no image judge). A record counts once, the last line per (file, episode id); lines that
-    are not JSON objects are skipped (the files' own readers repair them). Raises nothing: missing folders and
-    unreadable files count nothing.
+    image counts for no image judge; ``reward judge (RL rollouts)`` for the RL trainer's reward judge, from the
+    ``rollout_trajectories`` / ``rollout_judge_errors`` of each step in ``metrics.jsonl``). A record counts
+    once, the last line per (file, episode id or step); lines that are not JSON objects are skipped (the files'
+    own readers repair them). Raises nothing: missing folders and unreadable files count nothing.
     """
     roles: dict[str, RoleHealth] = {}
     for rec in _last_records(folders, EPISODE_FILE, "id", "status"):
@@ -118,6 +121,14 @@ def role_health(*folders: str | Path) -> list[RoleHealth]:
             role = f"image judge {it['image_judge']}"
             judges.setdefault(role, RoleHealth(role, unit="verdicts")).count(
                 it.get("image_judge_error"), bool(it.get("image_judge_error")))
+    for row in _last_records(folders, RL_METRICS_FILE, "step", "rollout_trajectories"):  # kit.rl.trainer's steps
+        n, bad = row.get("rollout_trajectories"), row.get("rollout_judge_errors") or 0
+        if isinstance(n, int) and isinstance(bad, int) and n > 0:
+            h = judges.setdefault(RL_JUDGE_ROLE, RoleHealth(RL_JUDGE_ROLE, unit="verdicts"))
+            h.episodes += n
+            if bad:  # excluded from the update as judge_error (kit.rl.eligibility): a dead judge trains nothing
+                h.errors += min(bad, n)
+                h.causes[f"reward not computed: the judge failed (step {row.get('step')}; run_log.jsonl)"[:160]] += 1
     return [roles[k] for k in sorted(roles)] + [judges[k] for k in sorted(judges)]
 
 

@@ -164,3 +164,20 @@ async def test_an_evaluation_with_a_dead_judge_endpoint_fails_its_judge_role(tmp
     assert health_lines(health)[0] == "m: 2/2 episodes ran (no error)"
     (line,) = health_lines(failed_roles(health))
     assert line.startswith(f"judge {judge.name}: 2/2 verdicts error — judge endpoint failed") and "500" in line, line
+
+
+def test_the_rl_reward_judge_is_a_role_read_from_the_trainers_step_metrics(tmp_path):
+    """Notebook 05: a dead reward judge excludes every trajectory (judge_error) and trains nothing; the run says so."""
+    from kit.run_health import RL_JUDGE_ROLE, failed_roles, role_health
+
+    run = tmp_path / "05_rl_long_mdr" / "run"
+    run.mkdir(parents=True)
+    rows = [{"step": 0, "rollout_trajectories": 8, "rollout_judge_errors": 8},
+            {"step": 1, "rollout_trajectories": 8, "rollout_judge_errors": 0},
+            {"step": 1, "rollout_trajectories": 8, "rollout_judge_errors": 2},  # the step rerun after a resume
+            {"step": 2, "skipped": "no eligible group"}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"cut')
+    (h,) = [x for x in role_health(tmp_path) if x.role == RL_JUDGE_ROLE]
+    assert (h.episodes, h.errors, h.unit) == (16, 10, "verdicts")
+    assert failed_roles([h], 0.5) == [h] and failed_roles([h], 0.7) == []
+    assert h.line().startswith(f"{RL_JUDGE_ROLE}: 10/16 verdicts error — reward not computed")
