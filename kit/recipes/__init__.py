@@ -472,12 +472,17 @@ def recipes_markdown() -> str:
              "**Runs.** A run is one experiment (`kit.runs`): outputs go to `results/<run>/<NN_name>/`, the run named "
              "after the profile with an alias resolved (`results/weagent_mmsearch/`, `results/points_seeker_preflight/`; "
              "`--run NAME` chooses another), and each folder records its run identity (`run_identity.json`: profile, "
-             "recipe, a hash of every resolved value, every parameter, a fingerprint; copied into the manifest). A run "
-             "into a folder of another experiment stops before the kernel (exit 2) naming what differs; the RL and SFT "
-             "trainers refuse another run's checkpoints the same way, and a fresh sequence never clears a folder no "
-             "sequence of its run wrote. A notebook whose model role failed (its episodes ended in `error`: an HTTP "
-             "error, a refused connection) exits 1 with one line per role, although it ran to its end "
-             "(`--fail-on-error 0.1` tolerates a share; `kit.run_health`); a resume retries those episodes.", ""]
+             "recipe, a hash of every resolved value, every parameter's value (defaults included: `-p seed 0` is the "
+             "default run), what its input files hold (size and a hash of their ends), a fingerprint; copied into the "
+             "manifest). A run into a folder of another experiment stops before the kernel (exit 2) naming what "
+             "differs, and so does a notebook run by hand in JupyterLab (it claims its folder in its first cell); the "
+             "RL and SFT trainers refuse another run's checkpoints the same way (exit 2), and a fresh sequence never "
+             "clears a folder no sequence of its run wrote, nor a run whose recorded plan is another experiment. "
+             "`sequence --profile P --preflight` runs every notebook's preflight one after another into "
+             "`results/P_preflight/`. A notebook whose model role failed (its episodes ended in `error`: an HTTP "
+             "error, a refused connection) or whose judge gave no verdict (a dead judge endpoint; RL's reward judge "
+             "too) exits 1 with one line per role, although it ran to its end (`--fail-on-error 0.1` tolerates a "
+             "share; `kit.run_health`); a resume retries those episodes.", ""]
     for name in recipe_names():
         r = load_recipe(name)
         lines += [f"## `{name}`: {r.title}", ""]
