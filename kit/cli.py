@@ -56,7 +56,7 @@ from kit.cli_sequence import (  # noqa: F401 - re-exported: the notebooks, the s
     reserved_problem,
     run_sequence,
 )
-from kit.kernel import KERNEL_NAME, ensure_kernel
+from kit.kernel import KERNEL_NAME, ensure_kernel, local_kernel_manager_class
 from kit.paths import PROJECT_ROOT
 
 
@@ -199,7 +199,7 @@ def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, o
 
     os.environ.setdefault("KIT_HEADLESS", "1")  # the kernel inherits it: sparse progress bars (kit.progress)
     pm.execute_notebook(str(src), str(dest), parameters=parameters, kernel_name=kernel, cwd=str(nb_dir),
-                        progress_bar=progress)
+                        progress_bar=progress, kernel_manager_class=local_kernel_manager_class())  # IPC, not TCP
     from kit.eval.runner import default_private_dir
     from kit.run_health import failed_roles, health_lines, role_health
 
@@ -279,6 +279,12 @@ def _cmd_notebook(args) -> int:
     resolved = resolve_profile_name(args.profile)
     print(f"results: {dest.parent}" + (f" (profile {args.profile} is recipe {resolved})" if resolved != args.profile else ""))
     print(f"executed notebook: {dest}")
+    for name in ("summary.md", "table1.md", "summary.csv"):  # what to read first, where the notebook wrote one
+        if (dest.parent / name).is_file():
+            print(f"summary: {dest.parent / name}")
+            break
+    if any(dest.parent.rglob("episodes.jsonl")):
+        print(f"open the episodes: python -m kit.cli view {dest.parent}   (a static site: transcripts, images, verdicts)")
     return 0
 
 

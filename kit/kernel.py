@@ -47,4 +47,21 @@ def ensure_kernel(name: str = KERNEL_NAME, echo=print) -> str:
     return path
 
 
-__all__ = ["INSTALL_COMMAND", "KERNEL_DISPLAY_NAME", "KERNEL_NAME", "ensure_kernel", "kernelspec"]
+def local_kernel_manager_class():
+    """The kernel manager of headless runs: nbclient's ``AsyncKernelManager`` over IPC (Unix sockets beside the
+    connection file) instead of TCP. The kernel runs on this machine for this process only, so nothing needs a
+    port, and ipykernel's "running over TCP without encryption" warning (printed by every TCP kernel without
+    CurveZMQ keys, about nothing a user can act on) does not arise."""
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class LocalKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport_default(self) -> str:
+            return "ipc"
+
+    return LocalKernelManager
+
+
+__all__ = ["INSTALL_COMMAND", "KERNEL_DISPLAY_NAME", "KERNEL_NAME", "ensure_kernel", "kernelspec",
+           "local_kernel_manager_class"]
