@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -131,3 +132,18 @@ def test_the_site_builds_strictly(tmp_path):
     warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith(("WARNING", "ERROR"))]
     assert proc.returncode == 0 and not warnings, proc.stderr[-3000:]
     assert (tmp_path / "site" / "harness.html").is_file()  # use_directory_urls: false (readable from file://)
+    site = tmp_path / "site"
+    # offline: no page loads a script from the network (the offline plugin's CDN Worker shim is replaced by ours)
+    remote = [(p.name, m) for p in site.glob("*.html")
+              for m in re.findall(r'<script[^>]+src="(https?://[^"]+)"', p.read_text(encoding="utf-8"))]
+    assert remote == [], remote
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (make setup installs it): the offline search check needs a browser")
+    # from file://, every request off the machine refused (a proxy that does not exist): search still answers
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
+                          "--virtual-time-budget=10000", "--dump-dom", (site / "index.html").as_uri() + "?q=harness"],
+                         capture_output=True, text=True, timeout=120).stdout
+    meta = re.search(r'<div class="md-search-result__meta">([^<]*)', dom)
+    assert meta and re.match(r"\d+ matching documents?", meta.group(1)), meta and meta.group(1)
+    assert dom.count("md-search-result__item") >= 3
