@@ -114,6 +114,9 @@ class ReplayReport:
     not_replayed: dict[str, str] = field(default_factory=dict)  # benchmark -> reason
     config_drift: list[str] = field(default_factory=list)  # recorded vs current harness configuration
     cache_hits: int = 0
+    # role -> what the replay rebuilt from the manifest (not the run's own object): policy, judges, summarizer,
+    # a preflight's stand-in Hub releases
+    rebuilt: dict[str, str] = field(default_factory=dict)
 
     @property
     def identical(self) -> bool:
@@ -137,6 +140,8 @@ class ReplayReport:
                          f"first: {self.load_misses[0]}")
         for d in self.config_drift:
             lines.append(f"configuration drift (replayed anyway): {d}")
+        for role, what in self.rebuilt.items():
+            lines.append(f"rebuilt from the manifest: {role}: {what}")
         for b, why in self.not_replayed.items():
             lines.append(f"not replayed: {b}: {why}")
         return "\n".join(lines)
@@ -224,33 +229,187 @@ async def replay_evaluation(benchmarks, configs, *, policy, snapshot: str | Path
     return outcome, offline, web.cache
 
 
-def _policy_from_manifest(model: dict[str, Any]):
-    if model.get("kind") == "scripted-demonstrator":
+def _policy_from_manifest(model: dict[str, Any], *, seed: int = 0, max_new_tokens: int | None = None):
+    """``(policy, what was rebuilt)`` from a manifest's ``model`` record.
+
+    Rebuilt: the scripted demonstrator, and a tiny random-weight checkpoint (``kind`` ``"tiny"``, what a
+    preflight or a smoke run without a model evaluates: :func:`kit.policy.factory.make_policy` builds it offline
+    from its name and the run's seed) when the manifest records its checkpoint's content hash and the rebuilt
+    checkpoint has exactly that hash. Anything else raises :class:`ReplayError`.
+    """
+    kind = model.get("kind")
+    if kind == "scripted-demonstrator":
         from kit.policy.demonstrator import DemonstratorPolicy
 
-        return DemonstratorPolicy()
-    raise ReplayError(f"the run's policy {model.get('kind') or model} cannot be rebuilt from the manifest alone: "
+        return DemonstratorPolicy(), "scripted demonstrator (no model)"
+    if kind == "tiny":
+        from kit.manifest import tree_sha256
+        from kit.policy.factory import TINY_PREFIX, ModelUnavailable, make_policy
+
+        name, recorded = model.get("model"), (model.get("checkpoint") or {}).get("sha256")
+        if not (isinstance(name, str) and name.startswith(TINY_PREFIX) and recorded):
+            raise ReplayError(f"the run's tiny policy {name!r} cannot be rebuilt exactly: the manifest records no "
+                              "checkpoint hash to check it against; pass policy=")
+        try:
+            policy, info = make_policy(name, "", seed=seed, max_new_tokens=max_new_tokens)
+        except ModelUnavailable as e:
+            raise ReplayError(f"the run's tiny policy {name!r} cannot be rebuilt: {e}") from e
+        got = tree_sha256(info["path"])["sha256"]
+        if got != recorded:
+            raise ReplayError(f"the rebuilt tiny policy {name!r} (seed {seed}) has checkpoint sha256 {got[:12]}…, the run's "
+                              f"was {recorded[:12]}… (the tiny-model builder changed since the run): pass policy=")
+        return policy, (f"{name}: tiny random-weight checkpoint built offline with seed {seed} "
+                        f"(checkpoint sha256 {got[:12]}… = the manifest's), max_new_tokens={max_new_tokens}")
+    raise ReplayError(f"the run's policy {kind or model} cannot be rebuilt from the manifest alone: "
                       "pass policy= (the same model, served with the same seed)")
 
 
+def _stand_in_model(name: Any) -> str | None:
+    """The paper model a preflight's stand-in judge / summarizer model name stands in for
+    (``"tiny stand-in (tiny-qwen2_vl, random weights) for kimi-k2.6"`` → ``"kimi-k2.6"``), else None."""
+    from kit.profiles import stand_in_name
+
+    prefix = stand_in_name("")
+    return name[len(prefix):] if isinstance(name, str) and name.startswith(prefix) and len(name) > len(prefix) else None
+
+
+_STAND_IN_NOTE = ("tiny random-weight stand-in rebuilt offline by kit.profiles.stand_in_policy (its fixed seed); "
+                  "name and prompt hash checked against the manifest")
+
+
+def _check_rebuilt(role: str, obj, recorded: dict[str, Any]) -> None:
+    """Raise :class:`ReplayError` unless each recorded attribute (``name``, ``prompt_version``) of the rebuilt
+    ``obj`` equals the manifest's (a field the manifest does not record is not checked)."""
+    for key, want in recorded.items():
+        got = getattr(obj, key, None)
+        if want is not None and got != want:
+            raise ReplayError(f"the rebuilt {role} has {key} {got!r}, the run's was {want!r}: pass the {role} explicitly")
+
+
+def _answer_judge_from_manifest(cfg: dict[str, Any], prof) -> tuple[Any, str | None]:
+    """``(answer judge, what was rebuilt or None)``: the rule judge (labelled fallback as recorded), or a
+    preflight's stand-in LLM judge when the manifest names it; else :class:`ReplayError`."""
+    import hashlib
+
+    from kit.eval.judge_factory import make_answer_judge
+    from kit.eval.judges import JUDGE_PROMPT, RuleJudge
+
+    kind, recorded = cfg.get("judge"), cfg.get("answer_judge")
+    if kind == "rule":
+        rule = RuleJudge("contains", fallback=bool(cfg.get("answer_judge_fallback", False)))
+        _check_rebuilt("answer judge", rule, {"name": recorded})
+        return rule, None
+    paper_model = _stand_in_model(cfg.get("answer_judge_model") or cfg.get("judge_model"))
+    if kind == "llm" and cfg.get("preflight") and paper_model:
+        judge = make_answer_judge("llm", profile=prof, model=paper_model, cache_path=None)
+        _check_rebuilt("answer judge", judge, {"name": recorded, "prompt_version": cfg.get("answer_judge_prompt_version")})
+        want = cfg.get("answer_judge_prompt_sha256")
+        if want and hashlib.sha256(JUDGE_PROMPT.encode()).hexdigest() != want:
+            raise ReplayError("the LLM judge prompt changed since the run (its sha256 differs from the manifest's): pass judge=")
+        return judge, f"{judge.name}: {_STAND_IN_NOTE}; verdicts judged again (in-memory verdict cache)"
+    raise ReplayError(f"judge {recorded or kind!r}: pass judge= (an LLM judge over the run's verdict cache)")
+
+
+def _image_judge_from_manifest(cfg: dict[str, Any], prof) -> tuple[Any, str | None]:
+    """``(Target Match judge or None (the default, for manifests that record none), what was rebuilt or None)``."""
+    import hashlib
+
+    from kit.eval.judge_factory import make_image_judge
+    from kit.eval.judges import IMAGE_JUDGE_PROMPT, PerceptualImageJudge
+
+    recorded = cfg.get("image_judge")
+    if recorded is None:  # a manifest from before judges were recorded: the runner's default, as then
+        return None, None
+    if isinstance(recorded, str) and recorded.startswith("image:"):
+        phash = PerceptualImageJudge(fallback=bool(cfg.get("image_judge_fallback", False)))
+        _check_rebuilt("image judge", phash, {"name": recorded})
+        return phash, None
+    paper_model = _stand_in_model(cfg.get("image_judge_model"))
+    if cfg.get("preflight") and paper_model:
+        judge = make_image_judge("vlm", profile=prof, model=paper_model, cache_path=None)
+        _check_rebuilt("image judge", judge, {"name": recorded, "prompt_version": cfg.get("image_judge_prompt_version")})
+        want = cfg.get("image_judge_prompt_sha256")
+        if want and hashlib.sha256(IMAGE_JUDGE_PROMPT.encode()).hexdigest() != want:
+            raise ReplayError("the VLM image judge prompt changed since the run (its sha256 differs from the manifest's): "
+                              "pass image_judge=")
+        return judge, f"{judge.name}: {_STAND_IN_NOTE}; verdicts judged again (in-memory verdict cache)"
+    raise ReplayError(f"image judge {recorded!r}: pass image_judge= (the same VLM judge over the run's verdict cache)")
+
+
+def _summarizer_from_manifest(cfg: dict[str, Any], prof) -> tuple[Any, str | None]:
+    """``(web_extract summarizer or None (the default, for manifests that record none), what was rebuilt or None)``:
+    the extractive summarizer as recorded, or a preflight's stand-in LLM summarizer; else :class:`ReplayError`
+    (its summaries are tool observations, not in the cache snapshot)."""
+    from kit.harness.summarize import make_summarizer
+
+    recorded = cfg.get("summarizer")
+    if recorded is None:
+        return None, None
+    if isinstance(recorded, str) and recorded.startswith("extractive"):
+        s = make_summarizer(profile=prof, kind="extractive")
+        _check_rebuilt("summarizer", s, {"name": recorded})
+        return s, None
+    paper_model = _stand_in_model(recorded[len("llm:"):] if isinstance(recorded, str) and recorded.startswith("llm:") else None)
+    if cfg.get("preflight") and paper_model:
+        s = make_summarizer("", paper_model, prof, kind="llm")
+        _check_rebuilt("summarizer", s, {"name": recorded})
+        return s, f"{recorded}: {_STAND_IN_NOTE.replace(' and prompt hash', '')}"
+    raise ReplayError(f"web_extract summarizer {recorded!r}: pass summarizer= (its summaries are tool observations "
+                      "the cache snapshot does not hold)")
+
+
+def _profile_from_manifest(cfg: dict[str, Any], m: dict[str, Any]):
+    """The run's :class:`kit.profiles.Profile`: its name, preflight and ablation switches (from the run identity
+    the command line records), checked against the recorded recipe label."""
+    from kit.profiles import get_profile
+
+    params = (m.get("run_identity") or {}).get("params") or {}
+    switches = {k: params.get(k) for k in ("self_recovery",) if isinstance(params.get(k), bool)}
+    try:
+        prof = get_profile(cfg["profile"], preflight=bool(cfg.get("preflight")), switches=switches)
+    except (KeyError, ValueError) as e:
+        raise ReplayError(f"the run's profile cannot be rebuilt: {e}") from e
+    label = prof.recipe_obj().label
+    if cfg.get("recipe") and cfg["recipe"] != label:
+        raise ReplayError(f"the run's recipe was {cfg['recipe']!r}, its profile now resolves to {label!r}")
+    return prof
+
+
+def _stand_in_hub_benchmarks(cfg: dict[str, Any]) -> dict[str, str | None]:
+    """``{benchmark: recorded commit}`` of the benchmarks a preflight loaded from its local stand-in Hub."""
+    return {k: v.get("resolved_commit") for k, v in (cfg.get("benchmark_sources") or {}).items()
+            if isinstance(v, dict) and v.get("stand_in") is True}
+
+
+# the rows per release notebook 06 publishes to its stand-in Hub (``install_standin_hub(..., n=1)``); the
+# recorded commits (content-derived) prove the rebuilt releases are the run's
+STANDIN_HUB_ROWS = 1
+
+
 async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None, out_dir: str | Path | None = None,
-                     policy=None, judge=None, data_dir: str | Path | None = None,
+                     policy=None, judge=None, image_judge=None, summarizer=None, data_dir: str | Path | None = None,
                      allow_config_drift: bool = False) -> ReplayReport:
     """Replay a notebook-06 evaluation folder offline from its manifest and cache snapshot, and compare.
 
-    The manifest supplies benchmarks, source, items per benchmark, configurations (checked against the
-    current code's: a drift is an error unless ``allow_config_drift``, then listed in the report), repeats,
-    seed, temperature, judge and task ids. Local
-    benchmark files come from the shared data folder; encrypted benchmarks are reported as not
+    The manifest supplies the profile (with its preflight), benchmarks, source, items per benchmark,
+    protocol, configurations (checked against the current code's: a drift is an error unless
+    ``allow_config_drift``, then listed in the report), repeats, seed, temperature, judges, summarizer and
+    task ids. Local benchmark files come from the shared data folder; a preflight's stand-in Hub releases
+    are published again (their recorded commits checked); encrypted benchmarks are reported as not
     replayable (their cache is private).
+
+    What the manifest fully determines is rebuilt when not given, and named in :attr:`ReplayReport.rebuilt`:
+    the scripted demonstrator, a tiny random-weight policy (its checkpoint hash checked), the rule and
+    perceptual judges, the extractive summarizer, and a preflight's tiny stand-in LLM / VLM judges and LLM
+    summarizer (their names and prompt hashes checked). Anything else must be passed (``policy``, ``judge``,
+    ``image_judge``, ``summarizer``).
 
     Raises:
         FileNotFoundError: no manifest or snapshot.
-        ReplayError: not an evaluation manifest, configuration drift, a policy or judge that cannot
-            be rebuilt, or task ids that differ from the recorded ones.
+        ReplayError: not an evaluation manifest, configuration drift, a policy, judge or summarizer that cannot
+            be rebuilt, or task ids (or stand-in Hub commits) that differ from the recorded ones.
     """
     from kit.eval.configs import make_configs
-    from kit.eval.judges import RuleJudge
     from kit.eval.runner import is_sensitive, load_benchmarks
     from kit.manifest import _diff, read_manifest
     from kit.paths import shared_data_dir
@@ -273,12 +432,44 @@ async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None,
             raise ReplayError(f"replay output folder {out} is not empty (or is the run itself): give a new folder")
     else:
         out = Path(tempfile.mkdtemp(prefix="replay_"))
-    web, offline = replay_backend(snap)
+    prof = _profile_from_manifest(cfg, m)
+    rebuilt: dict[str, str] = {}
+    # a run whose episodes made no tool call (a preflight's random policy) leaves an empty snapshot: nothing can
+    # hit, so the backend's name (part of every key) is the recorded one only for the record
+    backend_name = None if snapshot_backends(snap) else str(cfg.get("web_backend") or "zim")
+    standin = _stand_in_hub_benchmarks(cfg)
+    restore = None
+    if standin:  # a preflight loaded these from its local stand-in Hub: publish the same releases again
+        import huggingface_hub
+        import huggingface_hub.constants as hf_constants
+        from huggingface_hub.utils._http import default_client_factory
+
+        from kit.eval import hub_loaders
+        from kit.eval.hub_standin import install_standin_hub
+
+        hf_cache, standin_repos = hf_constants.HF_HUB_CACHE, set(hub_loaders.STANDIN_REPOS)
+
+        def restore() -> None:  # install_standin_hub routes this process's huggingface_hub to it: undo that
+            huggingface_hub.set_client_factory(default_client_factory)
+            hf_constants.HF_HUB_CACHE = hf_cache
+            hub_loaders.STANDIN_REPOS.clear()
+            hub_loaders.STANDIN_REPOS.update(standin_repos)
+
+        try:
+            install_standin_hub(out / "standin_hub", n=STANDIN_HUB_ROWS)
+        except BaseException:
+            restore()
+            raise
+    web, offline = replay_backend(snap, backend_name)
+    params = (m.get("run_identity") or {}).get("params") or {}
     try:
         loaded = await load_benchmarks(cfg["benchmarks"], source=cfg.get("source", "local"), limit=cfg.get("n_per_benchmark"),
-                                       web=web, data_dir=data_dir or shared_data_dir(), image_dir=out / "images")
+                                       web=web, data_dir=data_dir or shared_data_dir(), image_dir=out / "images",
+                                       protocol=cfg.get("protocol"), missing_images=params.get("missing_images", "problem"))
     finally:
         web.cache.close()
+        if restore is not None:
+            restore()
     load_misses = list(offline.misses)  # building tasks from the web (vistarget_zim) must replay too
     report = ReplayReport()
     recorded_ids = cfg.get("task_ids", {})
@@ -291,11 +482,19 @@ async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None,
         elif [t.id for t in lr.tasks] != recorded_ids.get(key, []):
             raise ReplayError(f"benchmark {key}: tasks {[t.id for t in lr.tasks]} differ from the recorded "
                               f"{recorded_ids.get(key)}")
+        elif key in standin and lr.info.get("resolved_commit") != standin[key]:
+            raise ReplayError(f"benchmark {key}: the rebuilt stand-in Hub release is at commit "
+                              f"{lr.info.get('resolved_commit')}, the run's was {standin[key]}")
         else:
             usable[key] = lr
     if not usable:
         raise ReplayError(f"nothing to replay in {run_dir}: {report.not_replayed}")
-    configs = make_configs(cfg["profile"], list(cfg["configs"]), real_model=bool(cfg.get("real_model", False)))
+    if standin:
+        rebuilt["benchmarks"] = (f"{', '.join(sorted(k for k in standin if k in usable))}: the preflight's synthetic "
+                                 f"stand-in Hub releases ({STANDIN_HUB_ROWS} row each) published again locally "
+                                 "(commits = the manifest's)")
+    configs = make_configs(prof, list(cfg["configs"]), real_model=bool(cfg.get("real_model", False)),
+                           protocol=cfg.get("protocol"))
     drift: list[str] = []
     for name, c in configs.items():
         now = json.loads(json.dumps(c.harness.model_dump() | {"text_only": c.text_only}, default=str))
@@ -304,18 +503,31 @@ async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None,
         raise ReplayError("the harness configuration differs from the recorded one (code changed since the run): "
                           + "; ".join(drift) + " — pass allow_config_drift=True (CLI --allow-drift) to replay anyway")
     if judge is None:
-        if cfg.get("judge") != "rule":
-            raise ReplayError(f"judge {cfg.get('judge')!r}: pass judge= (an LLM judge over the run's verdict cache)")
-        judge = RuleJudge("contains")
-    policy = policy or _policy_from_manifest(m.get("model", {}))
+        judge, what = _answer_judge_from_manifest(cfg, prof)
+        if what:
+            rebuilt["answer judge"] = what
+    if image_judge is None:
+        image_judge, what = _image_judge_from_manifest(cfg, prof)
+        if what:
+            rebuilt["image judge"] = what
+    if summarizer is None:
+        summarizer, what = _summarizer_from_manifest(cfg, prof)
+        if what:
+            rebuilt["summarizer"] = what
+    if policy is None:
+        first: dict[str, Any] = next(iter(cfg["configs"].values()), {})  # notebook 06 bounds generation by the first configuration's
+        policy, rebuilt["policy"] = _policy_from_manifest(m.get("model", {}), seed=int(m.get("seed") or 0),
+                                                          max_new_tokens=first.get("max_response_tokens"))
     outcome, offline, cache = await replay_evaluation(
-        usable, configs, policy=policy, snapshot=snap, out_dir=out, repeats=cfg["repeats"], seed=m["seed"],
-        temperature=cfg["temperature"], judge=judge, labels=m.get("labels", []), strict=False,
-        private_dir=out / "private")
+        usable, configs, policy=policy, snapshot=snap, out_dir=out, backend_name=backend_name, repeats=cfg["repeats"],
+        seed=m["seed"], temperature=cfg["temperature"], judge=judge, image_judge=image_judge, summarizer=summarizer,
+        labels=m.get("labels", []), strict=False, private_dir=out / "private",
+        max_trials=prof.recipe_obj().get("eval.max_trials", None))
     cmp = compare_evaluations(run_dir, out, skip_benchmarks=tuple(report.not_replayed))
     cmp.not_replayed = report.not_replayed
     cmp.config_drift = drift
     cmp.cache_misses = list(offline.misses)
     cmp.load_misses = load_misses
     cmp.cache_hits = cache.stats["hits"]
+    cmp.rebuilt = rebuilt
     return cmp
