@@ -25,8 +25,10 @@ import httpx
 log = logging.getLogger(__name__)
 
 TINY_PREFIX = "tiny-"
-SMOKE_BANNER = ("SMOKE PROFILE: no real model configured; using a tiny RANDOM-WEIGHT {arch} checkpoint "
-                "built offline. Its outputs are meaningless and are labelled 'smoke'.")
+#: said on the terminal whenever the tiny model runs: under the smoke profile (no model named) and as a preflight's
+#: stand-in (``tiny-<arch>`` named); the profile that ran is said by the run's own summary, not here
+SMOKE_BANNER = ("TINY MODEL: using a tiny RANDOM-WEIGHT {arch} checkpoint built offline, not a real model. Its "
+                "outputs are meaningless and are labelled 'smoke'.")
 
 
 class ModelUnavailable(RuntimeError):
