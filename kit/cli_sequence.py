@@ -365,7 +365,8 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         step.update(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), params=params,
                     out_dir=str(out), error=None)
         _write_state(state_path, state)
-        echo(f"{label}: running (profile {plan['profile']}{', params ' + json.dumps(params, default=str) if params else ''})")
+        echo(f"{label}: running (profile {plan['profile']}{' preflight' if plan.get('preflight') else ''}"
+             f"{', params ' + json.dumps(params, default=str) if params else ''})")
         t0 = time.time()
         try:
             executed = runner(key, plan["profile"], params, out, notebooks_dir=notebooks_dir, progress=progress,
