@@ -25,7 +25,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +44,30 @@ def smoke_title(title: str, smoke: bool) -> str:
     if not smoke or SMOKE_WORD in title.lower():
         return title
     return f"Smoke run: {title}"
+
+
+def data_caption(benchmark: str | Sequence[str] | None, split: str | None, n: int | None, *,
+                 unit: str = "episodes", detail: str = "") -> str:
+    """What a figure shows, for its caption (issue 29 part 7): ``"benchmark fvqa, infoseek · split test · n = 40
+    episodes (detail)"``. ``benchmark``: a name or several; None reads "benchmark not given"; ``split`` None
+    reads "split not given"; ``n`` None leaves the count out."""
+    if benchmark is None or (not isinstance(benchmark, str) and not list(benchmark)):
+        bench = "benchmark not given"
+    else:
+        names = [benchmark] if isinstance(benchmark, str) else list(dict.fromkeys(benchmark))
+        bench = ("benchmark " if len(names) == 1 else "benchmarks ") + ", ".join(names)
+    parts = [bench, f"split {split}" if split else "split not given"]
+    if n is not None:
+        parts.append(f"n = {n:,d} {unit}" + (f" ({detail})" if detail else ""))
+    return " · ".join(parts)
+
+
+def add_caption(fig: Any, caption: str) -> Any:
+    """Put ``caption`` under a plotly figure's title (``layout.title.subtitle``, kept by every export and by
+    :func:`matplotlib_from_plotly`) and leave the top margin room for both lines; returns ``fig``."""
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 80
+    fig.update_layout(title_subtitle_text=caption, margin_t=max(top, 110), title_y=0.97, title_yanchor="top")
+    return fig
 
 
 @dataclass
@@ -227,7 +251,8 @@ def matplotlib_from_plotly(fig: Any, *, width: int = 1100, height: int = 550):
     handles = {lab: h for ax in panel.values() for h, lab in zip(*ax.get_legend_handles_labels())}
     if handles:
         mfig.legend(handles.values(), handles.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-    mfig.suptitle(lay.title.text or "")
+    sub = lay.title.subtitle.text if lay.title.subtitle is not None else None
+    mfig.suptitle((lay.title.text or "") + (f"\n{sub}" if sub else ""), wrap=True)
     mfig.tight_layout()
     return mfig
 

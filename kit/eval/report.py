@@ -69,15 +69,50 @@ def write_table1(rows: list[dict[str, Any]], benchmarks: Sequence[str], out_dir:
     groups = [BENCHMARKS[b].group if b in BENCHMARKS else "" for b in benchmarks] + [""]
     html = disp.copy()
     html.columns = pd.MultiIndex.from_arrays([groups, list(disp.columns)])
-    paths["html"].write_text((f"<p>{note}</p>\n" if note else "") + html.to_html(border=0), encoding="utf-8")
+    paths["html"].write_text(table1_page(html.to_html(border=0, classes="table1"), note, stem), encoding="utf-8")
     return paths
 
 
-def figure6(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = None, title: str = ""):
+# kit: table1.html opens by itself in a browser and fits a 1,280-px and a 1,920-px window (issue 29 part 7):
+# a number never breaks (a cell wraps only at " ± "), configuration names wrap anywhere, and a table wider
+# than a narrow window scrolls in its own box with the configuration column fixed
+TABLE1_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.2em auto;max-width:1880px;padding:0 1em;color:#222}
+p.note{font-size:.9em;color:#444;max-width:70em;overflow-wrap:anywhere}
+.scroll{overflow-x:auto;max-width:100%}
+table.table1{border-collapse:collapse;font-size:.9em}
+table.table1 th,table.table1 td{border:1px solid #ddd;padding:.3em .6em;text-align:right;vertical-align:top}
+table.table1 td{overflow-wrap:normal;font-variant-numeric:tabular-nums}
+table.table1 thead th{background:#f4f4f4;text-align:center}
+table.table1 tbody th{text-align:left;overflow-wrap:anywhere;min-width:8em;max-width:18em;position:sticky;left:0;background:#fff}
+table.table1 tbody tr:nth-child(even) td{background:#fafafa}
+"""
+
+
+def table1_page(table_html: str, note: str = "", title: str = "table1") -> str:
+    """A standalone HTML page around Table 1's ``<table>``: the note above it, a small embedded stylesheet
+    (:data:`TABLE1_CSS`), no external resource."""
+    import html as _html
+
+    head = f"<p class=\"note\">{_html.escape(note)}</p>\n" if note else ""
+    return ("<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{_html.escape(title)}</title>\n<style>{TABLE1_CSS}</style></head><body>\n"
+            f"{head}<div class=\"scroll\">{table_html}</div>\n</body></html>\n")
+
+
+def figure6(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = None, title: str = "", *,
+            benchmark: str | Sequence[str] | None = None, split: str | None = None, episodes: int | None = None):
     """Figure 6: per configuration, Accuracy, Image Cite, Target Match (conditioned on citing) and
     Match+Acc (conditioned on a match) in percent; grouped bars are means over runs, whiskers ± std.
-    The four metrics are categories, so they are bars, never joined by a line."""
+    The four metrics are categories, so they are bars, never joined by a line.
+
+    The caption under the title says what was measured (:func:`kit.figures.data_caption`): ``benchmark``
+    (the benchmark(s) whose target-image tasks the rows count; :func:`figure6_from_items` fills it),
+    ``split`` and ``episodes`` (default: each configuration's episodes per run × runs, from ``rows``)."""
     import plotly.graph_objects as go
+
+    from kit.figures import add_caption, data_caption
 
     labels = config_labels or {}
     fig = go.Figure()
@@ -88,17 +123,37 @@ def figure6(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = N
             x=x, y=[r[k]["mean"] for k in EQ2_LABELS], name=name,
             error_y={"type": "data", "array": [r[k]["std"] for k in EQ2_LABELS], "visible": True},
             hovertemplate="%{x}: %{y:.2f}%<extra>" + name + f" (n={r['n']:,d})</extra>"))
+    per = {labels.get(r["config"], r["config"]): (r["n"], r["accuracy"].get("runs") or 1) for r in rows}
+    total = episodes if episodes is not None else sum(n * k for n, k in per.values())
+    detail = "; ".join(f"{c}: {n} per run × {k} run{'s' if k != 1 else ''}" for c, (n, k) in per.items())
     fig.update_layout(title=title or "Final-answer and stage-wise visual-evidence metrics (WeAgent eq. 2)",
                       barmode="group", xaxis_title="metric (WeAgent eq. 2)", yaxis_title="share of episodes (%)",
                       yaxis_range=[0, 105], template="plotly_white", legend_title="configuration")
+    add_caption(fig, data_caption(benchmark if benchmark is not None else "tasks with a target image",
+                                  split, total, unit="episodes with a target image", detail=detail))
     return fig
 
 
-def tool_use_figure(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = None, title: str = ""):
+def figure6_from_items(items: Sequence[Any], config_labels: dict[str, str] | None = None, title: str = "", *,
+                       split: str | None = None):
+    """:func:`figure6` of :func:`kit.eval.metrics.vistarget_table` over ``items`` (``ItemResult``), its caption
+    naming the benchmarks of the target-image tasks, ``split`` and the number of episodes counted."""
+    from kit.eval.metrics import vistarget_table
+
+    counted = [it for it in items if it.has_target]
+    return figure6(vistarget_table(counted), config_labels, title, split=split, episodes=len(counted),
+                   benchmark=sorted({it.benchmark for it in counted}))
+
+
+def tool_use_figure(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = None, title: str = "", *,
+                    split: str | None = None):
     """POINTS-Seeker Fig. 7 layout: (a) mean interaction turns per benchmark, one bar per
-    configuration; (b) share of each tool in all tool calls per benchmark × configuration."""
+    configuration; (b) share of each tool in all tool calls per benchmark × configuration. The caption
+    names the benchmarks, ``split`` and the episodes counted (``tasks`` of the rows, per configuration)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
+
+    from kit.figures import add_caption, data_caption
 
     labels = config_labels or {}
     fig = make_subplots(rows=1, cols=2, subplot_titles=("(a) Average number of interaction turns",
@@ -117,6 +172,9 @@ def tool_use_figure(rows: list[dict[str, Any]], config_labels: dict[str, str] | 
                       xaxis={"tickangle": -35, "title": "benchmark · configuration"},
                       xaxis2={"tickangle": -35, "title": "benchmark · configuration"},
                       yaxis={"title": "interaction turns per episode"}, yaxis2={"title": "share of tool calls (%)"})
+    per_config = {labels.get(c, c): sum(r["tasks"] for r in rows if r["config"] == c) for c in configs}
+    add_caption(fig, data_caption([display_name(b) for b in dict.fromkeys(r["benchmark"] for r in rows)], split,
+                                  sum(per_config.values()), detail="; ".join(f"{c}: {n}" for c, n in per_config.items())))
     return fig
 
 

@@ -447,45 +447,77 @@ class StageSchedule:
         self.state = ScheduleState(**d)
 
 
-def plot_run_log(events: list[dict[str, Any]], path: str | Path | None = None, title: str = "RL run"):
-    """Reward and entropy per step with stage transitions (dashed lines, labelled) and rescues (red
-    triangles). Returns the matplotlib figure (saved to ``path`` when given, and as ``.svg`` beside it)."""
+def plot_run_log(events: list[dict[str, Any]], path: str | Path | None = None, title: str = "RL run", *,
+                 benchmark: str | None = None, split: str | None = "train"):
+    """Reward and entropy per step with stages (dashed lines at each transition, the stage's name inside the
+    plot area at its start), rescues (red triangles) and skipped steps (grey hatched spans over both panels: a
+    skipped step has no reward, so it is not drawn as one). The title's second line says what the run trained
+    on: ``benchmark``, ``split`` and n, the rollout episodes of its steps (:func:`_rollout_episodes`).
+    Returns the matplotlib figure (saved to ``path`` when given, and as ``.svg`` beside it)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    from kit.figures import data_caption
 
     steps = [e for e in events if e["type"] == R.STEP]
-    fig, ax = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
+    fig, ax = plt.subplots(2, 1, figsize=(8, 5.2), sharex=True)
     x = [e["step"] for e in steps]
     # step rows carry the rollout's mean reward as rollout_reward_mean (RLTrainer); reward_mean: older logs
     ax[0].plot(x, [_nan(e.get("rollout_reward_mean", e.get("reward_mean"))) for e in steps], marker="o",
                label="reward (mean)")
     ax[1].plot(x, [_nan(e.get("entropy_mean")) for e in steps], marker="o", color="tab:green", label="token entropy")
-    for e in events:
-        if e["type"] == R.TRANSITION:
-            for a in ax:
-                a.axvline(e["step"] + 0.5, ls="--", color="gray")
-            ax[0].annotate(e["to"], (e["step"] + 0.5, 1.0), xycoords=("data", "axes fraction"), fontsize=8,
-                           va="top")
-        if e["type"] == R.RESCUE:
-            ax[1].plot([e["step"]], [e["entropy"]], marker="v", color="red", ms=10, label="rescue")
-        if e["type"] == R.SKIP:
-            ax[0].plot([e["step"]], [0], marker="x", color="black", label="skipped step")
+    starts = [(e["step"] + 0.5, e["to"]) for e in events if e["type"] == R.TRANSITION]
+    first = next((e.get("stage") for e in events if e["type"] == R.STAGE_START), None)
+    xs = x + [s for s, _ in starts] + [e["step"] for e in events if e["type"] in (R.SKIP, R.RESCUE)]
+    lo, hi = (min(xs) - 0.5, max(xs) + 0.5) if xs else (-0.5, 0.5)
     for a in ax:
+        a.set_xlim(lo, hi)
+    for at, _ in starts:
+        for a in ax:
+            a.axvline(at, ls="--", color="gray")
+    for e in events:
+        if e["type"] == R.RESCUE:
+            ax[1].plot([e["step"]], [e["entropy"]], marker="v", color="red", ms=10, label="rescue", clip_on=True)
+        if e["type"] == R.SKIP:  # no update happened: a span over both panels, not a reward of 0
+            for a in ax:
+                a.axvspan(e["step"] - 0.4, e["step"] + 0.4, color="0.85", alpha=0.6, hatch="//", lw=0,
+                          label="skipped step (no update)")
+    labels = ([(lo, first)] if first else []) + starts
+    for at, name in labels:  # inside the plot area: left-aligned, right-aligned near the right edge
+        right = (at - lo) / (hi - lo) > 0.8
+        ax[0].annotate(name, (at, 0.97), xycoords=("data", "axes fraction"), xytext=(-3 if right else 3, 0),
+                       textcoords="offset points", ha="right" if right else "left", va="top", fontsize=8,
+                       annotation_clip=True, bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    ax[0].margins(y=0.25)  # room under the stage names
+    for a in ax:  # legends beside the panels, never over the data or the stage names
         h, lab = a.get_legend_handles_labels()
-        a.legend(dict(zip(lab, h)).values(), dict(zip(lab, h)).keys(), fontsize=8)
+        a.legend(dict(zip(lab, h)).values(), dict(zip(lab, h)).keys(), fontsize=8, loc="upper left",
+                 bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax[0].set_ylabel("mean reward")
     ax[1].set_ylabel("token entropy (nats)")
     ax[1].set_xlabel("training step")
-    from matplotlib.ticker import MaxNLocator
-
     ax[1].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
-    fig.suptitle(title)
+    n = _rollout_episodes(events)
+    fig.suptitle(f"{title}\n" + data_caption(benchmark, split, n, unit="rollout episodes",
+                                              detail=f"{len(steps)} step{'s' if len(steps) != 1 else ''}"), fontsize=10)
+    fig.tight_layout()
     if path is not None:  # PNG for previews, SVG beside it (vector, same data)
         fig.savefig(path, dpi=100, bbox_inches="tight")
         fig.savefig(Path(path).with_suffix(".svg"), bbox_inches="tight")
     return fig
+
+
+def _rollout_episodes(events: list[dict[str, Any]]) -> int:
+    """Rollout episodes of a run log: each step row's ``rollout_trajectories`` (RLTrainer), else its
+    ``opd_trajectories``; a skipped step without a step row counts its groups' ``trajectories``."""
+    stepped = {e["step"] for e in events if e["type"] == R.STEP}
+    n = sum(int(e.get("rollout_trajectories") or e.get("opd_trajectories") or 0) for e in events if e["type"] == R.STEP)
+    n += sum(int((e.get("groups") or {}).get("trajectories") or 0) for e in events
+             if e["type"] == R.SKIP and e["step"] not in stepped)
+    return n
 
 
 def _nan(v):

@@ -1,10 +1,13 @@
 """Item-by-item comparison of two runs, or of two configurations inside one run (docs/viewer.md).
 
 Items are matched by key: (benchmark, configuration, episode id, repeat) across two runs, or (run,
-benchmark, episode id, repeat) across two configurations. An item's outcome is its judged correctness when
-the run is an evaluation (``ItemResult.correct``, with the cited-image match ``M_i`` of WeAgent §5.2),
-else its episode status. Rows whose outcome changed come first (regressions, then improvements, then
-other changes), then items present on one side only, then unchanged ones.
+benchmark, episode id, repeat) across two configurations. An item's outcome is its verdict, the one the
+run's summary counts (:mod:`kit.view.verdict`): the judged correctness and score of an evaluation item
+(``ItemResult.correct`` / ``score``, with the cited-image match ``M_i`` of WeAgent §5.2), else the rule
+answer match (``kit.eval.judges.rule_match``, contains / exact) of an episode with reference answers, else
+its episode status. A verdict that flips between two verdicts of the same kind is a regression or an
+improvement; rows whose outcome changed come first (regressions, then improvements, then other changes),
+then items present on one side only, then unchanged ones.
 """
 
 from __future__ import annotations
@@ -12,16 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kit.view.load import Item
+from kit.view.verdict import NONE
 
 CHANGE_ORDER = {"regressed": 0, "improved": 1, "changed": 2, "only A": 3, "only B": 4, "same": 5}
 
 
 def outcome(item: Item | None) -> tuple[object, ...] | None:
-    """(correct, match) for a judged item, else (status,); None for a missing item."""
+    """(verdict source, correct, exact, score, image match) for an item with a verdict, else (status,);
+    None for a missing item."""
     if item is None:
         return None
-    if item.correct is not None:
-        return (item.correct, item.match)
+    v = item.verdict
+    if v.source != NONE:
+        return (*v.key, item.match)
     return (item.status,)
 
 
@@ -33,14 +39,17 @@ class Pair:
 
     @property
     def change(self) -> str:
-        """``regressed`` / ``improved`` (correctness flipped), ``changed`` (status or image match
-        differs), ``only A`` / ``only B``, or ``same``."""
+        """``regressed`` / ``improved`` (the verdict flipped: judged correct, or rule answer match, on both
+        sides), ``changed`` (another difference: score, exact match, image match, status, or verdicts of two
+        kinds), ``only A`` / ``only B``, or ``same``."""
         if self.a is None:
             return "only B"
         if self.b is None:
             return "only A"
-        if self.a.correct is not None and self.b.correct is not None and self.a.correct != self.b.correct:
-            return "improved" if self.b.correct else "regressed"
+        va, vb = self.a.verdict, self.b.verdict
+        if va.source == vb.source != NONE and va.correct is not None and vb.correct is not None \
+                and va.correct != vb.correct:
+            return "improved" if vb.correct else "regressed"
         return "same" if outcome(self.a) == outcome(self.b) else "changed"
 
 

@@ -95,7 +95,7 @@ def _scores(it: Item, scorer) -> dict[str, Any]:
     answer = it.record.final_response if it.record else (it.prediction.response if it.prediction else None)
     if it.correct is not None:
         out["correct"] = scorer.Score(value="C" if it.correct else "I", answer=answer,
-                                      explanation=it.prediction.judge if it.prediction else None)
+                                      explanation=it.prediction.judge if it.prediction else it.verdict.judge)
     if it.match is not None:
         out["image_match"] = scorer.Score(value="C" if it.match else "I")
     return out

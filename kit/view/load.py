@@ -24,6 +24,7 @@ from kit.harness.episode import EpisodeRecord
 from kit.harness.errors import ImageError
 from kit.harness.portable import WorkspacePathError, resolve_workspace
 from kit.images import MAX_FILE_BYTES, read_regular_file
+from kit.view.verdict import Verdict, verdict_of
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a registered image file name (kit.harness.registry)
 _EVAL_RUN = re.compile(r"(?:^|/)runs/(?P<bench>[^/]+)/(?P<config>[^/]+)/r(?P<repeat>\d+)$")
@@ -76,8 +77,14 @@ class Item:
         return self.prediction.status if self.prediction else "unknown"
 
     @property
+    def verdict(self) -> Verdict:
+        """The item's verdict as the run's summary counts it (:mod:`kit.view.verdict`)."""
+        return verdict_of(self)
+
+    @property
     def correct(self) -> bool | None:
-        return self.prediction.correct if self.prediction else None
+        """The judged correctness, else the rule answer match of notebook 01's summary, else None."""
+        return self.verdict.correct
 
     @property
     def match(self) -> bool | None:

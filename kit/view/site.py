@@ -31,6 +31,7 @@ from kit.view.compare import Pair, change_counts, compare_configurations, compar
 from kit.view.load import NOT_IN_COPY, Item, Run, load_run, read_workspace_image, unique_labels
 from kit.view.paths import PathScrubber, display_path, run_display
 from kit.view.turns import turn_views
+from kit.view.verdict import verdict_rows
 
 _ENV = Environment(loader=PackageLoader("kit.view", "templates"), autoescape=True, undefined=StrictUndefined,
                    trim_blocks=True, lstrip_blocks=True)
@@ -159,8 +160,7 @@ def _filters(items: list[Item]) -> list[dict]:
         {"label": "benchmark", "attr": "benchmark", "multi": False, "values": vals(lambda i: [i.benchmark])},
         {"label": "configuration", "attr": "config", "multi": False, "values": vals(lambda i: [i.configuration])},
         {"label": "event type", "attr": "events", "multi": True, "values": vals(lambda i: i.event_types)},
-        {"label": "correct / wrong", "attr": "correct", "multi": False,
-         "values": vals(lambda i: [_tri(i.correct, "correct", "wrong", "unjudged")])},
+        {"label": "verdict", "attr": "correct", "multi": False, "values": vals(lambda i: [i.verdict.label])},
         {"label": "cited-image match", "attr": "match", "multi": False,
          "values": vals(lambda i: [_tri(i.match, "match", "no match", "n/a")])},
     ]
@@ -170,7 +170,7 @@ def _counts(items: list[Item]) -> dict[str, dict[str, int]]:
     out = {
         "status": Counter(i.status for i in items),
         "configuration": Counter(i.configuration for i in items),
-        "correct / wrong": Counter(_tri(i.correct, "correct", "wrong", "unjudged") for i in items),
+        "verdict": Counter(i.verdict.label for i in items),
         "cited-image match": Counter(_tri(i.match, "match", "no match", "n/a") for i in items),
         "events (episodes with)": Counter(t for i in items for t in i.event_types),
     }
@@ -319,6 +319,7 @@ def _build(runs: list[Run], out: Path, configs: tuple[str, str] | None, title: s
     index.write_text(scrub(_ENV.get_template("index.jinja").render(
         title=title or "Run viewer: " + " vs ".join(r.label for r in runs), runs=runs, rows=items,
         filters=_filters(items), counts=_counts(items), comparisons=comparisons, tri=_tri, where=names,
+        verdicts=verdict_rows(items),
         none_value=NONE_VALUE)),
         encoding="utf-8")
     return index
