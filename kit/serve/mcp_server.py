@@ -8,10 +8,13 @@ One source: each tool's MCP ``inputSchema`` is its harness :class:`~kit.harness.
 ``parameters`` plus one optional ``episode`` string; a call is repaired and validated by the harness's own
 :func:`~kit.harness.recovery.repair_call` and run by :func:`~kit.harness.tool_spec.execute`, and its result is
 the harness's :class:`~kit.harness.tool_spec.Observation`: the text, then for every image shown to the model
-a text block naming its registry reference (``search_image_1.jpg`` / ``<search_image_1>``) followed by the
-image as MCP ``ImageContent`` (base64 PNG or JPEG, as the registry stored it). A failed call (bad arguments,
-unknown reference, backend failure) is an MCP tool error (``isError``) whose text is the harness's structured
-error observation (:meth:`~kit.harness.errors.ToolError.observation_json`), never a protocol error or a crash.
+a text block naming its registry file and reference (``Image search_image_1.png (reference <search_image_1>)``;
+``.jpg`` for JPEG bytes) followed by the image as MCP ``ImageContent`` (base64 PNG or JPEG, as the registry
+stored it). An argument the schema does not name is refused (``unknown_argument``: MCP clients build calls from
+the schema, so the harness's silent ``ignored_field`` repair does not apply). A failed call (bad or unknown
+arguments, unknown reference, backend failure) is an MCP tool error (``isError``) whose text is the harness's
+structured error observation (:meth:`~kit.harness.errors.ToolError.observation_json`), never a protocol error
+or a crash.
 
 Episodes (state across calls). Image references live in an episode's
 :class:`~kit.harness.registry.EvidenceRegistry` (and execute_code's variables in its sandbox). MCP 2026-07-28
@@ -42,7 +45,7 @@ from pydantic_core import to_jsonable_python
 
 from kit.harness.config import HarnessConfig
 from kit.harness.errors import ToolError
-from kit.harness.registry import EvidenceRegistry
+from kit.harness.registry import _KEEP_FORMATS, KINDS, EvidenceRegistry
 from kit.harness.tool_spec import ToolContext, ToolSpec, execute
 from kit.harness.tools import NATIVE_TOOLS
 from kit.types import SearchBackend
@@ -60,6 +63,35 @@ class _Episode:
     ctx: ToolContext
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     used: float = field(default_factory=time.monotonic)
+
+
+MAX_NAMED_UNKNOWN = 10  # unknown argument names quoted in one error (each cut at 64 characters)
+
+
+def check_argument_names(spec: ToolSpec, arguments: dict[str, Any]) -> None:
+    """Refuse arguments the tool's MCP ``inputSchema`` does not name (the ``episode`` handle already taken out):
+    an MCP client builds calls from the schema, so an unknown name is a mistake to report, not a value to drop
+    (the harness's own loop drops it as ``ignored_field`` repair; a harness parameter alias such as ``q`` for
+    ``query`` is not in the schema either, and the error names the parameter it stands for).
+
+    Raises:
+        ToolError: ``unknown_argument`` naming the unknown arguments and the accepted ones (``unknown``,
+            ``accepted`` and, for aliases, ``did_you_mean`` in the detail).
+    """
+    props = spec.parameters["properties"]
+    unknown = [str(k) for k in arguments if k not in props]
+    if not unknown:
+        return
+    accepted = [*props, EPISODE_ARG]
+    lowered = {p.lower(): p for p in props} | {a.lower(): p for p, aliases in spec.param_aliases.items() for a in aliases}
+    shown = [k[:64] for k in unknown[:MAX_NAMED_UNKNOWN]]
+    more = f" and {len(unknown) - len(shown)} more" if len(unknown) > len(shown) else ""
+    meant = {k[:64]: lowered[k.strip().lower()] for k in unknown[:MAX_NAMED_UNKNOWN] if k.strip().lower() in lowered}
+    hint = "".join(f"; for {k!r} use {p!r}" for k, p in meant.items())
+    noun = "argument" if len(unknown) == 1 else "arguments"
+    raise ToolError("unknown_argument", f"{spec.name} has no {noun} {', '.join(repr(k) for k in shown)}{more}{hint}; "
+                    f"it accepts: {', '.join(accepted)}", tool=spec.name, unknown=shown, accepted=accepted,
+                    **({"did_you_mean": meant} if meant else {}))
 
 
 def mcp_input_schema(spec: ToolSpec) -> dict[str, Any]:
@@ -176,9 +208,11 @@ class McpToolServer:
         handle = args.pop(EPISODE_ARG, None)
         ep: _Episode | None = None
         try:
-            from kit.harness.recovery import repair_call
+            from kit.harness.recovery import repair_call, resolve_tool_name
 
             ep = self._episode(handle, default_key)
+            tool, _ = resolve_tool_name(name, self.specs)  # ToolError unknown_tool
+            check_argument_names(self.specs[tool], args)  # an argument the schema does not name is an error
             fixed = repair_call(name, args, self.specs)  # the harness's argument repair + Table 4 schema check
             spec = self.specs[fixed.name]
             async with ep.lock:  # one call at a time per episode: the registry and sandbox are not shared-safe
@@ -226,8 +260,7 @@ class McpToolServer:
             entry = reg.resolve(name)
             data = reg.read(name)  # sha256-checked: what was registered is what the client sees
             where = " ".join(x for x in (entry.title or "", entry.page_url or entry.source_url or "") if x)
-            content.append(types.TextContent(type="text", text=f"Image {entry.filename} (reference <{entry.ref}>)"
-                                                               + (f": {where}" if where else "")))
+            content.append(types.TextContent(type="text", text=image_label(entry.filename, entry.ref, where)))
             content.append(types.ImageContent(type="image", data=base64.b64encode(data).decode("ascii"),
                                               mime_type=entry.mime))
             images.append({"filename": entry.filename, "ref": entry.ref, "mime": entry.mime, "kind": entry.kind,
@@ -262,9 +295,27 @@ class McpToolServer:
                       on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
-_INSTRUCTIONS = ("WeAgent-Harness tools over an offline web (Kiwix ZIM archives). Images come back as image "
-                 "content, each after a text block with its file name; pass that name (e.g. search_image_1.jpg) to "
-                 "web_search_based_on_image, and the result's episode handle as \"episode\", to use it later.")
+def image_label(filename: str, ref: str, where: str = "") -> str:
+    """The text block before each image of a result: ``Image search_image_1.png (reference <search_image_1>)``
+    and, when known, ``: <title> <page URL>``."""
+    return f"Image {filename} (reference <{ref}>)" + (f": {where}" if where else "")
+
+
+def instructions() -> str:
+    """The server's MCP ``instructions``: how images are named, built from the registry's own naming
+    (:class:`~kit.harness.registry.EvidenceRegistry`: ``<kind>_<n>.<png|jpg>``, reference ``<kind>_<n>``)."""
+    exts = sorted({ext for ext, _mime in _KEEP_FORMATS.values()}, key=lambda e: e != "png")  # png (converted), jpg
+    kinds = ", ".join(k for k in KINDS if k not in ("user_image", "rendered_obs"))  # no task input, no V-Fold here
+    return ("WeAgent-Harness tools over an offline web (Kiwix ZIM archives). Every image comes back as image content "
+            f"right after a text block naming it, e.g. \"{image_label(f'search_image_1.{exts[0]}', 'search_image_1')}: "
+            f"<title> <page URL>\". The file name is <kind>_<n>.{' or .'.join(exts)} (the format the image was stored "
+            f"in; kinds: {kinds}) and the reference is the same name without the extension. To use an image later "
+            "(the \"image\" of web_search_based_on_image), pass its reference (search_image_1) or its exact file name, "
+            "and the \"episode\" handle returned with it. Send only the arguments each tool's inputSchema names: "
+            "any other is refused (error unknown_argument).")
+
+
+_INSTRUCTIONS = instructions()
 
 
 def _session_key(ctx: Any) -> str | None:
@@ -326,4 +377,5 @@ async def serve_stdio(server: McpToolServer) -> None:
         await server.close()
 
 
-__all__ = ["EPISODE_ARG", "LOOPBACK", "McpToolServer", "http_app", "mcp_input_schema", "serve_stdio"]
+__all__ = ["EPISODE_ARG", "LOOPBACK", "McpToolServer", "check_argument_names", "http_app", "instructions",
+           "mcp_input_schema", "serve_stdio"]

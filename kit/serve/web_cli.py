@@ -4,6 +4,11 @@ as a Serper/Jina-compatible HTTP service (:mod:`kit.serve.web_service`, docs/ser
 Binds to loopback by default; any other address needs an API key (``--api-key`` or
 ``$KIT_SERVE_API_KEY``), otherwise the command refuses to start (exit 2). Indexes are loaded (or
 built) before the port opens, so a load balancer never routes to a replica that is still building.
+
+TLS (:mod:`kit.serve.tls`): ``--ssl-certfile F --ssl-keyfile F`` serve HTTPS (the files are checked before
+any archive is opened); ``--make-certs DIR`` makes a local CA and a certificate for the real API host names
+(google.serper.dev, r.jina.ai, s.jina.ai) and prints the ``/etc/hosts`` line and client variables that let
+code hard-wired to those hosts run unchanged against this service (docs/serve_web.md "TLS").
 """
 
 from __future__ import annotations
@@ -72,19 +77,56 @@ def add_parser(sub) -> None:
     sp.add_argument("--rate", type=float, default=None, help="requests/s per client (default 500; 0: unbounded)")
     sp.add_argument("--burst", type=positive_int, default=None, help="requests a client may send at once (default 1000)")
     sp.add_argument("--index-dir", default=None, help="index cache root (default <kit cache>/zim_index)")
+    tls = sp.add_argument_group("TLS (docs/serve_web.md \"TLS\")")
+    tls.add_argument("--ssl-certfile", default=None, metavar="FILE",
+                     help="serve HTTPS with this PEM certificate (chain: the server's first)")
+    tls.add_argument("--ssl-keyfile", default=None, metavar="FILE",
+                     help="its unencrypted PEM private key (omit when it is in --ssl-certfile)")
+    tls.add_argument("--make-certs", default=None, metavar="DIR",
+                     help="make a local CA and a server certificate for the real API hosts (google.serper.dev, "
+                          "r.jina.ai, s.jina.ai) and loopback in DIR, print how to use them, and exit")
+    tls.add_argument("--cert-host", action="append", default=[], metavar="NAME",
+                     help="with --make-certs: one more host name or IP address for the certificate (repeatable)")
+
+
+def make_certs_cmd(folder: str, extra_names: list[str]) -> int:
+    """``serve-web --make-certs DIR``: write the CA and server certificate (:func:`kit.serve.tls.make_certs`),
+    print the recipe on stdout; 2 (one line on stderr) on a bad name or an unwritable folder."""
+    from kit.serve.tls import DEFAULT_CERT_NAMES, make_certs, recipe
+
+    try:
+        files = make_certs(folder, [*DEFAULT_CERT_NAMES, *extra_names])
+    except (ValueError, OSError) as e:
+        print(f"serve-web: --make-certs {folder}: {e}", file=sys.stderr)
+        return 2
+    print(recipe(files), end="")
+    return 0
 
 
 def cmd(args) -> int:
-    """Run the service until interrupted; 2 on a refused bind, a bad key or limits, or archives that
-    cannot be opened (missing, corrupt: one line on stderr, no traceback)."""
+    """Run the service until interrupted; 2 on a refused bind, a bad key, limits or TLS files, or archives
+    that cannot be opened (missing, corrupt: one line on stderr, no traceback). ``--make-certs``: write the
+    certificates, print how to use them and return."""
     from kit.serve.auth import check_api_key
+    from kit.serve.tls import check_tls_files, route_by_host
     from kit.serve.web_service import ServiceLimits
     from kit.web.zim import ZimError
 
+    certfile, keyfile = getattr(args, "ssl_certfile", None), getattr(args, "ssl_keyfile", None)
+    if getattr(args, "make_certs", None):
+        if certfile or keyfile:
+            print("serve-web: --make-certs writes certificates and exits; run serve-web again with "
+                  "--ssl-certfile / --ssl-keyfile to serve", file=sys.stderr)
+            return 2
+        return make_certs_cmd(args.make_certs, list(args.cert_host))
+    if getattr(args, "cert_host", None):
+        print("serve-web: --cert-host goes with --make-certs", file=sys.stderr)
+        return 2
     api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
     try:
         check_api_key(api_key, "--api-key" if args.api_key else f"${API_KEY_ENV}")
         check_bind(args.host, api_key)
+        check_tls_files(certfile, keyfile)
         given = {k: v for k, v in (("max_body_bytes", args.max_body_bytes), ("rate_per_s", args.rate),
                                    ("burst", args.burst)) if v is not None}
         limits = ServiceLimits(**given)
@@ -99,7 +141,11 @@ def cmd(args) -> int:
     except (ZimError, OSError) as e:  # a missing or corrupt archive, an unwritable cache: say which
         print(f"serve-web: {e}", file=sys.stderr)
         return 2
-    print(f"serve-web: {len(web.archives)} archive(s) on http://{args.host}:{args.port} "
+    scheme = "https" if certfile else "http"
+    host = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
+    print(f"serve-web: {len(web.archives)} archive(s) on {scheme}://{host}:{args.port} "
           f"({'key required' if api_key else 'no key'})", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    tls = {"ssl_certfile": certfile, "ssl_keyfile": keyfile} if certfile else {}
+    # requests sent to r.jina.ai / s.jina.ai (hosts-file setups) reach the /r and /s routes
+    uvicorn.run(route_by_host(app), host=args.host, port=args.port, log_level="warning", access_log=False, **tls)
     return 0
