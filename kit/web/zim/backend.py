@@ -10,7 +10,6 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kit.paths import cache_dir
 from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, RequestRejected, ReverseImageResult, SearchHit
@@ -19,16 +18,19 @@ from kit.web.zim.archive import ZimError, _ZimArchive
 from kit.web.zim.hash_index import archive_hash_index
 from kit.web.zim.html import _parse_html, page_title
 from kit.web.zim.images import MATCH_DISTANCE, RASTER_MIMES, STRONG_DISTANCE, _is_decorative, decode_image, image_hashes
-from kit.web.zim.index import _IMAGE_FIELDS, _ITEM_MASK, _Collection, _LanguageIndex, bm25_bound
+from kit.web.zim.index import (
+    _IMAGE_FIELDS,
+    _ITEM_MASK,
+    EXACT_BOOST,
+    _Collection,
+    _LanguageIndex,
+    bm25_bound,
+)
 from kit.web.zim.markdown import _md_url, render_article
 from kit.web.zim.resolve import check_unicode, resolve_entry
 from kit.web.zim.snippets import SNIPPET_CHARS, make_snippet, snippet_keys
 from kit.web.zim.store import _ImageRecord
-from kit.web.zim.text import _clip, filename_words
-
-if TYPE_CHECKING:
-    import tantivy
-
+from kit.web.zim.text import Analyzer, _clip, filename_words
 
 
 def _top_past_ties(searcher, query, num: int, n_docs: int) -> list:
@@ -109,8 +111,9 @@ class LocalZimWeb:
         if not self._ready:
             await asyncio.to_thread(self.ensure_ready)
 
-    def analyzer_for(self, stem: str) -> tantivy.TextAnalyzer:
-        """The text analyzer used for archive ``stem`` (for baselines that must tokenize alike)."""
+    def analyzer_for(self, stem: str) -> Analyzer:
+        """The text analyzer used for archive ``stem`` (for baselines that must tokenize alike:
+        ``.analyze(text)``, folding included)."""
         return self._archive(stem).analyzer
 
     def corpus(self) -> Iterator[tuple[str, str | None, str, str, str]]:
@@ -158,7 +161,10 @@ class LocalZimWeb:
         sorted by score, then key (= archive member, then document: a deterministic tie-break).
 
         Scores are each index's BM25 divided by :func:`bm25_bound` of the query in that index (see
-        there): comparable across languages, same order within one."""
+        there): comparable across languages, same order within one. Exact-form clauses
+        (:meth:`_LanguageIndex.text_query`) rank exact forms first. A duplicate article (an
+        alias: its body indexed once, under its first copy) shares its first copy's key, and
+        each key is returned once, at its best score."""
         merged: list = []
         for li in self.collection.searchable:
             tokens = li.analyzer.analyze(query)
@@ -170,10 +176,17 @@ class LocalZimWeb:
             # per term costs far less than a search).
             if li.check_terms and not any(dfs):
                 continue
-            hits = _top_past_ties(searcher, li.text_query(tokens), num, li.n_docs)
+            # Aliases match by title only: at most that title's count of extra hits is a repeat.
+            extra = searcher.doc_freq("title_key", " ".join(tokens))
+            exact = li.analyzer.exact_terms(query)
+            hits = _top_past_ties(searcher, li.text_query(tokens, exact), num + extra, li.n_docs)
             if not hits:
                 continue
-            scale = 1.0 / bm25_bound(dfs, li.n_docs)
+            bound = bm25_bound(dfs, li.n_docs)
+            if exact:  # the exact-form clauses' share, so a content score stays within 0..1
+                bound += EXACT_BOOST * bm25_bound(
+                    [searcher.doc_freq("exact", t) for t in dict.fromkeys(exact)], li.n_docs)
+            scale = 1.0 / bound
             hits = [(score * scale, a) for score, a in hits]
             keymap = li.keymap
             if keymap is not None:
@@ -183,7 +196,13 @@ class LocalZimWeb:
                 merged.extend((-score, key, li, a)
                               for (score, a), key in zip(hits, keys, strict=True))
         merged.sort(key=lambda t: (t[0], t[1]))  # merge languages; ties by key, not by segment layout
-        return merged[:num]
+        seen: set[int] = set()
+        unique = []
+        for hit in merged:
+            if hit[1] not in seen:
+                seen.add(hit[1])
+                unique.append(hit)
+        return unique[:num]
 
     def rank_sync(self, query: str, num: int) -> list[tuple[str, str, float]]:
         """Ranking only: top ``num`` (archive stem, entry path, score) over all archives.

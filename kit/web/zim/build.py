@@ -25,6 +25,7 @@ Memory stays bounded by a chunk's worth of articles or images, whatever the arch
 from __future__ import annotations
 
 import concurrent.futures as cf
+import hashlib
 import logging
 import multiprocessing
 import os
@@ -38,9 +39,9 @@ import numpy as np
 
 from kit.progress import progress
 from kit.types import BackendError
-from kit.web.text_clean import is_decorative_image
 from kit.web.zim import store as store_mod
 from kit.web.zim.cache import INDEX_FORMAT
+from kit.web.zim.decorative import is_decorative
 from kit.web.zim.images import HASH_CROPS, RASTER_MIMES, _center_crop, decode_image, image_hashes
 from kit.web.zim.store import (
     BLOCK,
@@ -74,15 +75,29 @@ CREATE TABLE IF NOT EXISTS b.chunks(phase TEXT NOT NULL, id INTEGER NOT NULL,
 CREATE TABLE IF NOT EXISTS b.skipped(phase TEXT NOT NULL, reason TEXT NOT NULL,
     n INTEGER NOT NULL, PRIMARY KEY(phase, reason));
 CREATE TABLE IF NOT EXISTS b.refs(id INTEGER PRIMARY KEY, doc INTEGER NOT NULL,
-    src TEXT NOT NULL, alt TEXT NOT NULL, caption TEXT NOT NULL, context TEXT NOT NULL);
+    src TEXT NOT NULL, alt TEXT NOT NULL, caption TEXT NOT NULL, context TEXT NOT NULL,
+    deco INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS b.srcs(ord INTEGER PRIMARY KEY, src TEXT NOT NULL UNIQUE,
-    image INTEGER);
+    image INTEGER, deco INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS b.hashes(image INTEGER PRIMARY KEY, h BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS b.pending(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
     title TEXT NOT NULL, first TEXT NOT NULL, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS b.titles(id INTEGER PRIMARY KEY, key INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS b.page_titles(doc INTEGER PRIMARY KEY, title TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS b.bodies(doc INTEGER PRIMARY KEY, h INTEGER NOT NULL);
 """
+
+
+#: Body texts at least this long that are identical make their articles duplicates (aliases of
+#: the first): shorter bodies (empty tag pages, one-line stubs) can be alike by chance.
+DUPLICATE_MIN_CHARS = 200
+
+
+def body_hash(text: str) -> int:
+    """64-bit hash (signed, for SQLite) of an article's body text: equal bodies, equal hashes
+    (two different bodies collide with probability ~n^2 / 2^65: 1e-6 at 7M articles)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big",
+                          signed=True)
 
 
 def _base_mime(mimetype: str) -> str:
@@ -136,21 +151,25 @@ def extract_chunk(path: str, lo: int, hi: int, main_path: str | None, new_scheme
             skipped["unparsable"] = skipped.get("unparsable", 0) + 1
             continue
         out.append((art.path, art.title, art.first_sentence, art.text,
-                    [(r.src_path, r.alt, r.caption, r.context) for r in art.images]))
+                    [(r.src_path, r.alt, r.caption, r.context, int(r.decorative))
+                     for r in art.images]))
     return out, skipped, warnings
 
 
-def hash_image(path: str, mime: str, data: bytes):
-    """(skip reason or "", (mime, width, height), hashes bytes) of one referenced image."""
+def hash_image(path: str, mime: str, data: bytes, role: bool = False):
+    """(skip reason or "", (mime, width, height), hashes bytes) of one referenced image;
+    ``role``: every page shows it as interface (:func:`kit.web.zim.decorative.decorative_role`)."""
     if mime == "image/svg+xml":
         return "svg", None, None
     if mime not in RASTER_MIMES:
         return "not_raster", None, None
+    if role:
+        return "decorative", None, None
     try:
         img = decode_image(data)
     except BackendError:
         return "undecodable", None, None
-    if is_decorative_image(path, *img.size):
+    if is_decorative(path, *img.size):
         return "decorative", None, None
     hs = np.array([image_hashes(_center_crop(img, c)) for c in HASH_CROPS], dtype=np.uint64)
     return "", (mime, img.size[0], img.size[1]), hs.tobytes()
@@ -243,10 +262,12 @@ def _articles(arch, db, runner: _Runner, stats: dict) -> None:
                 pending.append((path, title, first, text))
                 db.execute("INSERT INTO b.titles VALUES (?, ?)",
                            (next_doc, title_hash(title.casefold())))
-                db.executemany("INSERT INTO b.refs(doc, src, alt, caption, context) "
-                               "VALUES (?, ?, ?, ?, ?)", [(next_doc, *r) for r in refs])
-                if refs:
+                db.executemany("INSERT INTO b.refs(doc, src, alt, caption, context, deco) "
+                               "VALUES (?, ?, ?, ?, ?, ?)", [(next_doc, *r) for r in refs])
+                if any(not r[4] for r in refs):
                     db.execute("INSERT INTO b.page_titles VALUES (?, ?)", (next_doc, title))
+                if len(text) >= DUPLICATE_MIN_CHARS:
+                    db.execute("INSERT INTO b.bodies VALUES (?, ?)", (next_doc, body_hash(text)))
                 next_doc += 1
             if not trained and sum(len(r[3]) for r in pending) >= store_mod.ZDICT_SAMPLES:
                 codec, trained = TextCodec.train([r[3] for r in pending]), True
@@ -272,8 +293,9 @@ def _articles(arch, db, runner: _Runner, stats: dict) -> None:
 def _images(arch, db, runner: _Runner) -> None:
     if not _done(db, "srcs"):
         with db:  # distinct referenced paths in first-reference order
-            db.execute("INSERT INTO b.srcs(src) SELECT src FROM b.refs GROUP BY src "
-                       "ORDER BY min(id)")
+            # deco: every reference shows it as interface (then it is not indexed)
+            db.execute("INSERT INTO b.srcs(src, deco) SELECT src, min(deco) FROM b.refs "
+                       "GROUP BY src ORDER BY min(id)")
             db.execute("INSERT INTO b.chunks VALUES ('srcs', 0)")
     done = _done(db, "images")
     (n_srcs,) = db.execute("SELECT count(*) FROM b.srcs").fetchone()
@@ -283,10 +305,10 @@ def _images(arch, db, runner: _Runner) -> None:
 
     def jobs() -> Iterator[tuple]:
         for c in todo:
-            rows = db.execute("SELECT ord, src FROM b.srcs WHERE ord > ? AND ord <= ? ORDER BY ord",
-                              (c * IMAGE_CHUNK, (c + 1) * IMAGE_CHUNK)).fetchall()
+            rows = db.execute("SELECT ord, src, deco FROM b.srcs WHERE ord > ? AND ord <= ? "
+                              "ORDER BY ord", (c * IMAGE_CHUNK, (c + 1) * IMAGE_CHUNK)).fetchall()
             plan, items, seen = [], [], {}
-            for ord_, src in rows:
+            for ord_, src, deco in rows:
                 entry = arch.entry(src)
                 if entry is None:
                     plan.append((ord_, None, "missing"))
@@ -298,7 +320,9 @@ def _images(arch, db, runner: _Runner) -> None:
                         plan.append((ord_, None, "unreadable"))
                         continue
                     seen[entry.path] = len(items)
-                    items.append((entry.path, mime, data))
+                    items.append((entry.path, mime, data, bool(deco)))
+                elif not deco:  # another name of it shown as content: content
+                    items[seen[entry.path]] = (*items[seen[entry.path]][:3], False)
                 plan.append((ord_, entry.path, seen[entry.path]))
             plans.append((c, plan))
             yield (items,)
@@ -353,10 +377,14 @@ def _finish(db: sqlite3.Connection, out: Path) -> int:
                 "INSERT INTO occurrences(image, doc, position, alt, caption, context) "
                 "SELECT s.image, r.doc, row_number() OVER (PARTITION BY r.doc ORDER BY r.id) - 1,"
                 " r.alt, r.caption, r.context FROM b.refs r JOIN b.srcs s ON s.src = r.src "
-                "WHERE s.image IS NOT NULL")
+                "WHERE s.image IS NOT NULL AND r.deco = 0")
             db.execute("DELETE FROM page_titles")  # of the pages that kept an image
             db.execute("INSERT INTO page_titles SELECT doc, title FROM b.page_titles "
                        "WHERE doc IN (SELECT doc FROM occurrences) ORDER BY doc")
+            # full duplicate copies of an earlier article's body: aliases of its first copy
+            db.execute("DELETE FROM aliases")
+            db.execute("INSERT INTO aliases SELECT doc, canon FROM (SELECT doc, min(doc) OVER "
+                       "(PARTITION BY h) AS canon FROM b.bodies) WHERE doc != canon ORDER BY doc")
             db.execute("DELETE FROM titles")
             # sorted: the WITHOUT ROWID table fills page after page, not at random hashes
             db.execute("INSERT INTO titles SELECT key, id FROM b.titles ORDER BY key, id")

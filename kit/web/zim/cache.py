@@ -29,8 +29,10 @@ log = logging.getLogger(__name__)
 #: in steps (resumable). 7: article records (path, title, first sentence, text) in compressed
 #: blocks of 32 on 4 KB pages, titles looked up by a 64-bit hash (index 2.45 -> ~1.9 KB an
 #: article). 8: the titles of pages that show an image in their own table (image search reads
-#: one block a hit, not one a page of the image).
-INDEX_FORMAT = 8
+#: one block a hit, not one a page of the image). 9: decorative images by path and role too
+#: (kit.web.zim.decorative: avatars, badges, sprites, icons), Greek/Cyrillic folding before the
+#: analyzer and an ``exact`` field (exact forms first), duplicate bodies indexed once (aliases).
+INDEX_FORMAT = 9
 
 
 def _write_json_atomic(path: Path, obj: object) -> None:

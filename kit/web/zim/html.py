@@ -15,6 +15,7 @@ import lxml.etree
 import lxml.html
 
 from kit.web.text_clean import drop_boilerplate, flatten_headings, normalize_tree, plain_text
+from kit.web.zim.decorative import decorative_path, decorative_role
 from kit.web.zim.text import _clip, _norm_ws, _one_line, first_sentence
 
 # Elements that are never page content.
@@ -177,6 +178,7 @@ class _ImgRef:
     caption: str
     heading: str = ""
     paragraph: str = ""
+    decorative: bool = False  # shown as interface (role) or at an interface path: never indexed
     element: lxml.html.HtmlElement | None = field(default=None, repr=False)
 
     @property
@@ -205,7 +207,7 @@ def _page_images(content: lxml.html.HtmlElement, page_path: str) -> list[_ImgRef
             if target is None:
                 continue
             ref = _ImgRef(target, _one_line(el.get("alt") or ""), _image_caption(el), heading,
-                          element=el)
+                          decorative=decorative_role(el) or decorative_path(target), element=el)
             refs.append(ref)
             pending.append(ref)
     return refs

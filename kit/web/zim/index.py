@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import tantivy
 
 from kit.web.zim.cache import INDEX_FORMAT, _load_or_build, _write_json_atomic
-from kit.web.zim.text import filename_words, text_analyzer
+from kit.web.zim.text import Analyzer, exact_words, filename_words, text_analyzer
 
 if TYPE_CHECKING:
     from kit.web.zim.archive import _ZimArchive
@@ -30,6 +30,13 @@ log = logging.getLogger(__name__)
 #: Boost of the exact-title clause: its BM25 score (about ln N on a one-token field) times this
 #: exceeds any content score, so exact title matches rank first, among themselves by content.
 TITLE_BOOST = 100.0
+#: Boost of a query word's exact-form clause (the ``exact`` field: the word case-folded, accents
+#: kept, for words with a non-ASCII letter): a document holding the query's exact form scores
+#: up to this share of a term more than one holding an accent-folded form only, so among
+#: documents that match a word alike, exact forms rank first (``λόγος`` before ``λογος`` for
+#: ``λόγος``, the other way round for ``λογος``), while matching stays accent-insensitive: a
+#: tie-breaker, not a filter (an accented and a plain query rank the shared archives alike).
+EXACT_BOOST = 0.05
 
 #: Fields of the image index and their BM25 boosts (caption and alt text weigh most).
 _IMAGE_FIELDS = {"caption": 2.0, "alt": 2.0, "fname": 1.5, "title": 1.0, "context": 0.5}
@@ -40,7 +47,7 @@ class _LanguageIndex:
     """The tantivy indexes of one language of a collection (BM25 statistics are per language)."""
 
     language: str | None
-    analyzer: tantivy.TextAnalyzer
+    analyzer: Analyzer
     text_searcher: tantivy.Searcher
     text_schema: tantivy.Schema
     image_searcher: tantivy.Searcher
@@ -49,14 +56,20 @@ class _LanguageIndex:
     check_terms: bool = False  # probe term presence before searching (secondary languages)
     keymap: list | None = None  # [segment][doc] -> key (see _address_keys), small indexes only
 
-    def text_query(self, tokens: list[str]) -> tantivy.Query:
+    def text_query(self, tokens: list[str], exact_terms: Sequence[str] = ()) -> tantivy.Query:
         """OR of the analyzed query terms over the content (built directly from tokens, so no
         query syntax can fail), plus an exact-title clause that puts the article whose whole
         analyzed title equals the analyzed query first (Wikipedia's "go to title" behaviour:
-        BM25 alone ranks the long "Ray Charles" article below short pages that repeat his name)."""
+        BM25 alone ranks the long "Ray Charles" article below short pages that repeat his name).
+        ``exact_terms``: the query's exact-form terms (:meth:`Analyzer.exact_terms`), each a clause on
+        the ``exact`` field boosted by :data:`EXACT_BOOST`."""
         schema = self.text_schema
         clauses = [(tantivy.Occur.Should, tantivy.Query.term_query(schema, "content", t))
                    for t in tokens]
+        for t in dict.fromkeys(exact_terms):
+            if self.text_searcher.doc_freq("exact", t):
+                clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(
+                    tantivy.Query.term_query(schema, "exact", t), EXACT_BOOST)))
         title_key = " ".join(tokens)
         # Only when some title matches: a plain OR of term queries keeps tantivy's fast
         # block-max WAND top-k path, which the boosted clause would disable.
@@ -188,6 +201,13 @@ def _key(member: int, item: int) -> int:
     return (member << 40) | item
 
 
+def _register(index: tantivy.Index, tok: str, analyzer: Analyzer) -> None:
+    """Register ``analyzer``'s tantivy analyzers on ``index``: ``tok`` (folded, stemmed) and
+    ``tok_exact`` (the ``exact`` field's)."""
+    index.register_tokenizer(tok, analyzer.tantivy)
+    index.register_tokenizer(f"{tok}_exact", analyzer.exact)
+
+
 def _lang_key(language: str | None) -> str:
     return language or "none"
 
@@ -218,6 +238,9 @@ class _Collection:
         sb.add_unsigned_field("key", stored=False, indexed=False, fast=True)
         # Not stored: the text's one copy is the archive store's (snippets read it there).
         sb.add_text_field("content", stored=False, tokenizer_name=tokenizer, index_option="freq")
+        # Exact forms of the non-ASCII words (accents kept): ranks exact-form matches first.
+        sb.add_text_field("exact", stored=False, tokenizer_name=f"{tokenizer}_exact",
+                          index_option="basic")
         sb.add_text_field("title_key", stored=False, tokenizer_name="raw", index_option="basic")
         return sb.build()
 
@@ -233,9 +256,15 @@ class _Collection:
         members = [a for a in self.members if a.language == language]
         return sum(len(a.articles) for a in members), sum(len(a.images) for a in members)
 
-    def _text_docs(self, language: str | None, analyzer, start: int) -> Iterator[tantivy.Document]:
+    def _text_docs(self, language: str | None, analyzer: Analyzer,
+                   start: int) -> Iterator[tantivy.Document]:
         """Text documents of ``language``'s members in (member, article) order from the
-        ``start``-th on (a resumed build skips what its last commit holds)."""
+        ``start``-th on (a resumed build skips what its last commit holds).
+
+        Text is fed folded (:meth:`Analyzer.fold`), with its exact forms in ``exact``. An article
+        whose body duplicates an earlier one's (the store's ``aliases``) is an empty document
+        that only carries its title key, under its first copy's key: the body is indexed once,
+        and a search for the duplicate's title finds the first copy (never both)."""
         for mi, arch in enumerate(self.members):
             if arch.language != language:
                 continue
@@ -244,15 +273,29 @@ class _Collection:
                 start -= n
                 continue
             with arch.store_reads() as store:  # a damaged store: BackendError naming it
+                aliases = store.aliases()
                 for doc, _path, title, body in store.iter_articles(_READ_BATCH, start):
-                    tdoc = tantivy.Document(content=f"{title}\n{body}",
-                                            title_key=" ".join(analyzer.analyze(title)))
+                    title_key = " ".join(analyzer.analyze(title))
+                    canonical = aliases.get(doc)
+                    if canonical is not None:
+                        tdoc = tantivy.Document(title_key=title_key)
+                        tdoc.add_unsigned("key", _key(mi, canonical))
+                        yield tdoc
+                        continue
+                    text = f"{title}\n{body}"
+                    tdoc = tantivy.Document(content=analyzer.fold(text), title_key=title_key)
+                    if analyzer.folding:
+                        exact = exact_words(text)
+                        if exact:
+                            tdoc.add_text("exact", exact)
                     tdoc.add_unsigned("key", _key(mi, doc))  # kwargs would make it i64
                     yield tdoc
             start = 0
 
     def _image_docs(self, language: str | None, start: int) -> Iterator[tantivy.Document]:
-        """Image documents of ``language``'s members in (member, image) order from ``start``."""
+        """Image documents of ``language``'s members in (member, image) order from ``start``;
+        their text fields folded like the text index's (:meth:`Analyzer.fold`)."""
+        analyzer = text_analyzer(language)
         for mi, arch in enumerate(self.members):
             if arch.language != language:
                 continue
@@ -266,19 +309,20 @@ class _Collection:
                 occs = rec.occurrences
 
                 def joined(field: str, occs=occs) -> str:
-                    return "\n".join(dict.fromkeys(o[field] for o in occs if o[field]))
+                    return analyzer.fold("\n".join(dict.fromkeys(o[field] for o in occs
+                                                                  if o[field])))
 
                 idoc = tantivy.Document(
                     caption=joined("caption"), alt=joined("alt"), context=joined("context"),
-                    fname=filename_words(rec.path),
-                    title="\n".join(dict.fromkeys(o["page_title"] for o in occs)),
+                    fname=analyzer.fold(filename_words(rec.path)),
+                    title=joined("page_title"),
                 )
                 idoc.add_unsigned("key", _key(mi, i))
                 yield idoc
             start = 0
 
     @staticmethod
-    def _fill(path: Path, schema: tantivy.Schema, tok: str, analyzer, heap: int,
+    def _fill(path: Path, schema: tantivy.Schema, tok: str, analyzer: Analyzer, heap: int,
               docs, total: int, stats: dict) -> None:
         """Index ``docs(start)`` into the tantivy index at ``path`` (created, or a killed build's
         to resume: its last commit's ``num_docs`` documents are the first ones, in the same
@@ -286,7 +330,7 @@ class _Collection:
         def opened() -> tantivy.Index:
             path.mkdir(exist_ok=True)
             index = tantivy.Index(schema, path=str(path), reuse=(path / "meta.json").exists())
-            index.register_tokenizer(tok, analyzer)
+            _register(index, tok, analyzer)
             index.reload()
             return index
 
@@ -342,7 +386,7 @@ class _Collection:
                        n_images, stats)
             if n_text <= _KEYMAP_MAX_DOCS:  # stored: loading it reads no document
                 text = tantivy.Index.open(str(out / f"text_{lk}"))
-                text.register_tokenizer(tok, analyzer)
+                _register(text, tok, analyzer)
                 ts = text.searcher()
                 _save_keymap(_address_keys(ts, _segment_sizes(out / f"text_{lk}")),
                              out / f"keymap_{lk}.bin")
@@ -367,9 +411,9 @@ class _Collection:
             lk = _lang_key(language)
             analyzer = text_analyzer(language)
             text = tantivy.Index.open(str(self.dir / f"text_{lk}"))
-            text.register_tokenizer(f"kit_{lk}", analyzer)
+            _register(text, f"kit_{lk}", analyzer)
             images = tantivy.Index.open(str(self.dir / f"images_{lk}"))
-            images.register_tokenizer(f"kit_{lk}", analyzer)
+            _register(images, f"kit_{lk}", analyzer)
             ts, isr = text.searcher(), images.searcher()
             if (ts.num_docs, isr.num_docs) != self._counts(language):
                 raise ValueError(f"{lk} index document counts differ from the archives' records")

@@ -14,7 +14,7 @@ from markdownify import MarkdownConverter
 from PIL import Image
 
 from kit.types import ImageHit, Page
-from kit.web.text_clean import is_decorative_image
+from kit.web.zim.decorative import is_decorative
 from kit.web.zim.html import _page_images, article_content, resolve_href
 from kit.web.zim.images import RASTER_MIMES
 from kit.web.zim.text import filename_words
@@ -55,7 +55,7 @@ def _raster(arch: _ZimArchive, path: str) -> tuple[str, bytes] | None:
             size = Image.open(io.BytesIO(data)).size  # header only
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
         return None
-    return None if is_decorative_image(path, *size) else (mime, data)
+    return None if is_decorative(path, *size) else (mime, data)
 
 
 def render_article(arch: _ZimArchive, entry, root: lxml.html.HtmlElement, title: str,
@@ -74,7 +74,7 @@ def render_article(arch: _ZimArchive, entry, root: lxml.html.HtmlElement, title:
     seen: set[str] = set()
     for ref in _page_images(content, entry.path):
         el = ref.element
-        raster = _raster(arch, ref.src_path)
+        raster = None if ref.decorative else _raster(arch, ref.src_path)
         if raster is None:  # svg, icon, missing: keep only its alt text
             el.tail = (el.get("alt") or "") + (el.tail or "")
             el.drop_tree()

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 
 import tantivy
 
-from kit.web.text_clean import fold_accents
-from kit.web.zim.text import _clip, _one_line
+from kit.web.zim.text import Analyzer, _clip, _one_line, fold_surface
 
 SNIPPET_CHARS = 250
 
@@ -22,13 +21,13 @@ _SURFACE = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(
     tantivy.Filter.lowercase()).build()
 
 
-def snippet_keys(query: str, analyzer: tantivy.TextAnalyzer) -> list[tuple[str, str]]:
+def snippet_keys(query: str, analyzer: Analyzer) -> list[tuple[str, str]]:
     """(surface key, stem) for each indexed word of ``query``: the key is the common prefix of the
     lowercase word and its stem (``countries``/``countri`` -> ``countri``; the word itself when
     that prefix is under 3 characters), used to find candidate words quickly. Keys are
-    accent-folded (:func:`fold_accents`), like the text :func:`make_snippet` scans."""
+    accent-folded (:func:`~kit.web.zim.text.fold_surface`), like the text :func:`make_snippet` scans."""
     keys: list[tuple[str, str]] = []
-    for word in map(fold_accents, _SURFACE.analyze(query)):
+    for word in map(fold_surface, _SURFACE.analyze(query)):
         stems = analyzer.analyze(word)
         if not stems:
             continue  # stop word: not indexed, not highlighted
@@ -77,7 +76,7 @@ class _StemCache:
 _STEMS = _StemCache()
 
 
-def make_snippet(text: str, keys: Sequence[tuple[str, str]], analyzer: tantivy.TextAnalyzer,
+def make_snippet(text: str, keys: Sequence[tuple[str, str]], analyzer: Analyzer,
                  limit: int = SNIPPET_CHARS) -> str:
     """A one-line passage of ``text`` (at most ``limit`` characters) around the earliest cluster
     with the most distinct query terms; the text's start when no term occurs.
@@ -118,7 +117,7 @@ def make_snippet(text: str, keys: Sequence[tuple[str, str]], analyzer: tantivy.T
         hits = find(region, _HITS_PER_KEY)
         # Fold accents (costly on non-ASCII text) only when a key has no plain occurrence.
         if len({k for _, k in hits}) < len(keys) and not region.isascii():
-            hits = find(fold_accents(region), _HITS_PER_KEY)
+            hits = find(fold_surface(region), _HITS_PER_KEY)
         if hits:
             break
     if not hits:

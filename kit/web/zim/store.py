@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS occurrences(image INTEGER NOT NULL, doc INTEGER NOT N
     position INTEGER NOT NULL, alt TEXT NOT NULL, caption TEXT NOT NULL, context TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS page_titles(doc INTEGER PRIMARY KEY, title TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS aliases(doc INTEGER PRIMARY KEY, canonical INTEGER NOT NULL);
 """
 #: SQLite page size of a store (kit: a block overflows onto full pages and leaves a remainder of
 #: up to a page in its leaf, so smaller pages waste less: measured on 5,000 generated articles,
@@ -332,6 +333,11 @@ class ArchiveStore:
         """(id, path, title, body text) of every article from id ``start`` on, in id order."""
         for i, (path, title, _, text) in self.iter_records(batch, start):
             yield i, path, title, text
+
+    def aliases(self) -> dict[int, int]:
+        """{article: the earlier article whose body it duplicates} (full duplicate copies, not
+        redirects: indexed once, under the first copy; see :mod:`kit.web.zim.build`)."""
+        return dict(self.db.execute("SELECT doc, canonical FROM aliases").fetchall())
 
     def iter_meta(self, batch: int = 1024) -> Iterator[dict]:
         """{"path", "title", "first"} of every article in id order."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import unicodedata
 from urllib.parse import unquote
 
 import tantivy
@@ -38,18 +39,116 @@ def analyzer_language(zim_language: str | None) -> str | None:
     return _LANGUAGES.get(first)
 
 
-def text_analyzer(language: str | None) -> tantivy.TextAnalyzer:
-    """The tokenization used for both indexing and querying one archive.
+# ---- folding (issue 27, part 5) --------------------------------------------------------------
+#: Scripts whose letters lose their diacritics before tantivy sees the text: tantivy's own ASCII
+#: folding maps Latin letters only (and after the stop words, whose lists are accented), so
+#: without this ``λογος`` never found ``λόγος`` and ``ΛΟΓΟΣ`` (lowercased ``λογοσ``) never found
+#: ``λόγος``'s final sigma.
+_FOLD_SCRIPTS = ("GREEK", "CYRILLIC", "COPTIC")
+#: Letters that decompose but are letters of their own alphabet, kept: Cyrillic short i (the
+#: Snowball Russian stemmer's adjective endings ``-ый``, ``-ий`` need it).
+_KEEP = frozenset("йЙ")
+#: Combining diacritical marks (U+0300..U+036F and the extended / supplement blocks) left in NFC
+#: text where no precomposed letter exists (Russian stress marks ``сло́во``, polytonic Greek with
+#: unusual stacks), Arabic harakat and Hebrew points (``عَرَبِيّة``): dropped, so the word is not
+#: split at the mark (tantivy's tokenizer splits words at any non-alphanumeric character).
+_MARKS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+                    "\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u064b-\u065f\u0670]")
 
-    Simple word tokenizer -> drop tokens over 40 bytes -> lowercase -> stop words (when tantivy
-    has a list for ``language``; its lists are accented, so they run before folding) -> ASCII
-    folding -> Snowball stemmer. Folding before stemming makes matching accent-insensitive: the
-    stemmer sees ``beyonce`` for both ``Beyoncé`` and ``Beyonce`` (stemming first gave ``beyonce``
-    vs ``beyonc``). Callers pass NFC text (:func:`kit.web.text_clean.normalize_text`): the tokenizer
-    splits a decomposed ``e`` + U+0301 into two words. ``language`` is a tantivy language name or
-    ``None`` (no stop words, no stemming). Benchmarks call ``.analyze(text) -> list[str]`` on it to
-    tokenize baselines alike.
-    """
+
+def _script(ch: str) -> str:
+    return unicodedata.name(ch, "").split(" ", 1)[0]
+
+
+class _FoldTable(dict):
+    """``str.translate`` table of :func:`fold_text` (``surface=False``) or :func:`fold_surface`
+    (``surface=True``), filled lazily from :mod:`unicodedata`: a Greek or Cyrillic letter ->
+    its base letter, case-folded (``ά``, ``ἄ``, ``ᾶ``, ``ᾳ`` -> ``α``; ``ς``, ``Σ`` -> ``σ``;
+    ``ё`` -> ``е``); ``İ`` -> ``i``; a lone combining mark -> nothing (index) or itself (surface,
+    which keeps positions). ``surface`` also folds Latin letters (tantivy folds those for the
+    index, after its stop words) and keeps every mapping one character for one."""
+
+    def __init__(self, surface: bool):
+        super().__init__()
+        self.surface = surface
+
+    def __missing__(self, code: int) -> str:
+        ch = out = chr(code)
+        if _MARKS.fullmatch(ch):
+            out = ch if self.surface else ""
+        elif ch not in _KEEP and (ch == "İ" or self.surface or _script(ch) in _FOLD_SCRIPTS):
+            base = _MARKS.sub("", unicodedata.normalize("NFD", ch))
+            folded = base.casefold() if _script(ch) in _FOLD_SCRIPTS or ch == "İ" else base
+            if len(folded) == 1 or (not self.surface and folded):
+                out = folded
+            elif len(base) == 1:
+                out = base
+        self[code] = out
+        return out
+
+
+_INDEX_FOLD, _SURFACE_FOLD = _FoldTable(False), _FoldTable(True)
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+_NON_ASCII_WORD = re.compile(r"\w*[^\x00-\x7f]\w*")
+
+
+def fold_text(text: str) -> str:
+    """``text`` as the search analyzer reads it, for documents and queries alike: Greek and
+    Cyrillic letters without accents, breathings or iota subscripts and case-folded (final sigma
+    ``ς`` and ``Σ`` become ``σ``: ``ΛΟΓΟΣ``, ``λόγος``, ``λογος`` and ``λὸγος`` are one word),
+    ``ё`` -> ``е``, lone combining marks dropped. Latin accents are folded afterwards by the
+    analyzer (tantivy's ASCII folding, after the accented stop-word lists). ASCII text is
+    returned as is; the translation runs over the non-ASCII runs only."""
+    if text.isascii():
+        return text
+    return _NON_ASCII.sub(lambda m: m.group().translate(_INDEX_FOLD), text)
+
+
+def fold_surface(text: str) -> str:
+    """Lowercase ``text`` folded one character for one (positions kept) for snippet scans: every
+    letter that decomposes into a base letter plus marks -> the base (Latin, Greek, Cyrillic
+    except ``й``), Greek case-folded (``ς`` -> ``σ``)."""
+    if text.isascii():
+        return text
+    return _NON_ASCII.sub(lambda m: m.group().translate(_SURFACE_FOLD), text)
+
+
+def exact_words(text: str) -> str:
+    """The words of ``text`` that have a non-ASCII letter, case-folded but not accent-folded (one a
+    line): the ``exact`` field that ranks exact-form matches first (``λόγος`` before ``λογος``
+    for the query ``λόγος``). ASCII words need no such field: their folded form is their form."""
+    if text.isascii():
+        return ""
+    return " ".join(_NON_ASCII_WORD.findall(text)).casefold()
+
+
+class Analyzer:
+    """The kit's analyzer of one language: :func:`fold_text`, then the tantivy analyzer
+    (:attr:`tantivy`, registered on the indexes: word tokenizer -> drop tokens over 40 bytes ->
+    lowercase -> stop words -> ASCII folding -> Snowball stemmer). Callers analyze documents and
+    queries alike through :meth:`analyze` and feed tantivy :meth:`fold` ed text.
+
+    :attr:`exact` analyzes the ``exact`` field (:func:`exact_words`): lowercase and stop words,
+    no folding, no stemming."""
+
+    def __init__(self, language: str | None, folding: bool = True):
+        self.language = language
+        self.folding = folding
+        self.tantivy = _tantivy_analyzer(language, fold=True)
+        self.exact = _tantivy_analyzer(language, fold=False)
+
+    def fold(self, text: str) -> str:
+        return fold_text(text) if self.folding else text
+
+    def analyze(self, text: str) -> list[str]:
+        return self.tantivy.analyze(self.fold(text))
+
+    def exact_terms(self, text: str) -> list[str]:
+        """Terms of ``text`` in the ``exact`` field (none for ASCII text or without folding)."""
+        return self.exact.analyze(exact_words(text)) if self.folding else []
+
+
+def _tantivy_analyzer(language: str | None, fold: bool) -> tantivy.TextAnalyzer:
     builder = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
     builder = builder.filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
     if language is not None:
@@ -61,9 +160,29 @@ def text_analyzer(language: str | None) -> tantivy.TextAnalyzer:
             builder = builder.filter(tantivy.Filter.stopword(language))
         except ValueError:
             pass
-        return builder.filter(tantivy.Filter.ascii_fold()).filter(
-            tantivy.Filter.stemmer(language)).build()
-    return builder.filter(tantivy.Filter.ascii_fold()).build()
+    if not fold:
+        return builder.build()
+    builder = builder.filter(tantivy.Filter.ascii_fold())
+    if language is not None:
+        builder = builder.filter(tantivy.Filter.stemmer(language))
+    return builder.build()
+
+
+def text_analyzer(language: str | None, folding: bool = True) -> Analyzer:
+    """The tokenization used for both indexing and querying one archive (:class:`Analyzer`).
+
+    :func:`fold_text` (Greek and Cyrillic accents and case, final sigma) -> simple word tokenizer
+    -> drop tokens over 40 bytes -> lowercase -> stop words (when tantivy has a list for
+    ``language``; its lists are accented, so they run before Latin folding) -> ASCII folding ->
+    Snowball stemmer. Folding before stemming makes matching accent-insensitive: the stemmer
+    sees ``beyonce`` for both ``Beyoncé`` and ``Beyonce``, ``λογοσ`` for ``λόγος``, ``ΛΟΓΟΣ`` and
+    ``λογος``. Callers pass NFC text (:func:`kit.web.text_clean.normalize_text`). ``language``
+    is a tantivy language name or ``None`` (no stop words, no stemming). ``folding=False`` is
+    format 8's analyzer (no :func:`fold_text`, no exact field), kept for the before/after
+    benchmark (``benchmarks/bench_zim_folding.py``). Benchmarks call ``.analyze(text) ->
+    list[str]`` on it to tokenize baselines alike.
+    """
+    return Analyzer(language, folding)
 
 
 def _norm_ws(text: str) -> str:
