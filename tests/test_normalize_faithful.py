@@ -48,7 +48,8 @@ def test_every_shared_trace_label_is_the_rule_judges_verdict(shared, normalized)
         assert r.task.metadata["correct"] is verdict, r.id
         assert ("correct" if verdict else "incorrect") in r.labels
         assert judge.judge_task(r.task, r.final_response).correct is verdict  # re-judging agrees
-        assert r.trainable == (verdict and r.status == "answered" and "input_image_missing" not in r.labels)
+        assert r.trainable == (verdict and r.status == "answered" and "input_image_missing" not in r.labels
+                               and "observation_images_missing" not in r.labels)  # issue 27: thumbnails seen
         assert r.task.metadata["source_fields"]["pass"] == row["pass"]  # kept for provenance only
     # the source's `pass` disagrees with the judge on real traces: it must not be the label
     assert any(row["pass"] and not r.task.metadata["correct"] for row, r in zip(rows, recs))
@@ -413,14 +414,21 @@ def test_chat_image_shapes(tmp_path):
 
 def test_unverifiable_observation_is_not_trainable_and_stray_results_are_events(shared, tmp_path):
     rows, imgs = shared
-    good, _ = normalize_rows(MMSearchR1Adapter(imgs), rows, tmp_path / "all")
+    thumbs = tmp_path / "thumbs"  # the thumbnails the model saw, supplied (issue 27: else never trainable)
+    thumbs.mkdir()
+    for row in rows:
+        for rnd in row["trace"]["rounds"]:
+            st = (rnd.get("tool") or {}).get("status") or {}
+            for p, u in zip(st.get("local_thumbnail_paths") or [], st.get("thumbnail_urls") or []):
+                (thumbs / (p or u.split("?", 1)[0]).rsplit("/", 1)[-1]).write_bytes(_png())
+    good, _ = normalize_rows(MMSearchR1Adapter(imgs, thumbnail_dir=thumbs), rows, tmp_path / "all")
     src = next(row for row, r in zip(rows, good) if r.trainable and r.tool_calls)  # a correct trace with a search
     row = copy.deepcopy(src)
     rnd = row["trace"]["rounds"][0]
     rnd["tool"]["returned_text"] = "not what the model read"  # disagrees with returned_text_sha256
     stray = copy.deepcopy(src)
     stray["trace"]["rounds"][-1]["tool"] = copy.deepcopy(src["trace"]["rounds"][0]["tool"])
-    recs, _ = normalize_rows(MMSearchR1Adapter(imgs), [src, row, stray], tmp_path)
+    recs, _ = normalize_rows(MMSearchR1Adapter(imgs, thumbnail_dir=thumbs), [src, row, stray], tmp_path)
     ok, bad, st = recs
     assert ok.trainable and not bad.trainable and "observation_hash_mismatch" in bad.labels
     assert any(e.type == "observation_without_call" for e in st.events) and st.trainable

@@ -4,7 +4,8 @@ agent would (not a model).
 It reads the observations in the context and follows a fixed plan: reverse image search on the user's
 image (or a web search without one), a web search on the question's content words (plus a
 knowledge-graph hint), ``web_extract`` on the best page with the question as goal, an image search for
-the page's subject, then a final ``<response>`` that cites a found image. A yes/no claim check ("Is the
+the page's subject, then a final ``<response>``: the subject, the page's first whole sentence (never cut
+at an abbreviation or mid-sentence) and a citation of a found image whose page or caption names the subject. A yes/no claim check ("Is the
 picture with the caption "…" shown on the Wikipedia page "…"? Answer yes or no.") is answered "Yes" when
 the claimed page is among the search hits for the caption, else "No". Its outputs show the harness
 working on real inputs without a model; they are labelled ``scripted-demonstrator`` and are never
@@ -80,7 +81,9 @@ class DemonstratorPolicy:
                          "Search the web for the question's key terms."))
             if urls:
                 plan.append(("web_extract", {"urls": [urls[0]], "goal": question}, "Read the most relevant page."))
-            plan.append(("web_search_for_image", {"query": (kg or content_words(question, 5)).strip(), "num": 4},
+            subject = kg or next((m.group(1) for o in observations for m in [re.search(r"^\s*1\. (.+)$", o, re.M)] if m),
+                                 None)  # the page's subject: its picture can support the answer
+            plan.append(("web_search_for_image", {"query": (subject or content_words(question, 5)).strip(), "num": 4},
                          "Look for an image that shows the answer's subject."))
         if tools and step < len(plan) and plan[step][0] in allowed:
             name, args, think = plan[step]
@@ -93,6 +96,11 @@ class DemonstratorPolicy:
 
     @staticmethod
     def _answer(question: str, kg: str | None, observations: list[str], extracts: list[str], images: list[str]) -> str:
+        """The final turn: the answer's subject, the first whole sentence of the page read about it (never
+        cut: one that would be cut, or that ends at an abbreviation, is left out), and a citation of an
+        image whose page or caption names that subject (none when no image does)."""
+        from kit.data.normalize.trainable import answer_cut, first_sentence
+
         title = kg.strip() if kg else None
         if title is None:
             for o in observations:
@@ -104,9 +112,39 @@ class DemonstratorPolicy:
         for o in extracts:
             body = re.sub(r"^(#|\||!).*$|\*\*|\[|\]\([^)]*\)", "", o.split("\n", 2)[-1], flags=re.M).strip()
             if body and not body.startswith("Error"):
-                fact = re.split(r"(?<=[.!?])\s", body, maxsplit=1)[0][:300]
+                first = " ".join(first_sentence(body).split())
+                fact = first if len(first) <= MAX_FACT_CHARS and not answer_cut(first) else ""
                 break
-        cite = f" <IMG: {images[0]}>" if images else ""
         answer = title or "I could not find enough evidence"
+        lead = answer if answer[-1] in ".!?" else answer + "."
+        cited = next((f for f, info in image_catalog(observations).items() if title and _names(title, info)), None)
+        cite = f" <IMG: {cited}>" if cited else ""
         return (f"<think>Answer from the evidence gathered.</think>\n"
-                f"<response>{answer}.{(' ' + fact[:200]) if fact else ''}{cite}</response>")
+                f"<response>{lead}{(' ' + fact) if fact and _norm(fact) != _norm(lead) else ''}{cite}</response>")
+
+
+#: The longest page sentence the demonstrator adds to its answer (a longer one is left out, never cut).
+MAX_FACT_CHARS = 300
+_SEARCH_IMAGE = re.compile(r"^\[Image \d+\] (\S+) — (.+?)(?: \([^()]*\))?\n\s+Page: (\S+)(?:\n\s+Caption: (.*))?", re.M)
+_PAGE_IMAGE = re.compile(r"\b(page_image_\d+\.\w+) — ([^;\n]*)")
+
+
+def image_catalog(observations: list[str]) -> dict[str, dict[str, str]]:
+    """Images the observations describe: file name -> ``{"title", "page_url", "caption"}`` (image search
+    entries: their page and caption; ``web_extract``'s saved page images: the page read and the caption)."""
+    out: dict[str, dict[str, str]] = {}
+    for o in observations:
+        for m in _SEARCH_IMAGE.finditer(o):
+            out.setdefault(m.group(1), {"title": m.group(2).strip(), "page_url": m.group(3), "caption": (m.group(4) or "").strip()})
+        if "Page images saved:" in o:
+            head = re.match(r"## (.+)\nURL: (\S+)", o)
+            for m in _PAGE_IMAGE.finditer(o.split("Page images saved:", 1)[1]):
+                out.setdefault(m.group(1), {"title": head.group(1).strip() if head else "",
+                                            "page_url": head.group(2) if head else "", "caption": m.group(2).strip()})
+    return out
+
+
+def _names(entity: str, info: dict[str, str]) -> bool:
+    from kit.data.normalize.trainable import image_names_entity
+
+    return image_names_entity(entity, title=info.get("title"), caption=info.get("caption"), page_url=info.get("page_url"))

@@ -150,6 +150,28 @@ def data_view(messages: list[Message]) -> tuple[list[Message], int]:
     return out, total
 
 
+#: Image placeholders that are never text in a trained example: the processor's vision tokens (the encoder
+#: counts ``<|image_pad|>`` against the record's images; user and tool text is neutralized by :func:`data_view`)
+#: and, in a trained (assistant) turn, the releases' ``<image>`` slot (ms-swift / LLaVA layouts expand it).
+VISION_TOKENS = (IMAGE_PAD, "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|video_pad|>")
+TRAINED_TURN_PLACEHOLDERS = ("<image>",)
+
+
+def literal_image_placeholders(messages: list[Message]) -> list[tuple[int, str]]:
+    """The encoder's placeholder rule without a processor: ``(message index, placeholder)`` for each image
+    placeholder still written as text once :func:`data_view` has neutralized user and tool text. Any hit
+    makes :meth:`SFTEncoder.encode_messages` raise :class:`TemplateError`, so a record with one is not
+    trainable (``kit.data.normalize`` applies this where it decides ``trainable``)."""
+    out = []
+    for i, m in enumerate(data_view(messages)[0]):
+        text = m.text()
+        trained = m.role == "assistant" and not m.intervention
+        for tok in VISION_TOKENS + (TRAINED_TURN_PLACEHOLDERS if trained else ()):
+            if tok in text:
+                out.append((i, tok))
+    return out
+
+
 def record_images(record: EpisodeRecord, workspace: str | Path | None = None) -> list[Path]:
     """Files of the record's image parts in message order, resolved through its evidence registry.
 
@@ -293,14 +315,13 @@ class SFTEncoder:
 
     # ------------------------------------------------------------------ encoding
     def load_images(self, paths: list[Path], record_id: str) -> list:
-        from PIL import Image, UnidentifiedImageError
+        from kit.images import ImageError, load_image_file  # the kit's one decoder: upright as displayed (EXIF)
 
         images = []
         for p in paths:
             try:
-                with Image.open(p) as im:
-                    images.append(im.convert("RGB"))
-            except (OSError, UnidentifiedImageError, ValueError) as e:
+                images.append(load_image_file(p).convert("RGB"))
+            except (OSError, ImageError, ValueError) as e:
                 raise ImageLoadError(record_id, f"cannot load image {p.name}: {e}") from e
         return images
 
@@ -311,6 +332,10 @@ class SFTEncoder:
         """
         import torch
 
+        bad = literal_image_placeholders(messages)
+        if bad:
+            raise TemplateError(record_id, f"message {bad[0][0]} holds a literal image placeholder {bad[0][1]!r} "
+                                           "(only image parts become placeholders)")
         messages, n_neutralized = data_view(messages)
         text, spans = self.render(messages, record_id)
         n_pad = text.count(IMAGE_PAD)

@@ -339,11 +339,16 @@ def judge_label(final: str | None, answers: list[str], mode: str) -> tuple[bool 
     return bool(v.correct), v.judge
 
 
-def persist_observation(text: str, workspace: Path, turn: int, tool: str) -> tuple[str, dict | None]:
+def persist_observation(text: str, workspace: Path, turn: int, tool: str,
+                        reader: str | None = None) -> tuple[str, dict | None]:
     """An observation as the harness would put it in context (WeAgent Table 5 "persistence"):
     text over ``HarnessConfig.persist_threshold_chars`` characters is written in full to
     ``workspace/tool_results/turnNN_<tool>.txt`` and replaced in context by its first
-    ``persist_preview_chars`` characters plus a pointer, worded as :mod:`kit.harness.loop` does.
+    ``persist_preview_chars`` characters plus a pointer. The pointer names ``reader`` (the tool of the
+    record's own tool set that can read the file) and no other: a source without one gets none.
+
+    The source's model read the whole text, so the record no longer holds what it saw: the event detail
+    says so (``seen_by_model``) and the adapters mark the record untrainable (issue 27, part 2).
 
     Returns ``(in-context text, result_persisted event detail or None)``.
     """
@@ -356,7 +361,8 @@ def persist_observation(text: str, workspace: Path, turn: int, tool: str) -> tup
     rel = f"{TOOL_RESULTS_DIR}/turn{turn:02d}_{tool}.txt"
     (workspace / TOOL_RESULTS_DIR).mkdir(parents=True, exist_ok=True)
     (workspace / rel).write_text(text, encoding="utf-8")
+    how = f"; read it with {reader} if you need more." if reader else "."
     preview = (text[: cfg.persist_preview_chars]
-               + f"\n\n[Result truncated: {len(text)} characters in total. The full result is saved as {rel}; "
-                 "read it with execute_code if you need more.]")
-    return preview, {"tool": tool, "chars": len(text), "file": rel}
+               + f"\n\n[Result truncated: {len(text)} characters in total. The full result is saved as {rel}{how}]")
+    return preview, {"tool": tool, "chars": len(text), "file": rel, "shown_chars": cfg.persist_preview_chars,
+                     "seen_by_model": "the full text", "untrainable": "the record holds a preview of what the model read"}

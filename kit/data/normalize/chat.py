@@ -52,6 +52,7 @@ from kit.data.normalize.base import (
     store_image,
     text_msg,
 )
+from kit.data.normalize.trainable import untrainable_reasons
 from kit.harness.episode import EpisodeRecord, Event, Task
 from kit.harness.events import EventType
 from kit.types import ContentPart, Message
@@ -282,7 +283,7 @@ class ChatAdapter:
                 name = pending.pop(0)[0] if pending else f"{self.prefix}tool"
                 obs = _TOOL_RESP.match(text).group(1).strip()
                 imgs = [p for p in fixed if p.type == "image"]
-                obs = self._persist(obs, ws, turn, name, events)
+                obs = self._persist(obs, ws, turn, name, events, self._reader())
                 msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{turn}", turn=turn,
                                     content=imgs + [ContentPart(type="text", text=obs)]))
             elif role == "user":
@@ -293,7 +294,7 @@ class ChatAdapter:
                 if not pending:  # the source has an observation no call asked for: keep it, say so
                     events.append(Event(type=EventType.OBSERVATION_WITHOUT_CALL, turn=turn, detail={"message": j}))
                 name = pending.pop(0)[0] if pending else f"{self.prefix}{m.get('name', 'tool')}"
-                fixed = [ContentPart(type="text", text=self._persist(p.text or "", ws, turn, name, events))
+                fixed = [ContentPart(type="text", text=self._persist(p.text or "", ws, turn, name, events, self._reader()))
                          if p.type == "text" else p for p in fixed]
                 msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{turn}", turn=turn,
                                     content=fixed or [ContentPart(type="text", text="")]))
@@ -338,7 +339,8 @@ class ChatAdapter:
         meta.update({"correct": correct, "judge": judge, "rule_mode": RULE_MODE, "reference_field": ref_key})
         kinds = {e.type for e in events}
         # context that is not a call/observation pair as it happened is kept and marked, never trained on
-        untrainable = [t for t in (EventType.OBSERVATION_MISSING, EventType.OBSERVATION_WITHOUT_CALL) if t in kinds]
+        untrainable: list[str] = [t for t in (EventType.OBSERVATION_MISSING, EventType.OBSERVATION_WITHOUT_CALL) if t in kinds]
+        untrainable += untrainable_reasons(msgs, events)  # a persisted preview; a placeholder the encoder refuses
         return EpisodeRecord(
             id=rid, task=Task(id=rid, question=question, answers=answers, source=self.source, metadata=meta),
             config_hash=f"source:{self.source}", policy=self.source, backend=f"source:{self.source}", messages=msgs,
@@ -356,9 +358,13 @@ class ChatAdapter:
                 "tool": name, "note": "the source has no observation for this call"}))
         pending.clear()
 
+    def _reader(self) -> str | None:
+        """The source's own tool that can read a persisted file (its ``execute_code``), if it has one."""
+        return next((n for n in self._tools if n.endswith("execute_code")), None)
+
     @staticmethod
-    def _persist(text: str, ws: Path, turn: int, name: str, events: list) -> str:
-        text, persisted = persist_observation(text, ws, turn, name)
+    def _persist(text: str, ws: Path, turn: int, name: str, events: list, reader: str | None = None) -> str:
+        text, persisted = persist_observation(text, ws, turn, name, reader)
         if persisted:
             events.append(Event(type=EventType.RESULT_PERSISTED, turn=turn, detail=persisted))
         return text

@@ -20,11 +20,16 @@ Faithfulness (issue 14; WeAgent §4.5, Table 5):
   episode (event ``rounds_after_answer``); a ``trace.final_answer`` that disagrees with it is an
   event ``final_answer_mismatch`` (the record keeps what the model wrote).
 * **Observations** are what the model saw: a ``returned_text`` stored with the round is used
-  verbatim (checked against ``returned_text_sha256``); otherwise the text is rendered from the
-  structured status and the record says so (event ``observation_reconstructed`` with the source's
-  hash and length). Long text is persisted as the harness does (:func:`persist_observation`).
-  Thumbnails shown by image search are registered (``search_image_<n>``, with their URL) when
-  found by file name in ``thumbnail_dir``; otherwise event ``observation_images_missing`` lists them.
+  verbatim (checked against ``returned_text_sha256``); otherwise the text is rebuilt from the
+  structured status in the reproduction's own format and the record says so (event
+  ``observation_reconstructed``, ``verified``: ``sha256`` / ``characters``); a rebuild that matches
+  neither the trace's hash nor (without one) its length is kept for inspection, untrainable, with
+  event ``observation_hash_mismatch`` (issue 27). Long text is persisted as the harness does
+  (:func:`persist_observation`; the preview names no tool the source lacks) and the record is then
+  untrainable (label ``observation_truncated``: the model read the whole text).
+  Thumbnails shown by image search stand where the model saw them (each vision placeholder of the
+  text) when found by file name in ``thumbnail_dir`` (``search_image_<n>``, with their URL);
+  otherwise event ``observation_images_missing`` lists them and the record is not trainable.
 * **Missing inputs are said, not hidden**: an input image absent from ``image_dir`` keeps the
   record (so every trace is judged) with event ``input_image_missing`` and label of that name; one
   whose sha256 differs from the trace's ``png_sha256`` (another picture under that file name) gets
@@ -49,7 +54,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,6 +73,7 @@ from kit.data.normalize.base import (
     tool_schema,
 )
 from kit.data.normalize.files import read_json_rows
+from kit.data.normalize.trainable import VISION_PLACEHOLDER, untrainable_reasons, verify_rebuilt
 from kit.harness.episode import EpisodeRecord, Event, RegisteredImage, Task
 from kit.harness.events import EventType
 from kit.types import ContentPart, Message
@@ -172,19 +177,35 @@ class MMSearchR1Adapter:
     # ---------------------------------------------------------------------------- observations
     @staticmethod
     def _render(action: str, st: dict) -> str:
+        """The text the reproduction's tools returned, rebuilt from the stored status in their own format
+        (``FVQACachedImageSearch``: one vision placeholder per thumbnail; ``SerperJinaTextSearch`` with
+        the Qwen3 summarizer: the Serper list, a blank line, then the summaries). Whether it is what the
+        model read is decided by the trace's hash or length (:func:`verify_rebuilt`), never assumed."""
+        import html
+
         if action == "image_search":
-            titles = [str(t) for t in st.get("titles") or []]
-            lines = ["Image search results:"] + [f"{i}. {t}" for i, t in enumerate(titles, 1)]
-            return "\n".join(lines if titles else ["Image search results: none."])
-        blocks = []
-        for s in st.get("summaries") or []:
-            if isinstance(s, dict) and s.get("summary"):
-                blocks.append(f"## {s.get('title', '')}\nURL: {s.get('url', '')}\n{s['summary']}")
-        if not blocks:
-            for d in st.get("documents") or st.get("results") or []:
-                if isinstance(d, dict):
-                    blocks.append(f"## {d.get('title', '')}\nURL: {d.get('url', '')}\n{d.get('snippet', '')}")
-        return "\n\n".join(blocks) or "No results."
+            lines = ["[Image Search Results] Official FVQA cached Google Lens results, ranked by relevance:"]
+            for i, (t, u) in enumerate(zip(st.get("titles") or [], st.get("thumbnail_urls") or []), 1):
+                lines.append(f"{i}. image: {VISION_PLACEHOLDER}\ntitle: {t}\nthumbnail_url: {u}")
+            return "\n".join(lines) + "\n"
+        lines = ["[Serper Text Search Results] Organic results ranked by relevance:"]
+        for r in st.get("results") or []:
+            if isinstance(r, dict):
+                lines += [f"{r.get('rank')}. {r.get('title')}", f"URL: {r.get('url')}", f"Snippet: {r.get('snippet')}"]
+        text = "\n".join(lines) + "\n"
+        summaries = st.get("summaries")
+        if not isinstance(summaries, list):
+            return text  # raw-reader mode: the page text is not stored, so this cannot match the hash
+        esc = lambda x: html.escape(str(x), quote=False)  # noqa: E731
+        ok = sorted((d for d in summaries if isinstance(d, dict) and not d.get("error")),
+                    key=lambda d: d["rank"] if isinstance(d.get("rank"), int) else 2**31 - 1)
+        out = ["[Webpage Summaries] Local Qwen3 summaries, ranked by Serper relevance."]
+        for d in ok:
+            out += ["", f"=== Result {d.get('rank')} ===", f"Title: {esc(d.get('title', ''))}",
+                    f"URL: {esc(d.get('url', ''))}", "Summary:", esc(d.get("summary", ""))]
+        if not ok:
+            out += ["", "No webpage summary was available."]
+        return f"{text}\n" + "\n".join(out).strip() + "\n"
 
     def _observation_text(self, rnd: dict, k: int, events: list[Event]) -> str | None:
         """What the model read after round ``k``'s call; ``None`` when the round stores no tool data
@@ -198,37 +219,66 @@ class MMSearchR1Adapter:
         if returned is None and not any(key in st for key in _RESULT_KEYS):
             return None
         if isinstance(returned, str):
-            if sha and hashlib.sha256(returned.encode("utf-8")).hexdigest() != sha:
-                events.append(Event(type=EventType.OBSERVATION_HASH_MISMATCH, turn=k, detail={"returned_text_sha256": sha}))
+            if (sha or n is not None) and not verify_rebuilt(returned, sha, n)[0]:
+                events.append(Event(type=EventType.OBSERVATION_HASH_MISMATCH, turn=k, detail={
+                    "returned_text_sha256": sha, "returned_text_characters": n, "stored_characters": len(returned)}))
             return returned
         text = self._render(rnd["action"], st)
+        check, detail = verify_rebuilt(text, sha, n)
         events.append(Event(type=EventType.OBSERVATION_RECONSTRUCTED, turn=k, detail={
-            "returned_text_sha256": sha, "returned_text_characters": n, "rendered_characters": len(text),
-            "note": "the trace stores the tool status, not the text the model read; rendered from the status"}))
+            **detail, "verified": check,
+            "note": "the trace stores the tool status, not the text the model read; rebuilt from the status"}))
+        if check is None:  # kept for inspection; never trained on
+            events.append(Event(type=EventType.OBSERVATION_HASH_MISMATCH, turn=k, detail={
+                **detail, "reconstructed": True,
+                "note": "the rebuilt text matches neither the trace's hash nor its length: not what the model read"}))
         return text
 
     def _thumbnails(self, rnd: dict, k: int, ws: Path, n_search: int, events: list[Event],
-                    name: str) -> list[RegisteredImage]:
+                    name: str) -> list[RegisteredImage | None]:
+        """The thumbnails image search showed, in order: registered when found by file name in
+        ``thumbnail_dir``, ``None`` where missing (event ``observation_images_missing`` lists them)."""
         st = (rnd.get("tool") or {}).get("status") or {}
-        paths = [str(p) for p in st.get("local_thumbnail_paths") or []]
+        paths = list(st.get("local_thumbnail_paths") or [])
         urls = [str(u) for u in st.get("thumbnail_urls") or []]
         titles = [str(t) for t in st.get("titles") or []]
-        refs = paths or urls
-        found: list[RegisteredImage] = []
+        out: list[RegisteredImage | None] = []
         missing: list[dict] = []
-        for i, ref in enumerate(refs):
+        for i in range(max(len(paths), len(urls))):
             url = urls[i] if i < len(urls) else None
-            f = self.thumbnail_dir / Path(ref.split("?", 1)[0]).name if self.thumbnail_dir else None
+            ref = str(paths[i]) if i < len(paths) and paths[i] else url or ""
+            f = self.thumbnail_dir / Path(ref.split("?", 1)[0]).name if self.thumbnail_dir and ref else None
+            title = titles[i] if i < len(titles) else None
             if f is not None and f.is_file():
-                reg = store_file(f, ws, f"search_image_{n_search + len(found) + 1}")
-                found.append(reg.model_copy(update={"tool": name, "turn": k, "source_url": url,
-                                                    "title": titles[i] if i < len(titles) else None}))
+                reg = store_file(f, ws, f"search_image_{n_search + sum(r is not None for r in out) + 1}")
+                out.append(reg.model_copy(update={"tool": name, "turn": k, "source_url": url, "title": title}))
             else:
-                missing.append({"ref": ref, "url": url, "title": titles[i] if i < len(titles) else None})
+                out.append(None)
+                missing.append({"ref": ref, "url": url, "title": title})
         if missing:
-            events.append(Event(type=EventType.OBSERVATION_IMAGES_MISSING, turn=k,
-                                detail={"tool": name, "count": len(missing), "images": missing}))
-        return found
+            events.append(Event(type=EventType.OBSERVATION_IMAGES_MISSING, turn=k, detail={
+                "tool": name, "count": len(missing), "images": missing,
+                "note": "the model saw these thumbnails; the record is not trainable until they are supplied"}))
+        return out
+
+    @staticmethod
+    def _tool_content(text: str, shown: list[RegisteredImage | None]) -> list[ContentPart]:
+        """The observation as the model saw it: each vision placeholder of the returned text becomes the
+        thumbnail it stood for (``[image not available]`` where the thumbnail is missing); thumbnails
+        without a placeholder in the text follow it."""
+        pieces = text.split(VISION_PLACEHOLDER)
+        parts: list[ContentPart] = []
+        for i, piece in enumerate(pieces):
+            if i:
+                reg = shown[i - 1] if i - 1 < len(shown) else None
+                if reg is not None:
+                    parts.append(ContentPart(type="image", image=reg.filename))
+                else:
+                    parts.append(ContentPart(type="text", text="[image not available]"))
+            if piece:
+                parts.append(ContentPart(type="text", text=piece))
+        parts += [ContentPart(type="image", image=r.filename) for r in shown[len(pieces) - 1:] if r is not None]
+        return parts or [ContentPart(type="text", text="")]
 
     # ---------------------------------------------------------------------------- episode
     def to_episode(self, row: dict[str, Any], index: int, workspace_root: Path) -> EpisodeRecord:
@@ -328,15 +378,14 @@ class MMSearchR1Adapter:
                 events.append(Event(type=EventType.OBSERVATION_MISSING, turn=k, detail={
                     "tool": name, "note": "the round stores no tool result: what the model read is unknown"}))
                 continue
-            text, persisted = persist_observation(text, ws, k, name)
+            text, persisted = persist_observation(text, ws, k, name)  # no tool of this source reads files
             if persisted:
                 events.append(Event(type=EventType.RESULT_PERSISTED, turn=k, detail=persisted))
             shown = (self._thumbnails(rnd, k, ws, sum(r.kind == "search_image" for r in images), events, name)
                      if action == "image_search" else [])
-            images += shown
+            images += [r for r in shown if r is not None]
             msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{k}", turn=k,
-                                content=[ContentPart(type="text", text=text)]
-                                + [ContentPart(type="image", image=r.filename) for r in shown]))
+                                content=self._tool_content(text, shown)))
         fa = tr.get("final_answer")
         if final is not None and isinstance(fa, (str, int, float)) and not isinstance(fa, bool) \
                 and " ".join(str(fa).split()) != " ".join(final.split()):
@@ -355,11 +404,11 @@ class MMSearchR1Adapter:
             labels.append("input_image_missing")
         kinds = {e.type for e in events}
         # a record whose context is not what the model saw is kept and judged, never trained on
-        untrainable = [t for t in (EventType.INPUT_IMAGE_MISMATCH, EventType.OBSERVATION_MISSING, EventType.OBSERVATION_HASH_MISMATCH)
-                       if t in kinds]
+        untrainable: list[str] = [t for t in (EventType.INPUT_IMAGE_MISMATCH, EventType.OBSERVATION_MISSING,
+                                              EventType.OBSERVATION_HASH_MISMATCH, EventType.OBSERVATION_IMAGES_MISSING)
+                                  if t in kinds]
+        untrainable += untrainable_reasons(msgs, events)
         labels += untrainable
-        if missing_imgs:
-            labels.append("observation_images_missing")
         if EventType.OBSERVATION_RECONSTRUCTED in kinds:
             labels.append("observation_reconstructed")
         if answered:
