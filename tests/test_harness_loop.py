@@ -334,3 +334,14 @@ def test_every_message_and_record_roundtrips_json(tmp_path, memory_backend):
     rec = run(ScriptedPolicy([tool_call_text("web_search_for_image", {"query": "x"}), ANSWER]), memory_backend, tmp_path)
     again = EpisodeRecord.model_validate_json(rec.model_dump_json())
     assert again == rec
+
+
+def test_a_persisted_preview_names_no_tool_the_run_lacks(tmp_path, memory_backend):
+    """Issue 27: without execute_code (POINTS-Seeker's tool set, a user's tools_enabled) the preview does not tell
+    the model to read the file with a tool it does not have."""
+    cfg = HarnessConfig(tools_enabled=["web_search"], persist_threshold_chars=100, persist_preview_chars=50)
+    policy = ScriptedPolicy([tool_call_text("web_search", {"query": "eiffel tower"}), ANSWER])
+    rec = run(policy, memory_backend, tmp_path, cfg)
+    obs = rec.messages[3].text()
+    assert [e.type for e in rec.events].count("result_persisted") == 1
+    assert "execute_code" not in obs and "only this preview is available" in obs

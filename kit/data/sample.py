@@ -188,7 +188,9 @@ def same_picture(a: Path, b: Path) -> bool:
 def judge_episode(task: SynthTask, rec: EpisodeRecord) -> dict[str, Any]:
     """Outcome of one episode against the verified endpoint answer: ``correct`` (the fact is stated),
     ``target_match`` (a cited image is the target picture, :func:`same_picture`), ``complete``
-    (trainable record)."""
+    (trainable record), ``citation_mismatch`` (a cited image's page and caption name another entity than the
+    answer: :func:`kit.data.normalize.trainable.citation_mismatches`; the record gets a ``citation_mismatch``
+    event)."""
     by_name = {i.filename: i.sha256 for i in rec.images}
     ws = Path(rec.workspace) if rec.workspace else None
     match = any(by_name.get(c) == task.seed.target.sha256 or
@@ -196,7 +198,15 @@ def judge_episode(task: SynthTask, rec: EpisodeRecord) -> dict[str, Any]:
                 for c in rec.cited_images)
     correct = fact_correct(rec.final_response, task.seed.fact) if task.seed.fact.kind == "tone_orientation" else \
         any(a.casefold() in (rec.final_response or "").casefold() for a in task.answers)
-    return {"correct": bool(correct), "target_match": match, "complete": bool(rec.trainable)}
+    from kit.data.normalize.trainable import citation_mismatches
+    from kit.harness.episode import Event
+    from kit.harness.events import EventType
+
+    mismatched = citation_mismatches(rec)  # a cited image about another entity: flagged on the record
+    if mismatched and not any(e.type == EventType.CITATION_MISMATCH for e in rec.events):
+        rec.events.append(Event(type=EventType.CITATION_MISMATCH, turn=rec.turns, detail={"images": mismatched}))
+    return {"correct": bool(correct), "target_match": match, "complete": bool(rec.trainable),
+            "citation_mismatch": bool(mismatched)}
 
 
 async def sample_trajectories(tasks: Sequence[SynthTask], web, out_dir: str | Path, *, samples: int = 1,

@@ -50,6 +50,9 @@ class EventType(StrEnum):
     MULTIPLE_THINK = "multiple_think"
     THINK_OPENED_BY_TEMPLATE = "think_opened_by_template"  # a note, not a departure (thinking templates)
     UNKNOWN_CITATION = "unknown_citation"  # <IMG: ...> naming no registered image
+    # a cited image whose page title, URL and caption all name another entity than the answer (a flag on data
+    # the kit builds: kit.data.sample.judge_episode; the record stays as it is)
+    CITATION_MISMATCH = "citation_mismatch"
     # Evidence and data hygiene
     CONTROL_TOKENS_NEUTRALIZED = "control_tokens_neutralized"  # chat-control strings in task text or an observation
     EVIDENCE_MODIFIED = "evidence_modified"  # a registered image changed on disk: not shown again

@@ -446,9 +446,11 @@ class Harness:
             return None, [err.observation_json()]
         rec.events.append(Event(type=EventType.RESULT_PERSISTED, turn=st.turn,
                                 detail={"tool": spec.name, "chars": len(text), "file": rel}))
+        # the preview names a way to read the rest only when this run offers one (a tool the model lacks is a lie)
+        more = ("read it with execute_code if you need more." if "execute_code" in self.specs
+                else "no tool of this run reads files, so only this preview is available.")
         text = (text[: cfg.persist_preview_chars]
-                + f"\n\n[Result truncated: {len(text)} characters in total. The full result is saved as {rel}; "
-                  "read it with execute_code if you need more.]")
+                + f"\n\n[Result truncated: {len(text)} characters in total. The full result is saved as {rel}; {more}]")
         return text + note, images
 
     async def _synthesis(self, st: _State, reason_code: str, reason: str) -> None:

@@ -116,6 +116,10 @@ RULES: tuple[Rule, ...] = (
           E.OBSERVATION_IMAGES_MISSING, E.INPUT_IMAGE_MISSING, E.INPUT_IMAGE_MISMATCH, E.ROUNDS_AFTER_ANSWER,
           E.TOOL_HARD_FAILURE, E.FINAL_ANSWER_MISMATCH, E.MULTIPLE_RESPONSES, E.RESULT_PERSISTED),
          "a trace is converted without inventing anything; what it lacks is an event and may make it untrainable"),
+    Rule("Cited images support the answer", "kit check on synthesized trajectories (issue 27; WeAgent §4.4 keeps "
+         "correct and complete ones)", (), "kit.data.sample.judge_episode", (E.CITATION_MISMATCH,),
+         "an expert trajectory citing an image whose page title, URL and caption all name another entity than its "
+         "answer is flagged (kit.data.normalize.trainable.citation_mismatches); the outcome says so"),
 )
 
 
@@ -147,6 +151,7 @@ VANILLA: dict[str, str] = {
     "Task text and observations are data": "unchanged (safety)",
     "Evidence integrity": "unchanged (safety)",
     "Faithful normalization": "unchanged (data conversion, not rollouts)",
+    "Cited images support the answer": "unchanged (a check on built data, not rollouts)",
 }
 
 
