@@ -67,6 +67,7 @@ from kit.eval.loaders import (
     save_image_bytes,
     sha256_text,
 )
+from kit.eval.loaders.common import checked_image
 from kit.eval.protocols import EvalProtocol, get_protocol
 from kit.harness.episode import Task
 
@@ -483,7 +484,9 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
             counted in ``LoadResult.filtered`` with the protocol and filter in the reason.
         cache_dir: Hugging Face cache for the snapshot (default: the standard cache).
 
-    Missing and duplicate ids are per-row problems with reasons; the other rows load.
+    Missing and duplicate ids are per-row problems with reasons; the other rows load. Every image
+    is decoded once at load (:func:`kit.eval.loaders.checked_image`, :func:`kit.eval.loaders.save_image_bytes`):
+    an undecodable one (a text file named ``.png``, a truncated JPEG, an empty file) is its row's problem.
 
     Returns:
         :class:`LoadResult` with tasks, per-row problems and rows filtered by the protocol;
@@ -517,14 +520,14 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
             p = base / fname
             if not p.is_file():
                 raise BenchmarkError(f"image {fname!r} not found in {base}")
-            return p.resolve()
+            return checked_image(p, img_dir / "upright").path  # decoded once: an undecodable image is the row's problem
         cached = img_dir / "by_name" / fname
         if not cached.is_file():
             if not src.images_root or not commit[0]:
                 raise BenchmarkError(f"image {fname!r}: {name} has no image folder to fetch from")
             data = _download(_github_raw(src.repo, commit[0], f"{src.images_root}/{fname}"))
-            return save_image_bytes(data, img_dir, Path(fname).stem)
-        return cached.resolve()
+            return save_image_bytes(data, img_dir, Path(fname).stem)  # decoded (and stored upright) there
+        return checked_image(cached, img_dir / "upright").path
 
     rows, info = _rows(src, local, rev, cache_dir)
     commit[0] = info["resolved_commit"] or rev

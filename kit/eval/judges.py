@@ -419,10 +419,13 @@ def _file_hash(path: Path) -> str:
 class PerceptualImageJudge:
     """Offline Target Match judge :math:`J(\\hat C_i, C_i)` (WeAgent §5.2): the kit's one "same
     picture" decision, :func:`kit.images.same_picture` (identical bytes, or pHash + dHash of the
-    images flattened on white within ``max_distance``, default
-    :data:`kit.images.SAME_PICTURE_DISTANCE`). Matches resized, recompressed, re-encoded and
-    lightly cropped copies (a thumbnail of the target matches); use :class:`VLMImageJudge` for
-    heavy crops or the paper's own VLM judge.
+    images as displayed, flattened on white, within ``max_distance``, default
+    :data:`kit.images.SAME_PICTURE_DISTANCE`, with colour and brightness alike). Matches resized,
+    recompressed, re-encoded, re-oriented (EXIF) and lightly cropped copies (a thumbnail of the
+    target matches); two images without spatial structure (flat colours) are never matched: a
+    different brightness or colour is no match, otherwise the verdict is undecidable
+    (``match=None`` with the reason). Use :class:`VLMImageJudge` for heavy crops or the paper's own
+    VLM judge.
 
     ``fallback=True``: chosen in place of the paper profile's VLM judge; the name (recorded on every
     Target Match decision) ends in ``" (fallback)"``.
@@ -437,7 +440,7 @@ class PerceptualImageJudge:
 
         self.max_distance = SAME_PICTURE_DISTANCE if max_distance is None else max_distance
         self.fallback = fallback  # stands in for the profile's VLM judge: " (fallback)" on its name
-        self._memo: dict[str, tuple[int, int]] = {}  # sha256 -> (pHash, dHash): each image hashed once
+        self._memo: dict[str, object] = {}  # sha256 -> what same_picture reads of an image: each image read once
 
     @property
     def name(self) -> str:

@@ -8,7 +8,9 @@ Layout of one evaluation (``out_dir``)::
 
 Benchmarks whose tasks are ``sensitive`` (MM-BrowseComp, MMSearch-Plus: published encrypted) run in
 ``private_dir`` instead of ``out_dir/runs``: their episode records hold the decrypted question and
-the model's answer. Their prediction lines in ``out_dir`` keep only ids, scores and hashes.
+the model's answer. Their tool calls (words of the decrypted questions) go through ``private_backend``
+or, when the caller names none, a private tool cache under ``private_dir`` (:func:`private_web`).
+Their prediction lines in ``out_dir`` keep only ids, scores and hashes.
 
 The evaluation protocol (:mod:`kit.eval.protocols`, named by each :class:`EvalConfig`) decides the
 runs per benchmark: ``repeats`` under ``weagent_mmsearch``; 3 below 300 tasks, else 1, under
@@ -30,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kit.eval.configs import EvalConfig
 from kit.eval.judges import RuleJudge, Verdict
@@ -42,6 +44,9 @@ from kit.harness.loop import Harness
 from kit.harness.runner import run_batch
 from kit.progress import progress as progress_bar
 from kit.types import SamplingParams, SearchBackend
+
+if TYPE_CHECKING:
+    from kit.web.cache import CachedBackend
 
 
 def is_sensitive(tasks: list[Task]) -> bool:
@@ -56,6 +61,23 @@ def default_private_dir(out_dir: str | Path) -> Path:
 
     key = hashlib.sha256(str(Path(out_dir).resolve()).encode()).hexdigest()[:16]
     return cache_dir() / "eval_private" / key
+
+
+#: File name of the private tool cache that sensitive benchmarks use when the caller names no private backend.
+PRIVATE_TOOL_CACHE = "tool_cache.sqlite"
+
+
+def private_web(backend: SearchBackend, private: Path) -> CachedBackend:
+    """The backend a sensitive benchmark's tool calls go through when the caller names none: the
+    same web behind a tool cache of its own, ``private / PRIVATE_TOOL_CACHE`` (the calls carry words
+    of decrypted questions: they must never reach the ordinary, shared or published cache). A
+    :class:`~kit.web.cache.CachedBackend` is unwrapped first (its cache is the ordinary one)."""
+    from kit.web.cache import CachedBackend, ToolCache
+
+    inner = backend
+    while isinstance(inner, CachedBackend):
+        inner = inner.backend
+    return CachedBackend(inner, ToolCache(private / PRIVATE_TOOL_CACHE))
 
 
 def _atomic_write_lines(path: Path, lines: list[str]) -> None:
@@ -153,8 +175,9 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
             ``out_dir/problems.jsonl``.
         configs: configurations (:func:`kit.eval.configs.make_configs`).
         policy: the policy under evaluation (one object for all configurations).
-        backend / private_backend: search backends for ordinary / sensitive benchmarks (give the
-            sensitive one its own tool cache outside ``out_dir``; default: ``backend``).
+        backend / private_backend: search backends for ordinary / sensitive benchmarks. Default for
+            the sensitive ones: ``backend``'s web behind a private tool cache,
+            ``private_dir / PRIVATE_TOOL_CACHE`` (:func:`private_web`), never ``backend``'s own cache.
         repeats: runs per configuration (WeAgent: 3) where the configuration's protocol has no
             trials rule; ``points_seeker``: :meth:`EvalProtocol.trials` of the benchmark's task count.
         max_trials: a cap on those runs (a size: a preflight runs each once); None: no cap.
@@ -186,6 +209,14 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
     problems = [json.dumps(p, ensure_ascii=False, default=str) for lr in benchmarks.values() for p in lr.problems]
     _atomic_write_lines(out / "problems.jsonl", problems)
     outcome = EvalOutcome()
+    opened: list[CachedBackend] = []  # the default private cache, opened on first use
+
+    def sensitive_web() -> SearchBackend:  # a run without sensitive benchmarks creates nothing
+        if private_backend is not None:
+            return private_backend
+        if not opened:
+            opened.append(private_web(backend, private))
+        return opened[0]
 
     def n_trials(bench: str, cfg: EvalConfig) -> int:
         t = cfg.eval_protocol().trials(len(benchmarks[bench].tasks), repeats)
@@ -202,7 +233,7 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
             outcome.trials[(bench, cname)] = trials
             for r in range(trials):
                 run_dir = (private if sensitive else out / "runs") / bench / cname / f"r{r}"
-                web = private_backend if (sensitive and private_backend is not None) else backend
+                web = sensitive_web() if sensitive else backend
                 harness = Harness(policy, web, cfg.harness,
                                   sampling=SamplingParams(temperature=temperature, seed=seed + 1000 * r),
                                   summarizer=summarizer, context_builder=cfg.context_builder(),
@@ -221,6 +252,8 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
                 if on_run is not None:
                     on_run(bench, cname, r, items)
     bar.close()
+    for web in opened:
+        web.cache.close()
     return outcome
 
 

@@ -24,7 +24,7 @@ from kit.harness.errors import ImageError
 
 # The decoder and its limits live in kit.images (one home for every caller); re-exported here for
 # the old import paths (kit.eval.loaders, kit.harness.transcript, tests).
-from kit.images import MAX_ASPECT_RATIO, MAX_FILE_BYTES, MAX_PIXELS, decode_image, read_regular_file
+from kit.images import MAX_ASPECT_RATIO, MAX_FILE_BYTES, MAX_PIXELS, decode_image, read_regular_file, was_reoriented
 
 KINDS = ("user_image", "search_image", "page_image", "code_image", "rendered_obs")  # rendered_obs: V-Fold pages
 _KEEP_FORMATS = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg")}
@@ -108,7 +108,9 @@ class EvidenceRegistry:
         """Validate ``data``, save it as ``<kind>_<n>.<ext>`` and return its registry entry.
 
         PNG and JPEG bytes are stored as given (their sha256 is the content's); other formats (WebP,
-        GIF, BMP, TIFF) are converted to PNG. ``max_vision_tokens`` downscales before saving
+        GIF, BMP, TIFF) are converted to PNG, and so is a picture with an EXIF orientation tag, turned
+        upright first (:func:`kit.images.decode_image`), so every reader of the file sees it as displayed.
+        ``max_vision_tokens`` downscales before saving
         (:func:`shrink_to_tokens`), counting tokens of ``vision_token_pixels`` px per side (the policy's).
 
         Raises:
@@ -116,8 +118,10 @@ class EvidenceRegistry:
         """
         if kind not in KINDS:
             raise ImageError("bad_image_kind", f"unknown image kind {kind!r}; expected one of {KINDS}")
-        im = decode_image(data, max_pixels=self.max_pixels)
+        im = decode_image(data, max_pixels=self.max_pixels)  # upright: an EXIF orientation is applied here
         fmt = im.format or ""
+        if was_reoriented(im):  # the bytes show the picture turned to any reader that ignores the tag: store it upright
+            data = b""
         if max_vision_tokens is not None:
             small = shrink_to_tokens(im, max_vision_tokens, vision_token_pixels)
             if small is not im:

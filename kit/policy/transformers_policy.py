@@ -186,7 +186,7 @@ class TransformersPolicy:
             PolicyError: conversion errors (see :meth:`to_chat`), unreadable images, or a mismatch
                 between ``<|image_pad|>`` placeholders and image features.
         """
-        from PIL import Image, UnidentifiedImageError
+        from kit.images import ImageError, load_image_file
 
         chat, paths = self.to_chat(messages, workspace)
         prompt = self._render_chat(chat, tools)
@@ -199,9 +199,8 @@ class TransformersPolicy:
         images = []
         for p in paths:
             try:
-                with Image.open(p) as im:
-                    images.append(im.convert("RGB"))
-            except (OSError, UnidentifiedImageError) as e:
+                images.append(load_image_file(p).convert("RGB"))  # the kit's one decoder: upright as displayed (EXIF)
+            except (OSError, ImageError) as e:
                 raise PolicyError(f"cannot read image {p.name}: {e}") from e
         try:
             inputs = self.processor(text=[prompt], images=images or None, return_tensors="pt")

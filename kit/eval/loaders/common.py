@@ -4,8 +4,15 @@ row-id rule, limits, JSON lines, and images that arrive as bytes.
 Every loader returns a :class:`LoadResult`: the tasks, the rows that could not become tasks
 (``problems``: one dict per row with a reason), and the rows a benchmark's own subset rule leaves
 out (``filtered``: counts per reason, e.g. MMSearch rows without a query image). Nothing is
-dropped silently. Images that arrive as bytes are validated (decoded in full) and written once
-under ``image_dir`` by content hash; ``Task.input_images`` are then absolute paths.
+dropped silently.
+
+Every image a row names is checked at load, decoded once by the kit's one decoder
+(:func:`kit.images.decode_image`): a file that is not an image (a text file named ``.png``, a
+truncated JPEG, an empty file) is that row's problem (:class:`BadImage`, the decoder's reason), never
+a task that is then scored wrong. Images that arrive as bytes are written once under ``image_dir``
+by content hash (:func:`save_image_bytes`); a picture with an EXIF orientation tag is stored upright
+(as PNG) there and in :func:`checked_image`'s folder, so every consumer sees it as displayed.
+``Task.input_images`` are absolute paths of the files used, and any hash a loader stores is of that file.
 """
 
 from __future__ import annotations
@@ -21,13 +28,19 @@ from typing import Any
 
 from kit.harness.episode import Task
 
-__all__ = ["MAX_IMAGE_PIXELS", "MISSING_IMAGES", "TEXT_ONLY_LABEL", "BenchmarkError", "LoadResult", "check_limit",
-           "check_missing_images", "default_image_dir", "image_to_bytes", "json_line", "resolve_by_name", "row_id",
-           "save_image_bytes", "sha256_text"]
+__all__ = ["MAX_IMAGE_PIXELS", "MISSING_IMAGES", "TEXT_ONLY_LABEL", "BadImage", "BenchmarkError", "CheckedImage",
+           "LoadResult", "check_limit", "check_missing_images", "checked_image", "default_image_dir", "image_to_bytes",
+           "json_line", "resolve_by_name", "row_id", "save_image_bytes", "sha256_text"]
 
 
 class BenchmarkError(ValueError):
     """A benchmark file or row that cannot be turned into a task (the message names the file)."""
+
+
+class BadImage(BenchmarkError):
+    """An image a row names exists but is not a picture the kit decodes (not an image, truncated,
+    empty, over the limits): always that row's problem, also where an *absent* image loads the row
+    text-only (MM-BrowseComp's ``missing_images="text_only"``)."""
 
 
 MAX_IMAGE_PIXELS = 64_000_000  # same decompression-bomb guard as the harness registry
@@ -147,21 +160,8 @@ def default_image_dir() -> Path:
     return cache_dir() / "benchmark_images"
 
 
-def save_image_bytes(data: bytes, image_dir: str | Path, prefix: str) -> Path:
-    """Validate image bytes (full decode, bomb guard) and store them once under ``image_dir`` as
-    ``<prefix>_<sha256[:20]>.<ext>``. Returns the absolute path.
-
-    Raises:
-        BenchmarkError: the bytes are not a decodable image (message gives the decoder's reason).
-    """
-    from kit.harness.errors import ImageError
-    from kit.harness.registry import decode_image
-
-    try:
-        im = decode_image(data, max_pixels=MAX_IMAGE_PIXELS)
-    except ImageError as e:
-        raise BenchmarkError(f"image rejected: {e.message}") from e
-    ext = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "BMP": "bmp"}.get(im.format or "", "png")
+def _store(data: bytes, image_dir: str | Path, prefix: str, ext: str) -> Path:
+    """Write ``data`` once as ``image_dir/<prefix>_<sha256[:20]>.<ext>`` (atomically); the absolute path."""
     d = Path(image_dir)
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{prefix}_{_hashlib.sha256(data).hexdigest()[:20]}.{ext}"
@@ -170,6 +170,83 @@ def save_image_bytes(data: bytes, image_dir: str | Path, prefix: str) -> Path:
         tmp.write_bytes(data)
         tmp.replace(path)
     return path.resolve()
+
+
+def _decode(data: bytes, what: str):
+    from kit.images import ImageError, decode_image
+
+    try:
+        return decode_image(data, max_pixels=MAX_IMAGE_PIXELS)
+    except ImageError as e:
+        raise BadImage(f"{what} rejected: {e.message}") from e
+
+
+_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "BMP": "bmp"}
+
+
+def save_image_bytes(data: bytes, image_dir: str | Path, prefix: str) -> Path:
+    """Validate image bytes (full decode by :func:`kit.images.decode_image`, bomb guard) and store
+    them once under ``image_dir`` as ``<prefix>_<sha256[:20]>.<ext>`` (the sha256 of the bytes
+    stored). A picture with an EXIF orientation tag is stored upright, as PNG. Returns the absolute path.
+
+    Raises:
+        BadImage: the bytes are not a decodable image (message gives the decoder's reason).
+    """
+    from kit.images import encode_png, was_reoriented
+
+    im = _decode(data, "image")
+    if was_reoriented(im):
+        return _store(encode_png(im), image_dir, prefix, "png")
+    return _store(data, image_dir, prefix, _EXT.get(im.format or "", "png"))
+
+
+@dataclass(frozen=True)
+class CheckedImage:
+    """An image file checked by :func:`checked_image`: the file to use and its sha256."""
+
+    path: Path
+    sha256: str
+
+
+_CHECKED: dict[tuple[str, int, int, int], CheckedImage] = {}  # (path, inode, size, mtime) -> the file used
+_CHECKED_MAX = 20_000
+
+
+def checked_image(path: str | Path, upright_dir: str | Path | None = None) -> CheckedImage:
+    """Check an image file a row names: read it (a regular file, not through a symlink at its last
+    component once resolved) and decode it once with the kit's decoder. A picture with an EXIF
+    orientation tag is written upright (PNG, by content hash) under ``upright_dir`` (default
+    ``default_image_dir() / "upright"``) and that copy is the file used. The result of an unchanged
+    file (same inode, size and modification time) is remembered: one decode per file per process.
+
+    Raises:
+        BenchmarkError: the file does not exist; :class:`BadImage`: it is not an image the kit decodes.
+    """
+    from kit.images import ImageError, encode_png, read_regular_file, was_reoriented
+
+    p = Path(path).resolve()
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise BenchmarkError(f"image {p.name!r} not found ({e.strerror})") from e
+    key = (str(p), st.st_ino, st.st_size, st.st_mtime_ns)
+    hit = _CHECKED.get(key)
+    if hit is not None and hit.path.is_file():
+        return hit
+    try:
+        data = read_regular_file(p)
+    except ImageError as e:
+        raise BadImage(f"image {p.name!r} rejected: {e.message}") from e
+    im = _decode(data, f"image {p.name!r}")
+    if was_reoriented(im):
+        used = _store(encode_png(im), upright_dir or default_image_dir() / "upright", p.stem, "png")
+        out = CheckedImage(used, _hashlib.sha256(used.read_bytes()).hexdigest())
+    else:
+        out = CheckedImage(p, _hashlib.sha256(data).hexdigest())
+    if len(_CHECKED) >= _CHECKED_MAX:
+        _CHECKED.clear()
+    _CHECKED[key] = out
+    return out
 
 
 def image_to_bytes(value: Any) -> bytes | None:
@@ -205,16 +282,17 @@ def image_to_bytes(value: Any) -> bytes | None:
 
 def resolve_by_name(ref: str, folder: Path) -> Path:
     """Resolve an image reference (URL or foreign absolute path) to a file in ``folder`` by its
-    file name, as the shared samples require.
+    file name, as the shared samples require, and check it (:func:`checked_image`: the file used,
+    an upright copy for a picture with an EXIF orientation tag).
 
     Raises:
-        BenchmarkError: no such file.
+        BenchmarkError: no such file; :class:`BadImage`: the file is not an image the kit decodes.
     """
     name = Path(str(ref).split("?", 1)[0]).name
     p = folder / name
     if not name or not p.is_file():
         raise BenchmarkError(f"image {name or ref!r} not found in {folder}")
-    return p.resolve()
+    return checked_image(p).path
 
 
 def _aslist(value: Any) -> list:

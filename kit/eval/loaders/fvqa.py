@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kit.eval.loaders.common import BenchmarkError, check_limit, row_id
+from kit.eval.loaders.common import BenchmarkError, check_limit, checked_image, row_id
 from kit.harness.episode import Task
 
 __all__ = ["load_fvqa"]
@@ -35,8 +35,9 @@ def _answer_list(value, field: str) -> list[str]:
 def load_fvqa(root: str | Path, limit: int | None = None, *, strict: bool = False) -> tuple[list[Task], list[dict]]:
     """Load FVQA items in MMSearch-R1 format from ``root`` (with ``metadata/`` and ``images/``).
 
-    Returns ``(tasks, problems)``: rows that cannot be loaded (bad JSON, missing question or image)
-    are reported in ``problems`` as ``{"file": ..., "reason": ...}`` instead of being dropped silently.
+    Returns ``(tasks, problems)``: rows that cannot be loaded (bad JSON, missing question, a missing
+    or undecodable image: every query image is decoded once here) are reported in ``problems`` as
+    ``{"file": ..., "reason": ...}`` instead of being dropped silently.
 
     Raises:
         BenchmarkError: ``root`` has no ``metadata/`` folder, or ``strict`` and a row is bad.
@@ -72,14 +73,16 @@ def load_fvqa(root: str | Path, limit: int | None = None, *, strict: bool = Fals
             img = img_dir / name
             if not name or not img.is_file():
                 raise BenchmarkError(f"query image {name!r} not found in {img_dir}")
+            used = checked_image(img)  # decoded once: an undecodable image is this row's problem
             tid = row_id(row, "data_id") if "data_id" in row else f.stem  # the file name only when there is no field
             if tid in seen:
                 raise BenchmarkError(f"duplicate data_id {tid!r}")
             seen.add(tid)
-            tasks.append(Task(id=tid, question=q.strip(), input_images=[str(img.resolve())], answers=answers,
+            # image_sha256: the file used (the row's source_image_sha256 is of the picture it was made from)
+            tasks.append(Task(id=tid, question=q.strip(), input_images=[str(used.path)], answers=answers,
                               source="fvqa_mmsearch_r1",
-                              metadata={"category": row.get("category"), "file": f.name,
-                                        "image_sha256": row.get("source_image_sha256")}))
+                              metadata={"category": row.get("category"), "file": f.name, "image_sha256": used.sha256,
+                                        "source_image_sha256": row.get("source_image_sha256")}))
         except (ValueError, KeyError, TypeError, OSError, RecursionError) as e:  # JSON/Unicode errors are ValueErrors
             problem = {"file": f.name, "reason": f"{type(e).__name__}: {str(e)[:300]}"}
             if strict:

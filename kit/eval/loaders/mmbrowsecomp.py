@@ -11,6 +11,7 @@ from typing import Any
 from kit.eval.crypto import DecryptionError, decrypt_text
 from kit.eval.loaders.common import (
     TEXT_ONLY_LABEL,
+    BadImage,
     BenchmarkError,
     LoadResult,
     _aslist,
@@ -41,10 +42,13 @@ def mmbrowsecomp_task(row: dict[str, Any], resolve_image: Callable[[str], Path],
     ``missing_images="text_only"``: a row whose image file is absent is loaded without its images
     and labelled (``metadata["text_only"]``, ``metadata["missing_images"]`` with the file names, and
     :data:`TEXT_ONLY_LABEL` in ``metadata["labels"]``, which the evaluation copies onto each item).
+    An image file that exists but does not decode (:class:`~kit.eval.loaders.common.BadImage`) is a
+    row problem in both modes.
 
     Raises:
-        BenchmarkError: missing fields, failed decryption, or (default ``missing_images="problem"``)
-            an image that cannot be resolved; ``ValueError`` for an unknown ``missing_images``.
+        BenchmarkError: missing fields, failed decryption, an image that does not decode
+            (``BadImage``), or (default ``missing_images="problem"``) an image that cannot be resolved;
+            ``ValueError`` for an unknown ``missing_images``.
     """
     check_missing_images(missing_images)
     if not isinstance(row, dict):
@@ -67,7 +71,7 @@ def mmbrowsecomp_task(row: dict[str, Any], resolve_image: Callable[[str], Path],
         try:
             images.append(str(resolve_image(u)))
         except BenchmarkError as e:
-            if missing_images != "text_only":
+            if missing_images != "text_only" or isinstance(e, BadImage):  # a damaged image is never "missing"
                 raise
             missing.append({"ref": str(u)[:200], "reason": str(e)[:200]})
     extra: dict[str, Any] = {}
@@ -88,8 +92,9 @@ def load_mm_browsecomp(root: str | Path, limit: int | None = None, *, strict: bo
     with their images from ``root/images`` (image fields are URLs: resolved by file name).
 
     Per-row problems (reported, the rest loads): a line that is not JSON or not UTF-8, a missing or
-    duplicate id, failed decryption, an absent image file (``missing_images="problem"``, the
-    default); ``missing_images="text_only"`` loads such a row without images, labelled (see
+    duplicate id, failed decryption, an image file that does not decode (each image is decoded once
+    here), an absent image file (``missing_images="problem"``, the default); ``missing_images="text_only"``
+    loads such a row without images, labelled (see
     :func:`mmbrowsecomp_task`).
 
     Decrypted text stays in the returned tasks only (see :func:`mmbrowsecomp_task`).

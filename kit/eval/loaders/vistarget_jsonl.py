@@ -13,6 +13,7 @@ from kit.eval.loaders.common import (
     _aslist,
     _file_info,
     check_limit,
+    checked_image,
     json_line,
     row_id,
 )
@@ -24,7 +25,8 @@ __all__ = ["load_vistarget_jsonl"]
 def load_vistarget_jsonl(path: str | Path, limit: int | None = None, *, strict: bool = False) -> LoadResult:
     """VisTarget-style tasks (WeAgent §5) from a JSONL file: one object per line with ``id``,
     ``question``, ``answers`` (list), ``target_image`` (held out: never shown to the agent) and
-    optional ``input_images``; image paths are relative to the file's folder.
+    optional ``input_images``; image paths are relative to the file's folder. Every image is decoded
+    once here: a missing or undecodable one is the row's problem.
 
     Raises:
         BenchmarkError: unreadable file, or ``strict`` and a row is bad.
@@ -43,12 +45,13 @@ def load_vistarget_jsonl(path: str | Path, limit: int | None = None, *, strict: 
             target = (base / row["target_image"]).resolve()
             if not target.is_file():
                 raise BenchmarkError(f"target image {row['target_image']!r} not found")
+            target = checked_image(target).path  # decoded once: an undecodable image is this row's problem
             inputs = []
             for p in _aslist(row.get("input_images")):
                 q = (base / p).resolve()
                 if not q.is_file():
                     raise BenchmarkError(f"input image {p!r} not found")
-                inputs.append(str(q))
+                inputs.append(str(checked_image(q).path))
             answers = _answers(_aslist(row.get("answers")), [])
             if not isinstance(row.get("question"), str) or not row["question"].strip() or not answers:
                 raise BenchmarkError("empty question or answers")
