@@ -239,19 +239,19 @@ async def test_exact_match_cache_in_front(served):
     ("POST", "/lens", {"content": b"x", "headers": {"content-type": "text/csv"}}, 415, "unsupported content type"),
     ("POST", "/lens", {"files": {"other": ("a.png", b"x")}}, 400, "field named 'image'"),
     ("POST", "/search", {"content": b"x" * 2048}, 413, "over the 1024-byte limit"),
-    ("GET", "/r/https://example.com/private", {}, 404, "cannot fetch https://example.com/private"),
-    ("GET", "/r/http://169.254.169.254/latest/meta-data", {}, 404, "cannot fetch"),
+    ("GET", "/r/https://example.com/private", {}, 422, "cannot fetch https://example.com/private"),
+    ("GET", "/r/http://169.254.169.254/latest/meta-data", {}, 422, "cannot fetch"),
     ("GET", f"/zim/{MAXI}/A/No_Such_Article", {}, 404, "not found"),
     ("GET", "/r/", {}, 400, "no URL: GET /r/<url>"),
     ("GET", "/nowhere", {}, 404, "no route GET /nowhere"),
-    ("GET", "/search", {}, 405, "method GET not allowed"),
+    ("PUT", "/search", {}, 405, "method PUT not allowed"),
     ("POST", "/search", {"content": b"[" * 100_000 + b"]" * 100_000}, 400, "nested too deeply"),
     ("POST", "/search", {"json": {"q": "x", "num": True}}, 400, "num: Value error, must be an integer, not a boolean"),
     ("POST", "/images", {"json": {"q": "x", "num": False}}, 400, "not a boolean"),
     ("POST", "/lens", {"json": {"url": f"{BASE}/zim/{MAXI}/I/x.png", "num": True}}, 400, "not a boolean"),
     ("POST", "/search", {"json": {"q": "ray " * 600}}, 400, "q: String should have at most 2048 characters"),
     # an unclosed IPv6 bracket made urlsplit raise: a 500 before
-    ("GET", "/r/https://[::1/x", {}, 404, "malformed URL"),
+    ("GET", "/r/https://[::1/x", {}, 422, "malformed URL"),
     ("POST", "/lens", {"json": {"url": "https://[::1/x"}}, 400, "malformed URL"),
     # only images are hosted (they are kept in memory)
     ("POST", "/upload", {"content": b"not an image at all", "headers": {"content-type": "image/png"}}, 400,
@@ -358,7 +358,7 @@ async def test_page_fetch_never_touches_the_network(served, monkeypatch):
         external = await c.get("/r/https://example.org/")
         lens = await c.post("/lens", json={"url": "https://example.org/cat.png"})
     assert page.status_code == 200 and page.text.startswith("Title: Ray Charles\n")
-    assert (missing.status_code, external.status_code, lens.status_code) == (404, 404, 400)
+    assert (missing.status_code, external.status_code, lens.status_code) == (422, 422, 400)  # Jina: unreachable
 
 
 # ============================================================================ hardening (attack findings)

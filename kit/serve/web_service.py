@@ -1,37 +1,42 @@
-"""A Serper- and Jina-reader-compatible HTTP service over the local web (issue 17 part 6).
+"""A Serper- and Jina-reader-compatible HTTP service over the local web (issue 17 part 6, issue 28).
 
 :func:`create_app` builds a Starlette (ASGI) app over a :class:`kit.web.zim.LocalZimWeb` with the
 kit's exact-match cache (:class:`kit.web.cache.CachedBackend`) in front, so peers' code written for
-Serper + Jina (MMSearch-R1, OpenSearch-VL, ...) and the kit's own :class:`kit.web.live.SerperBackend`
-run offline against it. Routes (JSON bodies in Serper's shapes; docs/serve_web.md):
+Serper + Jina (MMSearch-R1, OpenSearch-VL, LangChain's ``GoogleSerperAPIWrapper``, ...) and the kit's own
+:class:`kit.web.live.SerperBackend` run offline against it, unchanged but for a host name. Routes
+(docs/serve_web.md; request parsing and answer shapes in :mod:`kit.serve.serper` and :mod:`kit.serve.jina`):
 
-* ``POST /search``  ``{"q", "num"?, "gl"?, "hl"?}`` -> ``{"searchParameters", "organic": [{title,
-  link, snippet, position, date?}], "credits"}`` (Table 4 ``web_search``).
-* ``POST /images``  same body -> ``{"images": [{title, imageUrl, imageWidth, imageHeight,
-  thumbnailUrl, thumbnailWidth, thumbnailHeight, source, domain, link, position}]}``.
-* ``POST /lens``  ``{"url", "num"?}`` where ``url`` is an image of the local archives (a link this
-  service gave) or an upload (``POST /upload``); or the image bytes themselves (``multipart/form-data``
-  field ``image``, or an ``image/*`` body) -> ``{"organic": [{title, link, source, snippet,
-  imageUrl?, thumbnailUrl?, position}], "knowledgeGraph"?}``.
+* ``GET|POST /search``  Serper's parameters (``q``, ``num``, ``page``, ``gl``, ``hl``, ...) from a JSON
+  body, a form body or the query string; a JSON list is a batch -> ``{"searchParameters", "organic":
+  [{title, link, snippet, position, date?}], "credits"}`` (Table 4 ``web_search``).
+* ``GET|POST /images``  same parameters -> ``{"searchParameters", "images": [{title, imageUrl, imageWidth?,
+  imageHeight?, thumbnailUrl, ..., source, domain, link, position}], "credits"}``.
+* ``GET|POST /lens``  ``url`` (an image link this service gave, ``zim://``, or an upload), or the image
+  bytes (``multipart/form-data`` field ``image``, or an ``image/*`` body) -> ``{"searchParameters",
+  "organic": [{title, link, source, snippet, imageUrl?, thumbnailUrl?, position}], "knowledgeGraph"?}``.
 * ``POST /upload``  image bytes (as for ``/lens``) -> ``{"url", "sha256"}``: an image host for
   :class:`~kit.web.live.SerperBackend`'s ``image_uploader`` (kept in this process's memory, LRU).
-* ``GET /r/{url}``  Jina-reader text (``Title:`` / ``URL Source:`` / ``Markdown Content:``; JSON
-  with ``Accept: application/json``) of a local page. ``url`` is a link of this service, a ``zim://``
-  URL or a Wikipedia article URL present in the archives; nothing is ever fetched from the network.
+* Jina's reader: ``GET /r/{url}``, the root form ``GET /{url}``, ``POST /`` and ``POST /r`` with ``url`` in
+  a JSON or form body; ``X-Return-Format``, ``X-Retain-Images``, ``Accept: application/json`` (Jina's
+  envelope) or ``text/event-stream``. ``url`` is a link of this service, a ``zim://`` URL or a Wikipedia
+  article URL present in the archives; nothing is ever fetched from the network, and any other URL is
+  Jina's 422 for an unreachable target.
 * ``GET /zim/{stem}/{path}``  the raw archive entry (HTML page or image bytes) that links point to.
 * ``GET /health``  archives and cache statistics.
+* Any other path (Serper's ``/news``, ``/scholar``, ``/places``, ...): a 404 naming the routes served.
 
-With an ``api_key`` every route needs it (``X-API-KEY``, or ``Authorization: Bearer``) except
-``/health`` (load-balancer probes) and ``/zim/...`` (the archive entries links and ``imageUrl`` point
-to, which generic image downloaders fetch without a key).
+With an ``api_key`` every route needs it (``X-API-KEY``, ``Authorization: Bearer``, a raw ``Authorization``
+key, or Serper's ``?apiKey=``) except ``/health`` (load-balancer probes) and ``/zim/...`` (the archive
+entries links and ``imageUrl`` point to, which generic image downloaders fetch without a key).
 
 Links are ``{base}/zim/<stem>/<entry path>`` (``base``: ``public_url`` or the request's own base
 URL), the HTTP form of the embedded backend's ``zim://<stem>/<path>``.
 
-Bad input never gives a 500 with a traceback: malformed JSON, missing or ill-typed fields, bodies
-over ``max_body_bytes`` (413), unknown routes (404) and methods (405), a wrong key (403), a client
-over its rate (429 with ``Retry-After``) all answer ``{"message", "statusCode", ...}`` JSON; an
-unexpected failure answers a JSON 500 without details (logged here).
+Bad input never gives a 500 with a traceback: malformed bodies, unknown parameters, missing or ill-typed
+fields (400), bodies over ``max_body_bytes`` (413), unknown routes (404) and methods (405), a wrong key
+(403 Serper / 401 reader), a client over its rate (429 with ``Retry-After``) all answer in the route's API
+shape (:func:`error_for`: Serper's ``{"message", "statusCode"}``, Jina's envelope plus ``statusCode`` on the
+reader's routes); an unexpected failure answers a JSON 500 without details (logged here).
 """
 
 from __future__ import annotations
@@ -47,23 +52,28 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kit.harness.tool_spec import MAX_QUERY_CHARS, MAX_URL_CHARS
+from kit.serve import jina, serper
+from kit.serve._http import ServiceError, content_type, read_body
 from kit.serve.auth import check_api_key, key_matches, request_key
-from kit.types import BackendError, ImageHit, RequestRejected, SearchBackend, SearchHit
+from kit.serve.jina import is_reader_path, jina_error
+from kit.serve.serper import (  # noqa: F401 - re-exported: the service's request models and link form
+    ENGINE,
+    MAX_NUM,
+    LensRequest,
+    SearchRequest,
+    service_url,
+)
+from kit.types import BackendError, RequestRejected, SearchBackend
 from kit.web.zim.images import decode_image
 
 log = logging.getLogger(__name__)
-
-MAX_NUM = 100  # Serper's own ceiling on ``num``
-ENGINE = "mmsearch-kit-local"
 
 
 @dataclass(frozen=True)
@@ -91,51 +101,17 @@ class ServiceLimits:
             raise ValueError(f"bad service limits: {self}")
 
 
-class ServiceError(Exception):
-    """An HTTP error answered as ``{"message", "statusCode"}`` JSON."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers
-
-
 def error_response(status: int, message: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    """Serper's error shape: ``{"message", "statusCode"}``."""
     return JSONResponse({"message": message, "statusCode": status, **extra}, status_code=status, headers=headers)
 
 
-# ---------------------------------------------------------------------------------------- requests
-def _no_bool(value: Any) -> Any:
-    # pydantic's lax int takes true as 1: a JSON boolean is never a count
-    if isinstance(value, bool):
-        raise ValueError("must be an integer, not a boolean")
-    return value
-
-
-class SearchRequest(BaseModel):
-    """Body of ``/search`` and ``/images`` (Serper's; other Serper fields are accepted and ignored)."""
-
-    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
-    q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)  # the harness's bound (kit.harness.tool_spec)
-    num: int = Field(10, ge=1, le=MAX_NUM)
-    gl: str = Field("us", max_length=16)
-    hl: str = Field("en", max_length=16)
-    _num_not_bool = field_validator("num", mode="before")(_no_bool)
-
-
-class LensRequest(BaseModel):
-    """JSON body of ``/lens``: an image URL of this service (or ``zim://``) and the result count."""
-
-    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
-    url: str = Field(min_length=1, max_length=MAX_URL_CHARS)
-    num: int = Field(10, ge=1, le=MAX_NUM)
-    gl: str = Field("us", max_length=16)
-    hl: str = Field("en", max_length=16)
-    _num_not_bool = field_validator("num", mode="before")(_no_bool)
-
-
-def _validation_message(err: ValidationError) -> tuple[str, list[dict[str, Any]]]:
-    details = [{"field": ".".join(map(str, e["loc"])) or "(body)", "error": e["msg"]} for e in err.errors()]
-    return "; ".join(f"{d['field']}: {d['error']}" for d in details), details
+def error_for(path: str, status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The error in the shape of the route family ``path`` belongs to: Jina's on the reader's routes
+    (:func:`kit.serve.jina.is_reader_path`), Serper's elsewhere."""
+    if is_reader_path(path):
+        return jina_error(status, message, headers)
+    return error_response(status, message, headers)
 
 
 # ---------------------------------------------------------------------------------------- rate bound
@@ -176,72 +152,35 @@ class _Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        key = request_key(scope["headers"]).decode("latin-1")
+        query = scope.get("query_string", b"")
+        key = request_key(scope["headers"], query).decode("latin-1")
+        path = scope["path"]
         answer = None
         # Open without the key: load-balancer probes, and the archive entries that result links and
         # imageUrl point to (generic image downloaders send no key; the entries are the archive's
         # public content, still rate-bound). Search, reader, lens and upload need it.
-        open_path = scope["path"] == "/health" or scope["path"].startswith("/zim/")
-        if self.api_key and not open_path and not key_matches(scope["headers"], self.api_key):
-            answer = error_response(403, "Unauthorized.")  # Serper's answer to a bad key
+        open_path = path == "/health" or path.startswith("/zim/")
+        if self.api_key and not open_path and not key_matches(scope["headers"], self.api_key, query):
+            # Serper's answer to a bad key is 403 "Unauthorized."; Jina's reader answers 401
+            answer = jina_error(401, "Invalid API key: send it as Authorization: Bearer <key>") \
+                if is_reader_path(path) else error_response(403, "Unauthorized.")
         else:
             client = f"{key}@{(scope.get('client') or ('?', 0))[0]}"
             wait = self.rates.wait_s(client)
             if wait > 0:
-                answer = error_response(429, f"rate limit exceeded: retry in {wait:.2f} s",
-                                        headers={"Retry-After": str(max(1, round(wait + 0.5)))})
+                answer = error_for(path, 429, f"rate limit exceeded: retry in {wait:.2f} s",
+                                   headers={"Retry-After": str(max(1, round(wait + 0.5)))})
             else:
                 length = headers.get("content-length", "")
                 if length.isdigit() and int(length) > self.limits.max_body_bytes:
-                    answer = error_response(413, f"request body of {length} bytes is over the "
-                                                 f"{self.limits.max_body_bytes}-byte limit")
+                    answer = error_for(path, 413, f"request body of {length} bytes is over the "
+                                                  f"{self.limits.max_body_bytes}-byte limit")
         if answer is not None:
             return await answer(scope, receive, send)
         return await self.app(scope, receive, send)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, at most ``limit`` bytes even when no Content-Length was sent (413 otherwise)."""
-    chunks, n = [], 0
-    async for chunk in request.stream():
-        n += len(chunk)
-        if n > limit:
-            raise ServiceError(413, f"request body is over the {limit}-byte limit")
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    request._body = body  # starlette's cache: request.form() parses these bytes, not the spent stream
-    return body
-
-
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The JSON object of the body (400 for malformed JSON or anything but an object)."""
-    import json
-
-    body = await read_body(request, limit)
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ServiceError(400, f"malformed JSON body: {e}") from None
-    except RecursionError:  # e.g. "[" * 100000: the parser's stack, not the service, gives up
-        raise ServiceError(400, "malformed JSON body: nested too deeply") from None
-    if not isinstance(data, dict):
-        raise ServiceError(400, f"the JSON body must be an object, got {type(data).__name__}")
-    return data
-
-
-def _validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise ServiceError(400, _validation_message(e)[0]) from None
-
-
 # ---------------------------------------------------------------------------------------- URLs
-def service_url(url: str, base: str) -> str:
-    """``zim://<stem>/<path>`` -> ``{base}/zim/<stem>/<path>`` (percent-encoding kept); others as is."""
-    return f"{base}/zim/{url[6:]}" if url.startswith("zim://") else url
-
-
 def local_url(url: str) -> str:
     """The local web's URL for ``url``: a service link (``http(s)://<any host>/zim/<stem>/<path>``) ->
     ``zim://<stem>/<path>``; anything else unchanged (``zim://`` and Wikipedia URLs are read by the
@@ -303,9 +242,9 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
         web: a :class:`kit.web.zim.LocalZimWeb` (reads archive entries for ``/zim`` links and lens URLs).
         backend: what answers the four operations; default ``web`` itself. :mod:`kit.serve.web_cli`
             passes ``CachedBackend(web, cache)`` (the exact-match cache in front).
-        api_key: required as ``X-API-KEY`` (or ``Authorization: Bearer``) on every route but
-            ``/health`` when set; ``None``: any key is accepted (loopback use; the CLI refuses a
-            non-loopback bind without one). The ``Bearer`` scheme is case-insensitive; keys are
+        api_key: required as ``X-API-KEY`` (or ``Authorization: Bearer``, a raw ``Authorization`` key,
+            ``?apiKey=``) on every route but ``/health`` and ``/zim/...`` when set; ``None``: any key is
+            accepted (loopback use; the CLI refuses a non-loopback bind without one). The ``Bearer`` scheme is case-insensitive; keys are
             compared as bytes (:mod:`kit.serve.auth`).
         limits: :class:`ServiceLimits` (body size, per-client rate, uploads).
         public_url: base of the links handed out (e.g. the load balancer's URL); default the
@@ -329,56 +268,59 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
 
         return await asyncio.to_thread(read)
 
-    def hit_json(h: SearchHit, base: str, position: int) -> dict[str, Any]:
-        item = {"title": h.title, "link": service_url(h.url, base), "snippet": h.snippet, "position": position}
-        return {**item, "date": h.date} if h.date else item
+    archive_dates = {a.date for a in getattr(web, "archives", []) if getattr(a, "date", None)}
+
+    async def serper_search(request: Request, kind: str) -> Response:
+        data = await serper.serper_params(request, limits.max_body_bytes)
+        if isinstance(data, list):  # a batch: one answer per query, in order
+            return JSONResponse(list(await asyncio.gather(*(one_search(request, d, kind) for d in data))))
+        return JSONResponse(await one_search(request, data, kind))
+
+    async def one_search(request: Request, data: dict[str, Any], kind: str) -> dict[str, Any]:
+        req = serper.validated(SearchRequest, data, kind)
+        base, echo = base_of(request), serper.echo(req, data, kind)
+        want = serper.depth(req.num, req.page)
+        if kind == "search":
+            hits = await backend.search(req.q, want) if (req.page - 1) * req.num < want else []
+            return {"searchParameters": echo, "organic": [serper.organic_json(h, base, i, archive_dates) for i, h in
+                                                          serper.page_of(hits, req.num, req.page)], "credits": 1}
+        images = await backend.image_search(req.q, want) if (req.page - 1) * req.num < want else []
+        shown = serper.page_of(images, req.num, req.page)
+        return {"searchParameters": echo, "images": [serper.image_json(h, base, i, _image_size(h.content))
+                                                     for i, h in shown], "credits": 1}
 
     async def search(request: Request) -> Response:
-        req = _validated(SearchRequest, await read_json(request, limits.max_body_bytes))
-        hits = await backend.search(req.q, req.num)
-        base = base_of(request)
-        return JSONResponse({"searchParameters": {**req.model_dump(), "type": "search", "engine": ENGINE},
-                             "organic": [hit_json(h, base, i) for i, h in enumerate(hits, 1)], "credits": 1})
-
-    def image_json(h: ImageHit, base: str, position: int) -> dict[str, Any]:
-        url = service_url(h.image_url, base)
-        item: dict[str, Any] = {"title": h.title, "imageUrl": url}
-        size = _image_size(h.content)
-        if size:
-            item |= {"imageWidth": size[0], "imageHeight": size[1]}
-        item["thumbnailUrl"] = url  # the archives keep one size: the thumbnail is the image
-        if size:
-            item |= {"thumbnailWidth": size[0], "thumbnailHeight": size[1]}
-        return item | {"source": h.domain, "domain": h.domain, "link": service_url(h.page_url, base),
-                       "position": position}
+        return await serper_search(request, "search")
 
     async def images(request: Request) -> Response:
-        req = _validated(SearchRequest, await read_json(request, limits.max_body_bytes))
-        hits = await backend.image_search(req.q, req.num)
-        base = base_of(request)
-        return JSONResponse({"searchParameters": {**req.model_dump(), "type": "images", "engine": ENGINE},
-                             "images": [image_json(h, base, i) for i, h in enumerate(hits, 1)], "credits": 1})
+        return await serper_search(request, "images")
 
     async def image_from_body(request: Request) -> tuple[bytes, dict[str, Any]]:
-        """(image bytes, request echo) of a lens/upload request: JSON ``url``, multipart ``image``, raw bytes."""
-        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if ctype in ("", "application/json"):
-            req = _validated(LensRequest, await read_json(request, limits.max_body_bytes))
-            return await image_for_url(req.url), req.model_dump()
+        """(image bytes, request echo) of a lens/upload request: ``url`` (JSON, form or query string),
+        multipart ``image``, or the raw bytes."""
+        ctype = content_type(request)
+        if request.method == "GET" or ctype in ("", "application/json", "text/plain",
+                                                 "application/x-www-form-urlencoded"):
+            data = await serper.serper_params(request, limits.max_body_bytes)
+            if isinstance(data, list):
+                raise ServiceError(400, "/lens takes one image at a time: send a JSON object, not a list")
+            req = serper.validated(LensRequest, data, "lens")
+            return await image_for_url(req.url), serper.echo(req, data, "lens")
         body = await read_body(request, limits.max_body_bytes)
-        num = request.query_params.get("num", "10")
+        params = serper.query_params(request)
         if ctype == "multipart/form-data":
             async with request.form(max_files=1, max_fields=8) as form:
                 upload = form.get("image")
                 if upload is None or isinstance(upload, str):
                     raise ServiceError(400, "multipart body needs a file field named 'image'")
                 body = await upload.read()
-                num = str(form.get("num") or num)
+                params |= {k: v for k, v in form.items() if k != "image" and isinstance(v, str)}
         elif not (ctype.startswith("image/") or ctype == "application/octet-stream"):
             raise ServiceError(415, f"unsupported content type {ctype!r}: send JSON, multipart/form-data or image bytes")
         if not body:
             raise ServiceError(400, "empty image upload")
-        return body, _validated(LensRequest, {"url": "upload", "num": num}).model_dump() | {"url": None}
+        req = serper.validated(LensRequest, {"url": "upload", **params}, "lens")
+        return body, serper.echo(req, params, "lens") | {"url": None}
 
     async def image_for_url(url: str) -> bytes:
         try:
@@ -402,7 +344,7 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
 
     async def lens(request: Request) -> Response:
         image, echo = await image_from_body(request)
-        result = await backend.reverse_image_search(image, echo["num"])
+        result = await backend.reverse_image_search(image, echo.get("num", 10))
         base = base_of(request)
         thumbs = {t.page_url: t for t in result.thumbnails}
         organic = []
@@ -413,7 +355,7 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
                 url = service_url(thumbs[p.url].image_url, base)
                 item |= {"imageUrl": url, "thumbnailUrl": url}
             organic.append(item | {"position": i})
-        out: dict[str, Any] = {"searchParameters": {**echo, "type": "lens", "engine": ENGINE}, "organic": organic}
+        out: dict[str, Any] = {"searchParameters": echo, "organic": organic}
         if result.knowledge_graph is not None:
             kg = result.knowledge_graph
             out["knowledgeGraph"] = {"title": kg.title, "description": kg.description,
@@ -429,21 +371,40 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
         digest = uploads.put(image)
         return JSONResponse({"url": f"{base_of(request)}/uploads/{digest}", "sha256": digest})
 
-    async def reader(request: Request) -> Response:
-        target = _raw_tail(request, "/r/")
-        if not target:
-            raise ServiceError(400, "no URL: GET /r/<url>")
+    async def read_page(request: Request, target: str, body: dict[str, Any]) -> Response:
+        """The Jina reader's answer for ``target`` (:mod:`kit.serve.jina`)."""
+        opts = jina.reader_options(request, body)  # a bad option is a 400 before any archive is read
+        target = jina.clean_target(target)
         try:
             page = await backend.fetch(local_url(target))
+            html = None
+            if opts.fmt == "html":
+                mime, data = await entry_bytes(page.url)
+                html = data.decode("utf-8", "replace") if mime.startswith("text/") else \
+                    f'<img src="{service_url(page.url, base_of(request))}">'
         except BackendError as e:  # a page the archives do not hold (never fetched from the web)
-            raise (e if e.retryable or isinstance(e, RequestRejected) else ServiceError(404, str(e))) from None
+            if e.retryable or isinstance(e, RequestRejected):
+                raise
+            # Jina's answer to a target it cannot reach: 422 AssertionFailureError, no page text
+            raise ServiceError(422, f"Failed to goto {target}: not in the local archives ({e})") from None
         base = base_of(request)
-        url = service_url(page.url, base)
         markdown = page.markdown.replace("zim://", f"{base}/zim/")  # image/link URLs a client can GET
-        if "application/json" in request.headers.get("accept", ""):
-            return JSONResponse({"code": 200, "status": 20000,
-                                 "data": {"title": page.title, "url": url, "content": markdown}})
-        return PlainTextResponse(f"Title: {page.title}\n\nURL Source: {url}\n\nMarkdown Content:\n{markdown}")
+        return jina.reader_answer(page.title, service_url(page.url, base), markdown, html, opts)
+
+    async def reader(request: Request) -> Response:
+        body = await jina.reader_body(request, limits.max_body_bytes)
+        return await read_page(request, _raw_tail(request, "/r/") or body.get("url", ""), body)
+
+    async def reader_post(request: Request) -> Response:  # POST / and POST /r: the URL in the body
+        body = await jina.reader_body(request, limits.max_body_bytes)
+        return await read_page(request, body.get("url", ""), body)
+
+    async def root(request: Request) -> Response:
+        """``GET /<url>`` (Jina's root form); any other path: a Serper-shaped 404 naming the endpoints."""
+        tail = _raw_tail(request, "/")
+        if request.method in ("GET", "HEAD") and (not tail or jina.is_root_target(tail)):
+            return await read_page(request, tail, {})  # "GET /" alone: the reader's 400 "no URL"
+        raise ServiceError(404, serper.not_served(request.method, request.url.path.lstrip("/")))
 
     async def entry(request: Request) -> Response:
         try:
@@ -461,10 +422,14 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
         return JSONResponse({"status": "ok", "archives": [a.stem for a in getattr(web, "archives", [])],
                              "cache": dict(cache.stats) if cache is not None else None})
 
-    routes = [Route("/search", search, methods=["POST"]), Route("/images", images, methods=["POST"]),
-              Route("/lens", lens, methods=["POST"]), Route("/upload", upload, methods=["POST"]),
-              Route("/r/{url:path}", reader, methods=["GET"]), Route("/zim/{rest:path}", entry, methods=["GET"]),
-              Route("/health", health, methods=["GET"])]
+    get_post = ["GET", "POST"]
+    routes = [Route("/search", search, methods=get_post), Route("/images", images, methods=get_post),
+              Route("/lens", lens, methods=get_post), Route("/upload", upload, methods=["POST"]),
+              Route("/r/{url:path}", reader, methods=get_post), Route("/r", reader_post, methods=["POST"]),
+              Route("/", reader_post, methods=["POST"]), Route("/zim/{rest:path}", entry, methods=["GET"]),
+              Route("/health", health, methods=["GET"]),
+              # last: the reader's root form GET /<url>, and the 404 of every other path (Serper's /news ...)
+              Route("/{rest:path}", root, methods=get_post)]
     app = Starlette(routes=routes, exception_handlers={
         ServiceError: _service_error, HTTPException: _http_error, BackendError: _backend_error,
         Exception: _internal_error})
@@ -474,14 +439,14 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
 
 async def _service_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
-    return error_response(exc.status, exc.message, exc.headers)
+    return error_for(request.url.path, exc.status, exc.message, exc.headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = {404: f"no route {request.method} {request.url.path}", 405: f"method {request.method} not allowed on "
                f"{request.url.path}"}.get(exc.status_code, str(exc.detail))
-    return error_response(exc.status_code, message, dict(exc.headers) if exc.headers else None)
+    return error_for(request.url.path, exc.status_code, message, dict(exc.headers) if exc.headers else None)
 
 
 async def _backend_error(request: Request, exc: Exception) -> Response:
@@ -497,9 +462,9 @@ async def _backend_error(request: Request, exc: Exception) -> Response:
         status = 404
     else:
         status = 400
-    return error_response(status, text)
+    return error_for(request.url.path, status, text)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.exception("serve-web: %s %s failed", request.method, request.url.path, exc_info=exc)
-    return error_response(500, f"internal error ({type(exc).__name__}); details are in the service log")
+    return error_for(request.url.path, 500, f"internal error ({type(exc).__name__}); details are in the service log")

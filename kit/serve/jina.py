@@ -1,0 +1,192 @@
+"""Jina Reader's request and answer shapes for serve-web (:mod:`kit.serve.web_service`).
+
+Requests, as Jina's clients send them: ``GET /r/<url>``, the root form ``GET /<url>`` (what
+``https://r.jina.ai/<url>`` is once the host is this service), and ``POST /`` or ``POST /r`` with ``url`` in a
+JSON or form body (:data:`BODY_FIELDS` are read; another name is a 400). Options:
+
+* ``X-Return-Format`` (or Jina's older ``X-Respond-With``; body ``respondWith``): ``markdown`` (default),
+  ``text`` or ``html``; ``screenshot``/``pageshot`` (no browser here) and any other value are a 400.
+* ``X-Retain-Images`` (body ``retainImages``): ``all`` (default) or ``none`` (images dropped); others: 400.
+* ``Accept: application/json``: Jina's envelope ``{"code": 200, "status": 20000, "data": {"title",
+  "description", "url", "content", "usage": {"tokens"}}}`` (``html`` / ``text`` formats also carry the
+  content under that name, as Jina does); ``Accept: text/event-stream``: one ``event: data`` whose ``data``
+  is that object. Otherwise text: markdown as ``Title: / URL Source: / Markdown Content:``, text and html as
+  the content alone.
+
+``usage.tokens`` is an estimate (4 characters a token); ``description`` is ``""`` (archive pages carry no
+meta description). Other ``X-`` headers (``X-No-Cache``, ``X-Timeout``, selectors) are accepted and have no
+effect: the archives are a fixed snapshot.
+
+Errors: Jina's shape ``{"data": null, "code", "name", "status", "message", "readableMessage"}`` plus the kit's
+``statusCode``. A target the archives do not hold is Jina's answer to an unreachable target: 422
+``AssertionFailureError`` (status 42206), never a page of text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from kit.harness.tool_spec import MAX_URL_CHARS
+from kit.serve._http import ServiceError, content_type, parse_json, parse_pairs, read_body
+
+FORMATS = ("markdown", "text", "html")
+NO_BROWSER_FORMATS = ("screenshot", "pageshot")
+RETAIN_IMAGES = ("all", "none")
+BODY_FIELDS = ("url", "respondWith", "retainImages", "noCache", "timeout", "withGeneratedAlt", "withLinksSummary",
+               "withImagesSummary", "targetSelector", "removeSelector", "waitForSelector", "tokenBudget")
+#: Jina's error names and status codes, by HTTP status (400, 401, 422, 429 as Jina answers them).
+_ERRORS = {400: ("ParamValidationError", 40001), 401: ("AuthenticationFailedError", 40103),
+           403: ("AuthenticationFailedError", 40303), 404: ("ResourceNotFoundError", 40401),
+           405: ("MethodNotAllowedError", 40501), 413: ("RequestTooLargeError", 41301),
+           415: ("UnsupportedMediaTypeError", 41501), 422: ("AssertionFailureError", 42206),
+           429: ("RateLimitTriggeredError", 42903), 500: ("InternalServerError", 50000),
+           503: ("ServiceUnavailableError", 50301)}
+_URL_START = re.compile(r"(?i)(https?|zim)(:|%3a)")
+_ONE_SLASH = re.compile(r"(?i)^(https?|zim):/(?!/)")
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_EMPTY_LINK = re.compile(r"\[\s*\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_HTML_IMG = re.compile(r"<img\b[^>]*>", re.I)
+
+
+def is_reader_path(path: str) -> bool:
+    """True for the reader's routes: ``/``, ``/r``, ``/r/...`` and the root form ``/<url>``."""
+    return path in ("/", "/r") or path.startswith("/r/") or _URL_START.match(path[1:]) is not None
+
+
+def is_root_target(tail: str) -> bool:
+    """True when ``tail`` (the path after ``/``) is a URL for the root form (``http(s)://``, ``zim://``, or
+    those percent-encoded); anything else is a route of its own (or a 404)."""
+    return _URL_START.match(tail) is not None
+
+
+def clean_target(target: str) -> str:
+    """The URL to read: percent-decoded once when the whole URL was encoded (``https%3A%2F%2F...``), a
+    ``https:/x`` (a proxy merged the slashes) repaired.
+
+    Raises:
+        ServiceError: 400 no URL, or one over the harness's URL bound.
+    """
+    target = target.strip()
+    if not target:
+        raise ServiceError(400, "no URL: GET /r/<url>, GET /<url>, or POST / with {\"url\": ...}")
+    if len(target) > MAX_URL_CHARS:
+        raise ServiceError(400, f"URL of {len(target)} characters is over the {MAX_URL_CHARS}-character limit")
+    if re.match(r"(?i)(https?|zim)%3a", target):
+        target = unquote(target)
+    return _ONE_SLASH.sub(lambda m: f"{m.group(1)}://", target)
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    """What one reader request asks for: format, images kept, and the answer's media type."""
+
+    fmt: str = "markdown"
+    retain_images: bool = True
+    answer: str = "text"  # "text", "json" or "sse"
+
+
+def _choice(value: str, allowed: tuple[str, ...], what: str, extra: str = "") -> str:
+    v = value.strip().lower()
+    if v not in allowed:
+        raise ServiceError(400, f"{what} {value!r} is not supported{extra}: use one of {', '.join(allowed)}")
+    return v
+
+
+def reader_options(request: Request, body: dict[str, Any]) -> ReaderOptions:
+    """The options of a reader request (module docstring); 400 for a value this service cannot honour."""
+    h = request.headers
+    fmt = str(body.get("respondWith") or h.get("x-return-format") or h.get("x-respond-with") or "markdown")
+    extra = " (no browser renders pages here)" if fmt.strip().lower() in NO_BROWSER_FORMATS else ""
+    fmt = _choice(fmt, FORMATS, "return format", extra)
+    retain = _choice(str(body.get("retainImages") or h.get("x-retain-images") or "all"), RETAIN_IMAGES,
+                     "X-Retain-Images")
+    accept = h.get("accept", "").lower()
+    answer = "sse" if "text/event-stream" in accept else "json" if "application/json" in accept else "text"
+    return ReaderOptions(fmt, retain == "all", answer)
+
+
+async def reader_body(request: Request, limit: int) -> dict[str, Any]:
+    """The JSON or form body of ``POST /`` / ``POST /r`` (``{}`` for none).
+
+    Raises:
+        ServiceError: 400 malformed, not an object, an unknown field or a ``url`` that is not a string;
+            413 over ``limit``; 415 another content type.
+    """
+    if request.method not in ("POST", "PUT"):
+        return {}
+    body = await read_body(request, limit)
+    ctype = content_type(request)
+    if ctype == "application/x-www-form-urlencoded":
+        data: Any = parse_pairs(body, "form body")
+    elif ctype in ("", "application/json", "text/plain"):
+        data = parse_json(body)
+    else:
+        raise ServiceError(415, f"unsupported content type {ctype!r}: send JSON or a form body with \"url\"")
+    if not isinstance(data, dict):
+        raise ServiceError(400, f"the JSON body must be an object, got {type(data).__name__}")
+    unknown = sorted(k for k in data if k not in BODY_FIELDS)
+    if unknown:
+        raise ServiceError(400, f"unknown field {unknown[0]!r}: this reader reads {', '.join(BODY_FIELDS)}")
+    if "url" in data and not isinstance(data["url"], str):
+        raise ServiceError(400, f"url must be a string, got {type(data['url']).__name__}")
+    return data
+
+
+def markdown_text(markdown: str) -> str:
+    """Plain text of the reader's Markdown: images dropped, links as their text, heading marks, emphasis and
+    table rules removed."""
+    text = _LINK.sub(r"\1", _EMPTY_LINK.sub("", _IMAGE.sub("", markdown)))
+    text = re.sub(r"(?m)^#{1,6}\s+", "", text)
+    text = re.sub(r"(\*\*|__)(.+?)\1", r"\2", text)
+    text = re.sub(r"(?m)^\s*\|?(\s*:?-{3,}:?\s*\|)+\s*:?-*:?\s*$", "", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def without_images(markdown: str) -> str:
+    return re.sub(r"\n{3,}", "\n\n", _EMPTY_LINK.sub("", _IMAGE.sub("", markdown)))
+
+
+def reader_answer(title: str, url: str, markdown: str, html: str | None, opts: ReaderOptions) -> Response:
+    """The reader's answer for one page (``markdown`` with service URLs; ``html``: the entry, for that format)."""
+    if opts.fmt == "html":
+        content = html if html is not None else ""
+        if not opts.retain_images:
+            content = _HTML_IMG.sub("", content)
+    elif opts.fmt == "text":
+        content = markdown_text(markdown)
+    else:
+        content = markdown if opts.retain_images else without_images(markdown)
+    if opts.answer == "text":
+        if opts.fmt == "markdown":
+            return PlainTextResponse(f"Title: {title}\n\nURL Source: {url}\n\nMarkdown Content:\n{content}")
+        return PlainTextResponse(content)
+    data: dict[str, Any] = {"title": title, "description": "", "url": url, "content": content}
+    if opts.fmt != "markdown":
+        data[opts.fmt] = content
+    data["usage"] = {"tokens": math.ceil(len(content) / 4)}
+    if opts.answer == "json":
+        return JSONResponse({"code": 200, "status": 20000, "data": data})
+    event = f"event: data\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+    return Response(event, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def jina_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """An error in Jina's shape (plus ``statusCode``, the kit's error field on every route)."""
+    name, code = _ERRORS.get(status, ("ServiceError", status * 100))
+    return JSONResponse({"data": None, "code": status, "name": name, "status": code, "message": message,
+                         "readableMessage": f"{name}: {message}", "statusCode": status},
+                        status_code=status, headers=headers)
+
+
+__all__ = ["BODY_FIELDS", "FORMATS", "RETAIN_IMAGES", "ReaderOptions", "clean_target", "is_reader_path",
+           "is_root_target", "jina_error", "markdown_text", "reader_answer", "reader_body", "reader_options",
+           "without_images"]
