@@ -29,7 +29,7 @@ __all__ = [
     "EXIF_ORIENTATION", "MAX_ASPECT_RATIO", "MAX_FILE_BYTES", "MAX_PIXELS", "MIN_STRUCTURE", "ORIENTATION_APPLIED",
     "RASTER_FORMATS", "SAME_PICTURE_COLOUR_DISTANCE", "SAME_PICTURE_DISTANCE", "SAME_PICTURE_LUMA_DISTANCE",
     "ImageError", "ImageRejected", "PictureMatch", "colour_distance", "colour_signature", "decode_image",
-    "encode_png", "flatten_rgb", "hash_distance", "image_hashes", "load_image_file", "picture_hashes",
+    "encode_png", "flatten_rgb", "has_structure", "hash_distance", "image_hashes", "load_image_file", "picture_hashes",
     "read_regular_file", "same_picture", "was_reoriented",
 ]
 
@@ -248,6 +248,13 @@ def _tone(img: Image.Image) -> tuple[float, float]:
     grey = img.convert("L")
     thumb = grey.resize((32, 32), Image.Resampling.BOX)
     return ImageStat.Stat(grey).mean[0], ImageStat.Stat(thumb).stddev[0]
+
+
+def has_structure(img: Image.Image) -> bool:
+    """Whether ``img`` (any mode; flattened on white) has the spatial structure perceptual hashes read: the grey
+    32 x 32 thumbnail's standard deviation is at least :data:`MIN_STRUCTURE`. A flat colour or a blank pictogram
+    has none: its hashes match every other flat image."""
+    return _tone(flatten_rgb(img))[1] >= MIN_STRUCTURE
 
 
 def colour_distance(a: bytes, b: bytes) -> float:

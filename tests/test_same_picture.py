@@ -89,3 +89,29 @@ async def test_the_image_judge_never_matches_flat_images(flats):
 
 def test_thresholds_are_sane():
     assert 0 < MIN_STRUCTURE < 5.8 and 38.9 < SAME_PICTURE_LUMA_DISTANCE < 127
+
+
+def test_reverse_search_refuses_a_query_image_without_structure(data_dir):
+    """A flat query image hashes like every flat image in the archives: the local web refuses it with a reason
+    (a structured tool error), and a real photo of the archive still finds its page."""
+    import io
+
+    from PIL import Image
+
+    from kit.paths import zim_paths
+    from kit.types import RequestRejected
+    from kit.web.zim import LocalZimWeb
+
+    found = [p for p in zim_paths(data_dir) if p.stem == "wikipedia_en_ray_charles_maxi_2023-09"]
+    if not found:
+        pytest.skip("shared ZIM archive missing")
+    web = LocalZimWeb(found)
+    web.ensure_ready()
+    for colour in ("white", "black", (128, 128, 128)):
+        buf = io.BytesIO()
+        Image.new("RGB", (300, 200), colour).save(buf, "PNG")
+        with pytest.raises(RequestRejected, match="no spatial structure"):
+            web.reverse_image_search_sync(buf.getvalue(), 5)
+    arch = web.archives[0]
+    photo = arch.read(arch.entry(arch.images[0].path))[1]
+    assert web.reverse_image_search_sync(photo, 5).pages

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from kit.images import has_structure
 from kit.paths import cache_dir
 from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, RequestRejected, ReverseImageResult, SearchHit
 from kit.web.text_clean import MIN_IMAGE_LONG_SIDE, MIN_IMAGE_SIDE, normalize_text
@@ -243,9 +244,9 @@ class LocalZimWeb:
         :func:`bm25_bound`-normalized scores. URLs are percent-encoded (:mod:`kit.web.urls`).
         Returns hits with title, ``zim://`` URL, a query-relevant snippet
         (at most 250 characters around the earliest densest cluster of query words, bounded work
-        per hit: :func:`~kit.web.zim.snippets.make_snippet`) and the archive's snapshot
-        date (ZIM ``Date`` metadata). A query with no indexable word (only punctuation or stop
-        words) returns ``[]``.
+        per hit: :func:`~kit.web.zim.snippets.make_snippet`) and no ``date`` (the archive's
+        snapshot date is not when a page was published). A query with no indexable word (only
+        punctuation or stop words) returns ``[]``.
 
         Raises:
             BackendError: empty/whitespace query, non-string query, ``num`` < 1; a store that
@@ -268,7 +269,7 @@ class LocalZimWeb:
             # the store's copy of the text (the index does not store it)
             path, title, _, body = records[key >> 40][key & _ITEM_MASK]
             out.append(SearchHit(title=title, url=arch.url(path),
-                                 snippet=make_snippet(body, keys, li.analyzer), date=arch.date))
+                                 snippet=make_snippet(body, keys, li.analyzer)))
         return out
 
     async def search(self, query: str, num: int) -> list[SearchHit]:
@@ -387,7 +388,8 @@ class LocalZimWeb:
 
         Raises:
             RequestRejected: bytes that are empty, not an image, corrupt, truncated, over
-                ``PIL.Image.MAX_IMAGE_PIXELS``, or an image too small to search by.
+                ``PIL.Image.MAX_IMAGE_PIXELS``, an image too small to search by, or one without spatial
+                structure (:func:`kit.images.has_structure`: a flat colour matches every flat image).
             BackendError: ``num`` < 1.
         """
         self._check_num(num)
@@ -401,6 +403,9 @@ class LocalZimWeb:
                 f"(needs at least {MIN_IMAGE_LONG_SIDE} px on its long side and "
                 f"{MIN_IMAGE_SIDE} px on its short side)"
             )
+        if not has_structure(img):  # a flat colour hashes like every other flat image: no match would mean anything
+            raise RequestRejected("the image has no spatial structure to search by (a flat colour or a blank "
+                                  "pictogram): its perceptual hash matches any other such image")
         self.ensure_ready()
         ph, dh = image_hashes(img)
         matches = []  # (distance, archive index, image index)
@@ -452,7 +457,7 @@ class LocalZimWeb:
             arch = self.archives[ai]
             snippet = occ["caption"] or occ["page_first"]
             pages.append(SearchHit(title=occ["page_title"], url=arch.url(occ["page_path"]),
-                                   snippet=_clip(snippet, SNIPPET_CHARS), date=arch.date))
+                                   snippet=_clip(snippet, SNIPPET_CHARS)))
         kg = None
         if shown and shown[0][0][0] <= STRONG_DISTANCE:
             (_, _, ai, _), occ = shown[0]
