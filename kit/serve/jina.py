@@ -13,6 +13,10 @@ JSON or form body (:data:`BODY_FIELDS` are read; another name is a 400). Options
   is that object. Otherwise text: markdown as ``Title: / URL Source: / Markdown Content:``, text and html as
   the content alone.
 
+Search, as ``https://s.jina.ai/<query>`` is called: ``GET /s/<query>``, ``GET /s?q=...`` or ``POST /s`` with
+``{"q"}`` (``num``/``count`` 1..10, default 5): the local web's top hits, each page read as the reader reads it
+(the same format and image options), the hit's snippet as ``description`` (:func:`search_answer`).
+
 ``usage.tokens`` is an estimate (4 characters a token); ``description`` is ``""`` (archive pages carry no
 meta description). Other ``X-`` headers (``X-No-Cache``, ``X-Timeout``, selectors) are accepted and have no
 effect: the archives are a fixed snapshot.
@@ -58,8 +62,10 @@ _HTML_IMG = re.compile(r"<img\b[^>]*>", re.I)
 
 
 def is_reader_path(path: str) -> bool:
-    """True for the reader's routes: ``/``, ``/r``, ``/r/...`` and the root form ``/<url>``."""
-    return path in ("/", "/r") or path.startswith("/r/") or _URL_START.match(path[1:]) is not None
+    """True for Jina's routes: the reader's ``/``, ``/r``, ``/r/...``, the root form ``/<url>``, and search's
+    ``/s`` and ``/s/...``."""
+    return (path in ("/", "/r", "/s") or path.startswith(("/r/", "/s/"))
+            or _URL_START.match(path[1:]) is not None)
 
 
 def is_root_target(tail: str) -> bool:
@@ -179,6 +185,60 @@ def reader_answer(title: str, url: str, markdown: str, html: str | None, opts: R
     return Response(event, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
+#: results of one Jina search (s.jina.ai reads the top five pages); ``num``/``count`` may ask for 1 to 10
+SEARCH_DEFAULT, SEARCH_MAX = 5, 10
+SEARCH_FIELDS = ("q", "num", "count", "respondWith", "retainImages", "noCache", "timeout")
+
+
+def search_request(query_path: str, params: dict[str, Any]) -> tuple[str, int]:
+    """``(query, results)`` of a Jina search: the query from the path (``/s/<query>``, percent-decoded) or ``q``;
+    the count from ``num`` or ``count`` (default :data:`SEARCH_DEFAULT`).
+
+    Raises:
+        ServiceError: 400 no query, one over 1,000 characters, a count outside 1..SEARCH_MAX, an unknown field.
+    """
+    unknown = sorted(k for k in params if k not in SEARCH_FIELDS)
+    if unknown:
+        raise ServiceError(400, f"unknown field {unknown[0]!r}: search reads {', '.join(SEARCH_FIELDS)}")
+    q = unquote(query_path).strip() or str(params.get("q") or "").strip()
+    if not q:
+        raise ServiceError(400, "no query: GET /s/<query>, GET /s?q=..., or POST /s with {\"q\": ...}")
+    if len(q) > 1000:
+        raise ServiceError(400, f"query of {len(q)} characters is over the 1000-character limit")
+    raw = params.get("num", params.get("count", SEARCH_DEFAULT))
+    try:
+        n = int(raw)
+        if isinstance(raw, bool) or str(raw).strip() != str(n):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ServiceError(400, f"num must be an integer from 1 to {SEARCH_MAX}, got {raw!r}") from None
+    if not 1 <= n <= SEARCH_MAX:
+        raise ServiceError(400, f"num must be from 1 to {SEARCH_MAX}, got {n}")
+    return q, n
+
+
+def search_answer(results: list[tuple[str, str, str, str]], opts: ReaderOptions) -> Response:
+    """Jina search's answer for ``results`` (``(title, url, description, markdown)`` each, read pages): text as
+    ``[i] Title: / [i] URL Source: / [i] Description: / [i] Markdown Content:`` blocks, or with
+    ``Accept: application/json`` ``{"code": 200, "status": 20000, "data": [{"title", "url", "description",
+    "content", "usage"}]}`` (one ``event: data`` per result for ``text/event-stream``)."""
+    items = []
+    for title, url, description, markdown in results:
+        content = (markdown_text(markdown) if opts.fmt == "text"
+                   else markdown if opts.retain_images else without_images(markdown))
+        items.append({"title": title, "url": url, "description": description, "content": content,
+                      "usage": {"tokens": math.ceil(len(content) / 4)}})
+    if opts.answer == "json":
+        return JSONResponse({"code": 200, "status": 20000, "data": items})
+    if opts.answer == "sse":
+        events = "".join(f"event: data\ndata: {json.dumps(d, ensure_ascii=False)}\n\n" for d in items)
+        return Response(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    blocks = [f"[{i}] Title: {d['title']}\n[{i}] URL Source: {d['url']}\n[{i}] Description: {d['description']}\n"
+              f"[{i}] {'Markdown Content' if opts.fmt == 'markdown' else 'Content'}:\n{d['content']}"
+              for i, d in enumerate(items, 1)]
+    return PlainTextResponse("\n\n".join(blocks))
+
+
 def jina_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """An error in Jina's shape (plus ``statusCode``, the kit's error field on every route)."""
     name, code = _ERRORS.get(status, ("ServiceError", status * 100))
@@ -187,6 +247,6 @@ def jina_error(status: int, message: str, headers: dict[str, str] | None = None)
                         status_code=status, headers=headers)
 
 
-__all__ = ["BODY_FIELDS", "FORMATS", "RETAIN_IMAGES", "ReaderOptions", "clean_target", "is_reader_path",
-           "is_root_target", "jina_error", "markdown_text", "reader_answer", "reader_body", "reader_options",
-           "without_images"]
+__all__ = ["BODY_FIELDS", "FORMATS", "RETAIN_IMAGES", "SEARCH_DEFAULT", "SEARCH_FIELDS", "SEARCH_MAX", "ReaderOptions",
+           "clean_target", "is_reader_path", "is_root_target", "jina_error", "markdown_text", "reader_answer",
+           "reader_body", "reader_options", "search_answer", "search_request", "without_images"]

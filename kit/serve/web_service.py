@@ -399,6 +399,27 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
         body = await jina.reader_body(request, limits.max_body_bytes)
         return await read_page(request, body.get("url", ""), body)
 
+    async def jina_search(request: Request) -> Response:
+        """Jina search (``s.jina.ai``): the top hits of the local web, each page read (:mod:`kit.serve.jina`)."""
+        body = await serper.serper_params(request, limits.max_body_bytes) if request.method == "POST" else {}
+        if isinstance(body, list):
+            raise ServiceError(400, "search takes one query: send a JSON object, not a list")
+        params = {**serper.query_params(request), **body}
+        opts = jina.reader_options(request, params)
+        q, n = jina.search_request(_raw_tail(request, "/s/") if request.url.path.startswith("/s/") else "", params)
+        base = base_of(request)
+        results = []
+        for h in await backend.search(q, n):
+            try:
+                page = await backend.fetch(h.url)
+            except BackendError as e:
+                if e.retryable:
+                    raise
+                continue  # a hit whose page cannot be read is left out, as Jina leaves out unreachable results
+            results.append((page.title or h.title, service_url(page.url, base), h.snippet,
+                            page.markdown.replace("zim://", f"{base}/zim/")))
+        return jina.search_answer(results, opts)
+
     async def root(request: Request) -> Response:
         """``GET /<url>`` (Jina's root form); any other path: a Serper-shaped 404 naming the endpoints."""
         tail = _raw_tail(request, "/")
@@ -428,6 +449,7 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
               Route("/r/{url:path}", reader, methods=get_post), Route("/r", reader_post, methods=["POST"]),
               Route("/", reader_post, methods=["POST"]), Route("/zim/{rest:path}", entry, methods=["GET"]),
               Route("/health", health, methods=["GET"]),
+              Route("/s/{q:path}", jina_search, methods=get_post), Route("/s", jina_search, methods=get_post),
               # last: the reader's root form GET /<url>, and the 404 of every other path (Serper's /news ...)
               Route("/{rest:path}", root, methods=get_post)]
     app = Starlette(routes=routes, exception_handlers={
