@@ -54,3 +54,14 @@ def test_the_notebook_command_ends_with_what_to_open(tmp_path, monkeypatch, caps
     assert main(["notebook", "01", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert f"summary: {out / 'summary.md'}" in text and f"python -m kit.cli view {out}" in text
+
+
+def test_serve_web_help_shows_examples(capsys):
+    import pytest
+
+    from kit.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve-web", "--help"])
+    out = capsys.readouterr().out
+    assert "examples:" in out and "curl -s localhost:8321/search" in out and "/r/https://" in out and "--make-certs" in out

@@ -63,9 +63,23 @@ def build_app(zims: list[str] | None, *, api_key: str | None = None, cache_path:
     return create_app(web, CachedBackend(web, cache), api_key=api_key, limits=limits, public_url=public_url), web
 
 
+EXAMPLES = """examples:
+  python -m kit.cli serve-web                                   # every shared archive on http://127.0.0.1:8321
+  curl -s localhost:8321/search -H 'Content-Type: application/json' -d '{"q": "Ray Charles", "num": 3}'
+  curl -s "localhost:8321/images?q=Ray+Charles&num=2"           # Serper's parameters in the query string
+  curl -s localhost:8321/r/https://en.wikipedia.org/wiki/Ray_Charles   # Jina reader (GET /<url> too)
+  curl -s "localhost:8321/s/Genius%20Loves%20Company"           # Jina search
+  python -m kit.cli serve-web ZIM... --host 0.0.0.0 --api-key "$KEY"   # reachable: a key is required
+  python -m kit.cli serve-web --make-certs certs/                # TLS for code hard-wired to the real hosts
+docs/serve_web.md has every endpoint, the error shapes and the TLS recipe."""
+
+
 def add_parser(sub) -> None:
     """Register ``serve-web`` on an argparse sub-parsers object."""
-    sp = sub.add_parser("serve-web", help="serve the local web over HTTP in Serper / Jina-reader JSON shapes")
+    import argparse
+
+    sp = sub.add_parser("serve-web", help="serve the local web over HTTP in Serper / Jina-reader JSON shapes",
+                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
     sp.add_argument("zim", nargs="*", help="ZIM archives (default: every archive of the shared data folder)")
     sp.add_argument("--host", default="127.0.0.1", help="bind address (non-loopback needs --api-key)")
     sp.add_argument("--port", type=port, default=DEFAULT_PORT)
