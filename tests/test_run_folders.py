@@ -138,7 +138,7 @@ def test_a_notebook_run_by_hand_claims_its_folder_like_the_command_line(tmp_path
     # the command line's identity of the same run resumes it; the cell edited by hand is another experiment
     declared = notebook_parameters(NB / "01_harness_demo.ipynb")
     assert claim_folder(out, run_identity("01_harness_demo", "smoke", {}, declared=declared, base=NB)) == "resume"
-    with pytest.raises(RunMismatch, match="params.n_episodes: 3 -> 7"):
+    with pytest.raises(RunMismatch, match="params.n_episodes: 10 -> 7"):
         resolve_out_dir(str(out), "01_harness_demo", "smoke", params={**ns, "n_episodes": 7})
     monkeypatch.setattr("kit.runs.PROJECT_ROOT", tmp_path)  # "" (the default): results/<profile run name>/<notebook>
     got = resolve_out_dir("", "01_harness_demo", "paper", preflight=True, params=ns)

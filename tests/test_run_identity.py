@@ -118,7 +118,7 @@ def test_algorithm_and_self_recovery_that_cannot_run_together_stop_before_the_ke
     base = {"web_backend": "zim"}
     with pytest.raises(ParameterError, match="fa_gspo.*without self-recovery"):
         check_combinations(d, {**base, "algorithm": "fa_gspo"}, "points_seeker", preflight=True)
-    with pytest.raises(ParameterError, match="fa_gspo.*without self-recovery"):
+    with pytest.raises(ParameterError, match="fa_gspo.*-p self_recovery false switches it off"):
         check_combinations(d, {**base, "self_recovery": False}, "weagent_mmsearch", preflight=True)
     with pytest.raises(ParameterError, match="gspo.*self_recovery true"):
         check_combinations(d, {**base, "algorithm": "gspo", "self_recovery": True}, "points_seeker", preflight=True)

@@ -21,6 +21,6 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "run_offline": "kit.data.pipeline", "load_tasks": "kit.data.pipeline", "build_sft_mixture": "kit.data.mixtures",
     "build_rl_mixture": "kit.data.mixtures", "filter_rl_queries": "kit.data.rl_filter", "build_vistarget": "kit.data.vistarget_build",
     "sample_trajectories": "kit.data.sample", "same_picture": "kit.data.sample", "convert_qa": "kit.data.vqa_convert",
-    "SynthTask": "kit.data.records",
+    "SynthTask": "kit.data.records", "load_demo_tasks": "kit.data.demo_tasks",
 })
 __all__ = [*__all__, "OFFLINE_LABEL"]
