@@ -135,7 +135,7 @@ def test_sequence_ends_by_building_the_runs_view(tmp_path):
     run_sequence("r", ["01", "06"], results_dir=tmp_path / "res", notebooks_dir=nbs, runner=runner, echo=lines.append,
                  preflight=False)
     view = tmp_path / "res" / "r" / "view"
-    rows = lxml.html.fromstring((view / "index.html").read_text(encoding="utf-8")).xpath("//tbody/tr")
+    rows = lxml.html.fromstring((view / "index.html").read_text(encoding="utf-8")).xpath("//table[@id='episodes']/tbody/tr")
     assert len(rows) == 2 and len(list((view / "episodes").rglob("*.html"))) == 2  # one site over both notebooks
     (img,) = (view / "images").iterdir()  # the same image once, shrunk for a committed site
     assert max(Image.open(img).size) == RUN_VIEW_IMAGE_MAX_SIDE
