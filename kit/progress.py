@@ -5,6 +5,14 @@ elsewhere) with a refresh interval by where it runs: a notebook kernel or a term
 a headless run (papermill's log, CI, a pipe) still shows the bar, but at most every
 :data:`HEADLESS_MININTERVAL_S` seconds so logs stay short. ``KIT_PROGRESS=0`` turns the bars off.
 :func:`use_kit_progress` gives a ``transformers.Trainer`` (TRL's ``SFTTrainer``) the same bars.
+
+A headless notebook run (papermill, ``KIT_HEADLESS=1`` in a kernel; issue 29 part 6) saves its outputs for
+later readers, and an ipywidgets bar is saved as its first state ("0% 0/16": the widget's later state is not
+in the file). There every ``tqdm.auto`` bar, the kit's and those of transformers, huggingface_hub and
+datasets alike, is text instead (:func:`install_headless_text_bars`, run when this module is imported in such
+a kernel): one ``text/plain`` display output per bar, updated in place (``update_display_data``), so the
+saved notebook holds one line per bar, its final state ("16/16"), readable in JupyterLab, nbviewer and
+GitHub's preview. Interactive kernels keep the widgets.
 """
 
 from __future__ import annotations
@@ -35,6 +43,103 @@ def headless() -> bool:
     return not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
 
 
+class _DisplayLine:
+    """A write-only text file for a tqdm bar in a notebook kernel: each redraw (``"\\r" + line``) replaces
+    the text of one ``text/plain`` display output (created at the first redraw), so the executed notebook
+    keeps only the bar's latest line; writes without a ``"\\r"`` (the closing newline, cursor moves of
+    nested bars) change nothing."""
+
+    encoding = "utf-8"  # tqdm draws the bar with block characters, not "#"
+
+    def __init__(self):
+        self._handle = None
+        self._text: str | None = None
+
+    def write(self, s: str) -> int:
+        if "\r" not in s:
+            return len(s)
+        line = s.rsplit("\r", 1)[-1].split("\n", 1)[0].split("\x1b", 1)[0].rstrip()
+        if line != self._text:
+            self._text = line
+            from IPython.display import display
+
+            data = {"text/plain": line}
+            if self._handle is None:
+                self._handle = display(data, raw=True, display_id=True)
+            else:
+                self._handle.update(data, raw=True)
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+    @property
+    def text(self) -> str | None:
+        """The line shown now (None before the first redraw)."""
+        return self._text
+
+
+def _text_bar_class():
+    """``tqdm.std.tqdm`` drawing into a :class:`_DisplayLine` (unless given another file than the standard
+    streams), refreshing at most every :data:`HEADLESS_MININTERVAL_S` seconds unless told otherwise."""
+    from tqdm.std import tqdm as std_tqdm
+
+    class KitTextBar(std_tqdm):
+        def __init__(self, *args, **kwargs):
+            if kwargs.get("file") in (None, sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__):
+                kwargs["file"] = _DisplayLine()
+            kwargs.setdefault("mininterval", HEADLESS_MININTERVAL_S)
+            kwargs.pop("position", None)  # each bar has its own output: no cursor moves between bars
+            super().__init__(*args, **kwargs)
+
+    return KitTextBar
+
+
+_SAVED_BASES: tuple | None = None  # tqdm.auto.tqdm's own bases while the text bars are installed
+
+
+def install_headless_text_bars() -> bool:
+    """Make every ``tqdm.auto`` bar of this kernel text (:class:`_DisplayLine`) instead of a widget; returns
+    whether the bars are text now. Does nothing outside a notebook kernel or where ``tqdm.auto`` is text
+    already (no ipywidgets).
+
+    ``tqdm.auto.tqdm`` is, in a kernel, a class over ``(tqdm.notebook.tqdm, tqdm.asyncio.tqdm)``; libraries
+    bind it at import (huggingface_hub's and datasets' ``tqdm`` subclass it, transformers looks it up per
+    bar), so its bases are swapped for ``(KitTextBar, tqdm.asyncio.tqdm)`` in place: every bar made after
+    this call is text, whichever module was imported first. :func:`uninstall_headless_text_bars` undoes it.
+    """
+    global _SAVED_BASES
+    if not _in_notebook():
+        return False
+    import tqdm.asyncio
+    import tqdm.auto
+    import tqdm.notebook
+
+    auto = tqdm.auto.tqdm
+    if _SAVED_BASES is not None:
+        return True
+    if tqdm.notebook.tqdm not in auto.__bases__:
+        return False  # tqdm.auto is tqdm.asyncio.tqdm here (no ipywidgets): a text bar on stderr already
+    _SAVED_BASES = auto.__bases__
+    auto.__bases__ = (_text_bar_class(), tqdm.asyncio.tqdm)
+    return True
+
+
+def uninstall_headless_text_bars() -> None:
+    """Give ``tqdm.auto.tqdm`` its widget bases back (undoes :func:`install_headless_text_bars`)."""
+    global _SAVED_BASES
+    if _SAVED_BASES is not None:
+        import tqdm.auto
+
+        tqdm.auto.tqdm.__bases__ = _SAVED_BASES
+        _SAVED_BASES = None
+
+
+def _install_if_headless_kernel() -> None:
+    if os.environ.get("KIT_HEADLESS") == "1" and _in_notebook():
+        install_headless_text_bars()
+
+
 def progress(iterable=None, *, total: int | None = None, desc: str | None = None, unit: str = "it",
              **kw: Any):
     """A ``tqdm.auto`` bar over ``iterable`` (or a manual one: ``total`` and ``.update(n)``).
@@ -42,6 +147,7 @@ def progress(iterable=None, *, total: int | None = None, desc: str | None = None
     ``mininterval`` defaults to :data:`HEADLESS_MININTERVAL_S` in headless runs, else 0.5 s; ``leave``
     defaults to True. Extra keyword arguments go to tqdm.
     """
+    _install_if_headless_kernel()  # a papermill kernel: text saved in the notebook, not a frozen widget
     from tqdm.auto import tqdm
 
     kw.setdefault("mininterval", HEADLESS_MININTERVAL_S if headless() else 0.5)
@@ -102,3 +208,6 @@ def use_kit_progress(trainer) -> None:
         trainer.remove_callback(cb)
     if olds:
         trainer.add_callback(trainer_progress_callback())
+
+
+_install_if_headless_kernel()  # at import too: third-party bars made before the kit's first bar

@@ -94,6 +94,10 @@ def lab(tmp_path):
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
                                                                            "checkForUpdates": False}))
+    # every cell in the DOM (no windowing: a cell scrolled out of view would have no outputs to check)
+    tracker = jdir / "settings" / "@jupyterlab" / "notebook-extension"
+    tracker.mkdir(parents=True)
+    (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
     port, token = _free_port(), secrets.token_hex(16)
     # a kernel run as in JupyterLab (not headless); the kernels found as _skip_reason found them (data dir and
     # JUPYTER_PATH kept); the user's config, settings and workspaces left out
