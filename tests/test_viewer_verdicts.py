@@ -20,7 +20,7 @@ from kit.view import build_site, load_run
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "results" / "smoke" / "01_harness_demo"
 EVAL = ROOT / "results" / "smoke" / "06_evaluation"
-FIXED = "fvqa_train_2759"  # its reference answers include "Tagus River"
+FIXED = "demo-10-band-city-2hop"  # the two-hop demo task the demonstrator misses; its answer is "Liverpool"
 
 
 def _copy_run(dest: Path) -> Path:
@@ -53,7 +53,7 @@ def two_runs(tmp_path: Path) -> tuple[Path, Path]:
     for line in f.read_text().splitlines():
         rec = json.loads(line)
         if rec["id"] == FIXED:  # the demonstrator now answers this one right
-            rec["final_response"] = "The Tagus River. <IMG: search_image_1.jpg>"
+            rec["final_response"] = "Liverpool. <IMG: search_image_1.jpg>"
         lines.append(json.dumps(rec))
     f.write_text("\n".join(lines) + "\n")
     return before, after
@@ -66,7 +66,8 @@ def _doc(p: Path):
 def test_comparison_lists_the_answer_match_the_summary_shows(two_runs, tmp_path: Path):
     before, after = two_runs
     sa, sb = _summary(before), _summary(after)
-    assert sa["demonstrator"]["answer_match(contains)"] == 0 and sb["demonstrator"]["answer_match(contains)"] == 1
+    n = sa["demonstrator"]["episodes"]
+    assert sa["demonstrator"]["answer_match(contains)"] == n - 1 and sb["demonstrator"]["answer_match(contains)"] == n
     index = build_site([before, after], tmp_path / "site")
     doc = _doc(index)
     link = doc.xpath('//a[text()="before vs after"]')[0].get("href")
@@ -74,9 +75,10 @@ def test_comparison_lists_the_answer_match_the_summary_shows(two_runs, tmp_path:
     rows = cmp_doc.xpath("//tr[@data-change]")
     changes = [(r.xpath("td[3]")[0].text_content(), r.get("data-change")) for r in rows]
     assert changes[0] == (FIXED, "improved"), changes  # was "3 same" for the demonstrator: status unchanged
-    assert [c for _, c in changes].count("improved") == 1 and [c for _, c in changes[1:]] == ["same"] * 5
+    same = len(changes) - 1  # every other episode of both policies
+    assert [c for _, c in changes].count("improved") == 1 and [c for _, c in changes[1:]] == ["same"] * same
     assert "answer match" in rows[0].text_content() and "no answer match" in rows[0].text_content()
-    assert "1 improved" in cmp_doc.text_content() and "5 same" in cmp_doc.text_content()
+    assert "1 improved" in cmp_doc.text_content() and f"{same} same" in cmp_doc.text_content()
     # the index's verdict table holds the summary's figures, per run and configuration
     table = {(r.get("data-vrun"), r.get("data-vconfig")): r for r in doc.xpath('//table[@id="verdicts"]//tr[@class="verdict"]')}
     for label, summ in (("before", sa), ("after", sb)):
@@ -91,7 +93,9 @@ def test_comparison_lists_the_answer_match_the_summary_shows(two_runs, tmp_path:
     page = _doc(index.parent / row.xpath(".//a")[0].get("href"))
     assert page.xpath('//span[@id="verdict"]')[0].get("data-verdict") == "answer match"
     counts = doc.text_content()
-    assert "answer match 1" in counts and "no answer match 11" in counts
+    hits = sum(s["answer_match(contains)"] for summ in (sa, sb) for s in summ.values())
+    misses = sum(s["episodes"] for summ in (sa, sb) for s in summ.values()) - hits
+    assert f"answer match {hits}" in counts and f"no answer match {misses}" in counts
 
 
 def test_evaluation_verdicts_are_the_summary_accuracy():
