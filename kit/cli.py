@@ -296,7 +296,10 @@ def _cmd_sequence(args) -> int:
         if args.resume and not (args.run or args.profile):
             raise SequenceError("--resume needs the run to continue: --run NAME (or --profile P for its default run)")
         # results/<profile run name>/ by default (weagent_mmsearch for paper, points_seeker_preflight, ...)
-        run = args.run or get_profile(args.profile or "smoke", preflight=args.preflight).run_name
+        try:
+            run = args.run or get_profile(args.profile or "smoke", preflight=args.preflight).run_name
+        except ValueError as e:  # --preflight with smoke: one line, exit 2
+            raise SequenceError(str(e)) from None
         args.run = run
         run_sequence(run, args.only, profile=args.profile, common=common, per_notebook=per, resume=args.resume,
                      results_dir=args.results_dir, notebooks_dir=args.notebooks_dir, progress=not args.no_progress,

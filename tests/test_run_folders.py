@@ -248,3 +248,10 @@ def test_every_path_parameter_of_the_command_line_is_an_input_whose_content_coun
     # a setting that happens to name a file is not an input (a flag file a test deletes before resuming)
     assert run_identity("01_harness_demo", "smoke", {"api_key_env": str(NB / "01_harness_demo.ipynb")},
                         declared=declared)["inputs"] == {}
+
+
+@pytest.mark.parametrize("argv", [["sequence", "--preflight"], ["sequence", "--profile", "smoke", "--preflight"]])
+def test_a_smoke_preflight_sequence_is_one_line_and_exit_2(argv, capsys):
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("sequence: ") and "smoke is already small" in err and "Traceback" not in err

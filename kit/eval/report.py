@@ -127,7 +127,8 @@ def figure6(rows: list[dict[str, Any]], config_labels: dict[str, str] | None = N
     total = episodes if episodes is not None else sum(n * k for n, k in per.values())
     detail = "; ".join(f"{c}: {n} per run × {k} run{'s' if k != 1 else ''}" for c, (n, k) in per.items())
     fig.update_layout(title=title or "Final-answer and stage-wise visual-evidence metrics (WeAgent eq. 2)",
-                      barmode="group", xaxis_title="metric (WeAgent eq. 2)", yaxis_title="share of episodes (%)",
+                      barmode="group", xaxis_title="metric (WeAgent eq. 2)",
+                      yaxis_title="% (Accuracy, Image Cite: of episodes; Target Match: of citing; Match+Acc: of matched)",
                       yaxis_range=[0, 105], template="plotly_white", legend_title="configuration")
     add_caption(fig, data_caption(benchmark if benchmark is not None else "tasks with a target image",
                                   split, total, unit="episodes with a target image", detail=detail))

@@ -7,7 +7,7 @@ so a paper recipe's objects can be built and stepped on 2 cores). A recipe file 
 
     name: weagent_mmsearch
     title: WeAgent-MMSearch
-    paper: WeAgent-MMSearch (seeds/weagent_mmsearch.txt)
+    paper: ../shared/seeds/weagent_mmsearch.txt: ...
     extends: null            # or the name of the recipe this one overrides
     includes: [long_mdr]     # recipes whose sections are merged in (values of this file win)
     harness:                 # a section; its keys are the fields of the section's config class
