@@ -31,13 +31,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kit.cli_params import (
-    ParameterError,
-    absolute_paths,
-    check_combinations,
-    check_params,
-    notebook_parameters,
-    preflight_endpoints,
+from kit.cli_catalog import _first_line
+from kit.cli_notebook import (  # noqa: F401 - re-exported: one notebook's run (old import paths)
+    MISMATCH_ERRORS,
+    ModelRoleFailed,
+    _KnownParameters,
+    _quiet_papermill_name_check,
+    notebook_name,
+    run_notebook,
 )
 from kit.cli_sequence import (  # noqa: F401 - re-exported: the notebooks, the sequence command (old import paths)
     NOTEBOOKS,
@@ -47,7 +48,6 @@ from kit.cli_sequence import (  # noqa: F401 - re-exported: the notebooks, the s
     NotebookFailed,
     SequenceError,
     _declared,
-    _first_line,
     _given,
     _read_state,
     _write_state,
@@ -56,8 +56,7 @@ from kit.cli_sequence import (  # noqa: F401 - re-exported: the notebooks, the s
     reserved_problem,
     run_sequence,
 )
-from kit.kernel import KERNEL_NAME, ensure_kernel, local_kernel_manager_class
-from kit.paths import PROJECT_ROOT
+from kit.kernel import KERNEL_NAME, ensure_kernel, local_kernel_manager_class  # noqa: F401 - re-exported
 
 
 def _value(text: str):
@@ -88,145 +87,6 @@ def _value(text: str):
         except (TypeError, ValueError, RecursionError):
             return text  # it holds a set, bytes or a complex
     return text  # a float, a complex, a set, a bare tuple 1,2
-
-
-def notebook_name(key: str) -> str:
-    """``"06"`` → ``"06_evaluation"``; a full name passes through when it is a plain file name (a path such as
-    ``../../x`` would put the results outside ``results/``).
-
-    Raises:
-        FileNotFoundError: ``key`` is a path, not a notebook's name.
-    """
-    if key in NOTEBOOKS:
-        return NOTEBOOKS[key]
-    from kit.runs import check_run_name
-
-    try:
-        return check_run_name(key.removesuffix(".ipynb"), what="notebook name")
-    except ValueError as e:
-        raise FileNotFoundError(f"no notebook {key!r}: {e}; give its number (01..07) or its name") from e
-
-
-#: exceptions a notebook's cells raise when its folder or checkpoint belongs to another run (kit.runs): exit 2
-MISMATCH_ERRORS = ("RunMismatch", "ResumeMismatch", "FolderError")
-
-
-class ModelRoleFailed(RuntimeError):
-    """A notebook ran to its end but a model role's episodes failed (status ``error``: the policy or its endpoint)
-    or a judge's verdicts did (no decision: its endpoint failed; :mod:`kit.run_health`) above the tolerated share;
-    ``lines`` has one line a role, ``executed`` the notebook."""
-
-    def __init__(self, executed: Path, lines: list[str]):
-        self.executed, self.lines = executed, lines
-        super().__init__("model role(s) or judge(s) failed: " + "; ".join(lines))
-
-
-def run_notebook(key: str, profile: str = "smoke", params: dict | None = None, out_dir: str | Path | None = None,
-                 kernel: str = KERNEL_NAME, *, notebooks_dir: str | Path | None = None, progress: bool = False,
-                 check_endpoints: bool = True, preflight: bool = False, run: str | None = None,
-                 fail_on_error: float = 0.0, echo=print) -> Path:
-    """Execute notebook ``key`` (``"01"`` or its name) headless and return the executed notebook path.
-
-    ``out_dir`` (default ``results/<run>/<name>``, ``run`` default the profile's run name: ``smoke``,
-    ``weagent_mmsearch`` for ``paper``, ``points_seeker_preflight``; :mod:`kit.runs`) receives the executed
-    notebook and ``run_identity.json``: a folder holding another experiment (profile, recipe, parameters) is
-    refused before the kernel starts (:class:`kit.runs.RunMismatch`, naming what differs); the same experiment
-    resumes. After the notebook, one line per model role is echoed (:mod:`kit.run_health`) and a role whose
-    share of error episodes is above ``fail_on_error`` raises :class:`ModelRoleFailed`. The notebook gets
-    ``profile`` and ``out_dir`` as parameters, plus ``params``. ``notebooks_dir`` defaults to
-    ``notebooks/`` (its cells run with that folder as working directory); ``progress`` shows a
-    per-cell progress bar. ``params`` are checked against the parameters cell's declared types
-    (:mod:`kit.cli_params`) and, with ``check_endpoints``, every named endpoint is checked (reachable,
-    serves the named model) before the kernel starts. ``preflight``: run a paper profile at its settings
-    with sizes shrunk and tiny stand-in models (:mod:`kit.profiles`; the notebook's ``preflight``
-    parameter), labelled ``preflight``; refused for the smoke profile and for notebooks without it.
-
-    Raises:
-        FileNotFoundError: no such notebook.
-        kit.cli_params.ParameterError (a ValueError): ``params`` names a parameter the notebook's
-            parameters cell does not declare, or gives a value of the wrong type.
-        kit.policy.factory.ModelUnavailable: a named endpoint is down or does not serve the named model.
-        kit.runs.RunMismatch (a ValueError): ``out_dir`` holds another run.
-        papermill.PapermillExecutionError: a cell failed (the executed notebook is still written).
-        ModelRoleFailed: the notebook ended but a model role's episodes failed (its outputs are kept).
-    """
-    import papermill as pm
-
-    nb_dir = Path(notebooks_dir) if notebooks_dir else PROJECT_ROOT / "notebooks"
-    name = notebook_name(key)
-    if out_dir is not None and run is not None:
-        raise ParameterError("give the run name (--run) or the results folder (--out), not both")
-    if out_dir is not None and not str(out_dir).strip():
-        raise ParameterError("--out is empty: give a folder, or leave it out for results/<run>/<notebook>")
-    src = nb_dir / f"{name}.ipynb"
-    if not src.exists():
-        raise FileNotFoundError(f"no notebook {src}; available: {sorted(p.stem for p in nb_dir.glob('*.ipynb'))}")
-    if profile not in PROFILES:
-        raise ParameterError(f"unknown profile {profile!r}; choose one of {PROFILES}")
-    from kit.runs import claim_folder, default_out_dir, run_identity
-
-    # cells run inside notebooks/: a relative out_dir is taken from the caller's working directory
-    out = Path(out_dir).resolve() if out_dir else default_out_dir(name, profile, preflight=preflight, run=run)
-    problem = reserved_problem(params or {})
-    if problem:
-        raise ParameterError(problem)
-    declared = notebook_parameters(src)
-    problem = profile_problem(declared, profile, f"notebook {name}")
-    if problem:  # before any other rule: a paper profile's needs would hide it
-        raise ParameterError(problem)
-    params = absolute_paths(declared, check_params(declared, params or {}, f"notebook {name}"))  # cells run in notebooks/
-    check_combinations(declared, params, profile, f"notebook {name}", preflight=preflight,
-                       local_refs=check_endpoints)  # a missing base_model folder before any endpoint probe
-    if preflight:
-        if profile == "smoke":
-            raise ParameterError("--preflight applies to a paper profile (paper, points_seeker); smoke is already small")
-        if "preflight" not in declared:
-            raise ParameterError(f"notebook {name} has no preflight mode (no 'preflight' parameter)")
-        if "preflight" in params:
-            raise ParameterError("-p preflight is not accepted: use --preflight")
-    if not 0.0 <= fail_on_error <= 1.0:
-        raise ParameterError(f"--fail-on-error is the tolerated share of error episodes in [0, 1], got {fail_on_error!r}")
-    if check_endpoints:
-        preflight_endpoints(declared, params, profile=profile)  # the caller names the notebook
-    # RunMismatch: another experiment; FolderError: a file in the way, no permission. Every parameter the run
-    # uses is recorded (defaults too), and what its input files hold
-    claim_folder(out, run_identity(name, profile, params, preflight=preflight, declared=declared, base=nb_dir))
-    parameters = {"profile": profile, "out_dir": str(out), **params, **({"preflight": True} if preflight else {})}
-    dest = out / f"{name}.ipynb"
-    _quiet_papermill_name_check()
-    ensure_kernel(kernel)  # the kit's own kernel (kit.kernel), installed here when make setup did not
-    import os
-
-    os.environ.setdefault("KIT_HEADLESS", "1")  # the kernel inherits it: sparse progress bars (kit.progress)
-    pm.execute_notebook(str(src), str(dest), parameters=parameters, kernel_name=kernel, cwd=str(nb_dir),
-                        progress_bar=progress, kernel_manager_class=local_kernel_manager_class())  # IPC, not TCP
-    from kit.eval.runner import default_private_dir
-    from kit.run_health import failed_roles, health_lines, role_health
-
-    health = role_health(out, default_private_dir(out))  # encrypted benchmarks' episodes are kept out of out
-    for line in health_lines(health):
-        echo(f"  {line}")
-    failed = failed_roles(health, fail_on_error)
-    if failed:
-        raise ModelRoleFailed(dest, health_lines(failed))
-    return dest
-
-
-class _KnownParameters:
-    """Drops Papermill's "Passed unknown parameter" warning: its regex inspector cannot read annotations
-    such as ``Literal["zim", "serper"]`` or ``Count | None``, while every name was already checked
-    against the parameters cell's AST (:func:`kit.cli_params.check_params`)."""
-
-    def filter(self, record) -> bool:
-        return not str(record.msg).startswith("Passed unknown parameter")
-
-
-def _quiet_papermill_name_check() -> None:
-    import logging
-
-    log = logging.getLogger("papermill")
-    if not any(isinstance(f, _KnownParameters) for f in log.filters):
-        log.addFilter(_KnownParameters())
 
 
 # ---------------------------------------------------------------------------------------- sequence
@@ -393,7 +253,7 @@ def _cmd_fetch_zim(args) -> int:
 
 
 def _cmd_recipe(args) -> int:
-    from kit.recipes.show import cmd_recipe  # the table, --json and --verl views
+    from kit.cli_recipe import cmd_recipe  # the table, --json and --verl views
 
     return cmd_recipe(args)
 
@@ -429,83 +289,15 @@ def _cmd_serve_mcp(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``kit`` argument parser (``notebook``, ``sequence``, ``publish``, ``download``, ``replay``,
-    ``fetch-zim``, ``doctor``)."""
+    """The ``kit`` argument parser: one subcommand a step (``notebook``, ``recipe``, ``sequence``, ``publish``,
+    ``download``, ``replay``, ``doctor``, ``fetch-zim``, then the ones their own modules add)."""
     ap = argparse.ArgumentParser(prog="kit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-
-    nb = sub.add_parser("notebook", help="run one notebook headless with Papermill")
-    nb.add_argument("key", help="notebook number (01..07) or name")
-    nb.add_argument("--profile", default="smoke", choices=PROFILES)
-    nb.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                    help="parameter override; VALUE is read as the parameter's declared type (0x1F stays text for "
-                         "a text parameter; an int reads decimal digits only)")
-    nb.add_argument("--run", default=None, help="run name: results/<run>/<notebook>/ (default the profile, e.g. smoke, "
-                    "weagent_mmsearch for paper, points_seeker_preflight)")
-    nb.add_argument("--out", default=None, help="results folder (default results/<run>/<notebook name>)")
-    nb.add_argument("--fail-on-error", type=float, default=0.0, metavar="FRACTION",
-                    help="tolerated share of a model role's episodes ending in error (policy or endpoint failure), "
-                         "or of a judge's verdicts without a decision; above it the command exits 1 (default 0: any)")
-    nb.add_argument("--progress", action="store_true", help="per-cell progress bar")
-    nb.add_argument("--preflight", action="store_true",
-                    help="a paper profile at its settings with sizes shrunk and tiny stand-in models (minutes on CPU)")
-
-    rc = sub.add_parser("recipe", help="print a paper recipe's resolved values with their sources")
-    rc.add_argument("name", help="recipe name (kit/recipes/*.yaml), e.g. weagent_mmsearch, points_seeker, long_mdr")
-    rc.add_argument("--json", action="store_true", help="JSON instead of a table")
-    rc.add_argument("--preflight", action="store_true", help="with the preflight overlay applied")
-    rc.add_argument("--verl", action="store_true", help="the verl launch's Hydra overrides, one per line")
-    rc.add_argument("--stage", default=None, help="with --verl: the RL stage of the launch (default the first)")
-    rc.add_argument("--verl-stages", action="store_true", help="the RL stages verl runs, one launch each, one per line")
-    rc.add_argument("--stages", default=None,
-                    help="with --verl/--verl-stages: the schedule (a named one such as weagent, or e.g. h10:200,h20)")
-
-    sq = sub.add_parser("sequence", help="run 01 → 07 (or --only a subset) headless into results/<run>/")
-    sq.add_argument("--run", default=None, help="run name: outputs go to results/<run>/<notebook>/ (default the "
-                    "profile: smoke, weagent_mmsearch for paper, ...)")
-    sq.add_argument("--fail-on-error", type=float, default=0.0, metavar="FRACTION",
-                    help="tolerated share of a model role's episodes ending in error in each notebook (default 0)")
-    sq.add_argument("--only", nargs="+", default=None, metavar="NN", help="notebook keys to run (in 01 → 07 order)")
-    sq.add_argument("--profile", default=None, choices=PROFILES, help="default smoke (on --resume: the recorded one)")
-    sq.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                    help="override for every notebook (NAME) or one notebook (NN.NAME)")
-    sq.add_argument("--resume", action="store_true", help="continue the recorded plan from its failed notebook")
-    sq.add_argument("--preflight", action="store_true",
-                    help="every notebook as its paper profile's preflight (default run name: <profile>_preflight)")
-    sq.add_argument("--results-dir", default=None, help="parent of the run folder (default results/)")
-    sq.add_argument("--notebooks-dir", default=None, help="notebook folder (default notebooks/)")
-    sq.add_argument("--no-progress", action="store_true", help="no per-cell progress bar")
-
-    pb = sub.add_parser("publish", help="publish a run's results, cache snapshot, datasets and checkpoints")
-    pb.add_argument("run_dir", help="a results folder (results/<run> or results/<run>/<notebook>)")
-    pb.add_argument("--results-repo", default=None, help="dataset repo for evaluation results")
-    pb.add_argument("--cache-repo", default=None, help="dataset repo for the tool-response cache snapshot")
-    pb.add_argument("--dataset", nargs=2, action="append", default=[], metavar=("FOLDER", "REPO"),
-                    help="publish a dataset folder (relative to run_dir) to REPO")
-    pb.add_argument("--checkpoint", nargs=2, action="append", default=[], metavar=("FOLDER", "REPO"),
-                    help="publish a checkpoint folder (LoRA adapter or merged model) to REPO")
-    pb.add_argument("--tag", required=True, help="revision tag to create on every repo (e.g. v0.1-smoke)")
-    pb.add_argument("--private", action="store_true")
-    pb.add_argument("--dry-run", action="store_true", help="list exactly what would be uploaded; upload nothing")
-
-    dl = sub.add_parser("download", help="download a published repo at a revision into the standard HF cache")
-    dl.add_argument("repo_id")
-    dl.add_argument("--revision", required=True, help="tag, branch or commit sha")
-    dl.add_argument("--repo-type", default="model", choices=["model", "dataset"])
-    dl.add_argument("--cache-dir", default=None, help="default: the standard Hugging Face cache")
-    dl.add_argument("--include", nargs="+", default=None, help="glob patterns of files to fetch")
-
-    rp = sub.add_parser("replay", help="re-run an evaluation from its tool-cache snapshot, offline, and compare")
-    rp.add_argument("run_dir", help="evaluation results folder (manifest.json, predictions/, cache.sqlite)")
-    rp.add_argument("--snapshot", default=None, help="cache snapshot (default run_dir/cache.sqlite)")
-    rp.add_argument("--out", default=None, help="replay outputs (default a fresh temporary folder)")
-    rp.add_argument("--allow-drift", action="store_true",
-                    help="replay even when the harness configuration changed since the run (differences listed)")
-
+    for add in (_add_notebook, _add_recipe, _add_sequence, _add_publish, _add_download, _add_replay):
+        add(sub)
     from kit import doctor
 
     doctor.add_parser(sub)
-
     fz = sub.add_parser("fetch-zim", help="download a Kiwix ZIM archive (the local web) into the kit cache")
     fz.add_argument("source", help="Kiwix archive name (e.g. wikipedia_en_100_mini_2022-10) or URL of a .zim file")
     fz.add_argument("--sha256", default=None, help="expected sha256 (full or a prefix of >= 8 hex characters)")
@@ -524,6 +316,92 @@ def build_parser() -> argparse.ArgumentParser:
 
     livevqa_cli.add_parser(sub)  # livevqa-open (kit/data/livevqa_cli.py): POINTS-Seeker's RL data step
     return ap
+
+
+def _add_notebook(sub) -> None:
+    """``notebook``: run one notebook headless with Papermill."""
+    nb = sub.add_parser("notebook", help="run one notebook headless with Papermill")
+    nb.add_argument("key", help="notebook number (01..07) or name")
+    nb.add_argument("--profile", default="smoke", choices=PROFILES)
+    nb.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="parameter override; VALUE is read as the parameter's declared type (0x1F stays text for "
+                         "a text parameter; an int reads decimal digits only)")
+    nb.add_argument("--run", default=None, help="run name: results/<run>/<notebook>/ (default the profile, e.g. smoke, "
+                    "weagent_mmsearch for paper, points_seeker_preflight)")
+    nb.add_argument("--out", default=None, help="results folder (default results/<run>/<notebook name>)")
+    nb.add_argument("--fail-on-error", type=float, default=0.0, metavar="FRACTION",
+                    help="tolerated share of a model role's episodes ending in error (policy or endpoint failure), "
+                         "or of a judge's verdicts without a decision; above it the command exits 1 (default 0: any)")
+    nb.add_argument("--progress", action="store_true", help="per-cell progress bar")
+    nb.add_argument("--preflight", action="store_true",
+                    help="a paper profile at its settings with sizes shrunk and tiny stand-in models (minutes on CPU)")
+
+
+def _add_recipe(sub) -> None:
+    """``recipe``: a paper recipe's resolved values with their sources (or its verl overrides)."""
+    rc = sub.add_parser("recipe", help="print a paper recipe's resolved values with their sources")
+    rc.add_argument("name", help="recipe name (kit/recipes/*.yaml), e.g. weagent_mmsearch, points_seeker, long_mdr")
+    rc.add_argument("--json", action="store_true", help="JSON instead of a table")
+    rc.add_argument("--preflight", action="store_true", help="with the preflight overlay applied")
+    rc.add_argument("--verl", action="store_true", help="the verl launch's Hydra overrides, one per line")
+    rc.add_argument("--stage", default=None, help="with --verl: the RL stage of the launch (default the first)")
+    rc.add_argument("--verl-stages", action="store_true", help="the RL stages verl runs, one launch each, one per line")
+    rc.add_argument("--stages", default=None,
+                    help="with --verl/--verl-stages: the schedule (a named one such as weagent, or e.g. h10:200,h20)")
+
+
+def _add_sequence(sub) -> None:
+    """``sequence``: run 01 → 07 (or ``--only`` a subset) into ``results/<run>/``."""
+    sq = sub.add_parser("sequence", help="run 01 → 07 (or --only a subset) headless into results/<run>/")
+    sq.add_argument("--run", default=None, help="run name: outputs go to results/<run>/<notebook>/ (default the "
+                    "profile: smoke, weagent_mmsearch for paper, ...)")
+    sq.add_argument("--fail-on-error", type=float, default=0.0, metavar="FRACTION",
+                    help="tolerated share of a model role's episodes ending in error in each notebook (default 0)")
+    sq.add_argument("--only", nargs="+", default=None, metavar="NN", help="notebook keys to run (in 01 → 07 order)")
+    sq.add_argument("--profile", default=None, choices=PROFILES, help="default smoke (on --resume: the recorded one)")
+    sq.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="override for every notebook (NAME) or one notebook (NN.NAME)")
+    sq.add_argument("--resume", action="store_true", help="continue the recorded plan from its failed notebook")
+    sq.add_argument("--preflight", action="store_true",
+                    help="every notebook as its paper profile's preflight (default run name: <profile>_preflight)")
+    sq.add_argument("--results-dir", default=None, help="parent of the run folder (default results/)")
+    sq.add_argument("--notebooks-dir", default=None, help="notebook folder (default notebooks/)")
+    sq.add_argument("--no-progress", action="store_true", help="no per-cell progress bar")
+
+
+def _add_publish(sub) -> None:
+    """``publish``: a run's results, cache snapshot, datasets and checkpoints to the Hub."""
+    pb = sub.add_parser("publish", help="publish a run's results, cache snapshot, datasets and checkpoints")
+    pb.add_argument("run_dir", help="a results folder (results/<run> or results/<run>/<notebook>)")
+    pb.add_argument("--results-repo", default=None, help="dataset repo for evaluation results")
+    pb.add_argument("--cache-repo", default=None, help="dataset repo for the tool-response cache snapshot")
+    pb.add_argument("--dataset", nargs=2, action="append", default=[], metavar=("FOLDER", "REPO"),
+                    help="publish a dataset folder (relative to run_dir) to REPO")
+    pb.add_argument("--checkpoint", nargs=2, action="append", default=[], metavar=("FOLDER", "REPO"),
+                    help="publish a checkpoint folder (LoRA adapter or merged model) to REPO")
+    pb.add_argument("--tag", required=True, help="revision tag to create on every repo (e.g. v0.1-smoke)")
+    pb.add_argument("--private", action="store_true")
+    pb.add_argument("--dry-run", action="store_true", help="list exactly what would be uploaded; upload nothing")
+
+
+def _add_download(sub) -> None:
+    """``download``: a published repo at a revision into the standard HF cache."""
+    dl = sub.add_parser("download", help="download a published repo at a revision into the standard HF cache")
+    dl.add_argument("repo_id")
+    dl.add_argument("--revision", required=True, help="tag, branch or commit sha")
+    dl.add_argument("--repo-type", default="model", choices=["model", "dataset"])
+    dl.add_argument("--cache-dir", default=None, help="default: the standard Hugging Face cache")
+    dl.add_argument("--include", nargs="+", default=None, help="glob patterns of files to fetch")
+
+
+def _add_replay(sub) -> None:
+    """``replay``: an evaluation re-run from its tool-cache snapshot, offline, and compared."""
+    rp = sub.add_parser("replay", help="re-run an evaluation from its tool-cache snapshot, offline, and compare")
+    rp.add_argument("run_dir", help="evaluation results folder (manifest.json, predictions/, cache.sqlite)")
+    rp.add_argument("--snapshot", default=None, help="cache snapshot (default run_dir/cache.sqlite)")
+    rp.add_argument("--out", default=None, help="replay outputs (default a fresh temporary folder)")
+    rp.add_argument("--allow-drift", action="store_true",
+                    help="replay even when the harness configuration changed since the run (differences listed)")
 
 
 def main(argv: list[str] | None = None) -> int:

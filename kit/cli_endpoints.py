@@ -9,14 +9,16 @@ from typing import TYPE_CHECKING, Any
 from kit.cli_refs import Written, endpoint_named, main_endpoint_set, model_and_prompt_refs
 
 if TYPE_CHECKING:
-    from kit.cli_params import Param
+    from kit.cli_spec import Param
+    from kit.profiles import ResolvedRun
 
 
-def recipe_model(profile: str, prefix: str) -> str:
+def recipe_model(profile, prefix: str) -> str:
     """The served name the profile's recipe gives role ``prefix`` (``"judge_"`` → ``eval.judge_model``:
     WeAgent ``kimi-k2.6``, POINTS-Seeker ``qwen3-235b-a22b``), or ``""`` when it names none (the main
     ``endpoint``, an expert). What the notebooks use when ``<prefix>model`` is left empty
-    (:mod:`kit.eval.judge_factory`, :func:`kit.harness.summarize.make_summarizer`)."""
+    (:mod:`kit.eval.judge_factory`, :func:`kit.harness.summarize.make_summarizer`). ``profile``: a name or a
+    :class:`kit.profiles.ResolvedRun`."""
     if not prefix:
         return ""
     from kit.profiles import get_profile
@@ -25,7 +27,7 @@ def recipe_model(profile: str, prefix: str) -> str:
 
 
 def named_endpoints(declared: dict[str, Param], params: dict[str, Any],
-                    profile: str = "smoke") -> list[tuple[str, str, str, str]]:
+                    profile: str | ResolvedRun = "smoke") -> list[tuple[str, str, str, str]]:
     """``(parameter, endpoint, model, api-key variable)`` for every ``*endpoint`` parameter whose value
     (override, else default) is a non-empty string; the model is the matching ``*model`` parameter
     (empty: the profile recipe's, :func:`recipe_model`) and the key variable the matching
@@ -43,7 +45,7 @@ def named_endpoints(declared: dict[str, Param], params: dict[str, Any],
 
 
 def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], where: str = "",
-                        timeout_s: float = 5.0, *, profile: str = "smoke", written: Written | None = None) -> list[str]:
+                        timeout_s: float = 5.0, *, profile: str | ResolvedRun = "smoke", written: Written | None = None) -> list[str]:
     """Check every named endpoint of a notebook run (reachable, serves the named model), a ``model``
     named without an endpoint (a local checkpoint folder, :func:`kit.policy.factory.local_model_problem`)
     and ``rl_prompts`` (:func:`kit.rl.prompts.rl_prompts_problem`), before it starts. The checkpoint
@@ -66,7 +68,9 @@ def preflight_endpoints(declared: dict[str, Param], params: dict[str, Any], wher
     lines = []
     written = written or {}
     prefix = f"{where}: " if where else ""
-    endpoints = named_endpoints(declared, params, profile)
+    run_endpoints = getattr(profile, "endpoints", ())  # a kit.profiles.ResolvedRun resolved them with these params
+    same = bool(run_endpoints) and dict(getattr(profile, "overrides", {})) == dict(params)
+    endpoints = list(run_endpoints) if same else named_endpoints(declared, params, profile)
     for name, endpoint, model, key_env in endpoints:
         if not model and name != "endpoint":
             raise ModelUnavailable(f"{prefix}{name}={endpoint} is set but {name[:-len('endpoint')]}model is empty "

@@ -9,14 +9,14 @@ from typing import Any
 __all__ = ["mechanism_problems"]
 
 
-def _profile_has(profile: str, key: str) -> bool:
+def _profile_has(profile, key: str) -> bool:
     """Whether the profile's recipe has ``key`` (e.g. ``rescue.action``: Long-MDR's rescue is in it)."""
     from kit.profiles import get_profile
 
     return get_profile(profile).recipe_obj().has(key)
 
 
-def mechanism_problems(declared, value: dict[str, Any], profile: str, at: str = "", *, preflight: bool = False) -> list[str]:
+def mechanism_problems(declared, value: dict[str, Any], profile, at: str = "", *, preflight: bool = False) -> list[str]:
     """One line per rule broken (empty: none):
 
     * ``entropy_threshold`` / ``rescue_action`` under a profile without entropy rescue (WeAgent's and
@@ -25,7 +25,8 @@ def mechanism_problems(declared, value: dict[str, Any], profile: str, at: str = 
       ``algorithm="gspo"`` (Table 3's vanilla GSPO) with ``self_recovery=True`` given
       (:func:`kit.rl.eligibility.harness_config_for` would refuse both inside the kernel).
 
-    ``declared``: the notebook's parameters; ``value``: every parameter's value (given or default).
+    ``declared``: the notebook's parameters; ``value``: every parameter's value (given or default); ``profile``:
+    a profile name or a :class:`kit.profiles.ResolvedRun` (messages name it as given).
     """
     problems: list[str] = []
     if "rescue" in declared and value.get("rescue") is not True and not (

@@ -68,14 +68,15 @@ holds a ``-p`` value's text) types the same on resume.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import os
 import typing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 from annotated_types import Ge, Gt, Le
+from pydantic import AfterValidator, BeforeValidator, Strict, TypeAdapter, ValidationError
 
 # the endpoint checks, and the local paths and checkpoint references the checks read, in their own
 # modules (re-exported: old import paths)
@@ -92,6 +93,12 @@ from kit.cli_refs import absolute_paths as absolute_paths
 from kit.cli_refs import local_ref_problems as local_ref_problems
 from kit.cli_refs import plan_writes as plan_writes
 from kit.cli_refs import written_by_plan as written_by_plan
+from kit.cli_spec import ANY, Spec, _bounds_text  # noqa: F401 - re-exported (old import paths)
+from kit.cli_spec import Param as Param
+from kit.cli_spec import ParameterError as ParameterError
+from kit.cli_stages import get_profile_value as get_profile_value  # re-exported: notebook 05 reads resolved_stages
+from kit.cli_stages import resolved_stages
+from kit.profiles import ResolvedRun, resolve_run
 
 Count = Annotated[int, Ge(1)]
 NonNegInt = Annotated[int, Ge(0)]
@@ -102,62 +109,9 @@ _ALIASES = {"Count": Count, "NonNegInt": NonNegInt, "PositiveFloat": PositiveFlo
             "Fraction": Fraction}
 _BOUND_OPS = {"Ge": ">=", "Gt": ">", "Le": "<=", "Lt": "<"}
 
-ANY = "any"
 _NAMES = {"None": "none", "NoneType": "none", "bool": "bool", "int": "int", "float": "float", "str": "str",
           "list": "list", "List": "list", "tuple": "list", "Sequence": "list", "dict": "dict", "Dict": "dict",
           "Mapping": "dict", "Path": "str", "Any": ANY}
-
-
-class ParameterError(ValueError):
-    """A notebook parameter override is unknown or of the wrong type (message: one line)."""
-
-
-@dataclass(frozen=True)
-class Spec:
-    """What an annotation allows: ``kinds`` (``none``/``bool``/``int``/``float``/``str``/``list``/``dict``,
-    or ``("any",)``), ``choices`` (a Literal's values, or None), ``bounds`` (``(op, number)`` pairs,
-    op one of ``>=``/``>``/``<=``/``<``) and ``item`` (the Spec of a list's elements, or None)."""
-
-    kinds: tuple[str, ...]
-    choices: tuple | None = None
-    bounds: tuple[tuple[str, float], ...] = ()
-    item: Spec | None = None
-
-
-@dataclass(frozen=True)
-class Param:
-    """One declared notebook parameter: ``kinds`` (allowed kinds: ``none``/``bool``/``int``/``float``/
-    ``str``/``list``/``dict``, or ``("any",)``), ``item`` (the element kind of a list, or ``any``),
-    ``choices`` (allowed values, from ``Literal``), ``bounds`` (``(op, number)`` pairs), and the same
-    for list elements (``item_choices``, ``item_bounds``)."""
-
-    name: str
-    default: Any
-    kinds: tuple[str, ...]
-    item: str = ANY
-    choices: tuple | None = None
-    bounds: tuple[tuple[str, float], ...] = ()
-    item_choices: tuple | None = None
-    item_bounds: tuple[tuple[str, float], ...] = ()
-
-    def describe(self) -> str:
-        if self.kinds == (ANY,):
-            return "any value"
-        if self.choices is not None:
-            return "one of " + ", ".join(repr(c) for c in self.choices) + (" or None" if "none" in self.kinds else "")
-        parts = []
-        for k in self.kinds:
-            if k == "list" and self.item != ANY:
-                inner = (("one of " + "/".join(repr(c) for c in self.item_choices)) if self.item_choices is not None
-                         else self.item + _bounds_text(self.item_bounds))
-                parts.append(f"list of {inner}")
-            else:
-                parts.append(k + (_bounds_text(self.bounds) if k in ("int", "float") else ""))
-        return " or ".join(parts)
-
-
-def _bounds_text(bounds) -> str:
-    return "".join(f" {op} {v:g}" for op, v in bounds)
 
 
 def _within(value, bounds) -> bool:
@@ -309,49 +263,75 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Param]:
 
 
 _TRUE, _FALSE = {"true", "yes", "1"}, {"false", "no", "0"}
-def _to(kind: str, v: Any, item: str = ANY) -> Any:
-    """``v`` as ``kind``; raises TypeError when it is not one. A text for an int or float is read by
-    :func:`read_number`."""
-    if kind == ANY:
-        return v
-    if kind == "none" and v is None:
-        return None
-    if kind in ("int", "float") and isinstance(v, str):
+
+
+def _number_text(kind: str):
+    def read(v: Any) -> Any:  # a text for an int or float: decimal notation only (kit.cli_numbers)
+        if not isinstance(v, str):
+            return v
         number = read_number(v, kind)
         if number is None:
-            raise unread(v, kind)
-        v = number
-    if kind == "bool":
-        if isinstance(v, bool):
-            return v
-        if isinstance(v, str) and v.strip().lower() in _TRUE | _FALSE:
-            return v.strip().lower() in _TRUE
-        if isinstance(v, int) and v in (0, 1):
-            return bool(v)
-    if kind == "int" and isinstance(v, int) and not isinstance(v, bool):
+            raise unread(v, kind)  # a TypeError: pydantic passes it through, with its reason
+        return number
+    return BeforeValidator(read)
+
+
+def _finite(v: float) -> float:
+    if not math.isfinite(v):
+        raise TypeError("a finite number (1e400 is inf)")
+    return v
+
+
+def _bool_text(v: Any) -> Any:
+    if isinstance(v, str) and v.strip().lower() in _TRUE | _FALSE:
+        return v.strip().lower() in _TRUE
+    if isinstance(v, int) and not isinstance(v, bool) and v in (0, 1):
+        return bool(v)
+    return v
+
+
+def _text(v: Any) -> Any:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)  # -p tag 2024: its digits
+    return os.fspath(v) if isinstance(v, os.PathLike) else v  # Python callers pass pathlib paths
+
+
+#: each kind as a strict pydantic type (a bool is not an int, an int not a text) with the readings of a -p text
+#: the module table lists as before-validators; ``list`` is handled by :func:`_to` (its items are kinds too)
+_KIND_TYPES: dict[str, Any] = {
+    "none": None,
+    "bool": Annotated[bool, Strict(), BeforeValidator(_bool_text)],
+    "int": Annotated[int, Strict(), _number_text("int")],
+    "float": Annotated[float, Strict(), _number_text("float"), AfterValidator(_finite)],
+    "str": Annotated[str, Strict(), BeforeValidator(_text)],
+    "dict": Annotated[dict, Strict()],
+}
+
+
+@functools.cache
+def _adapter(kind: str) -> TypeAdapter:
+    return TypeAdapter(_KIND_TYPES[kind])
+
+
+def _to(kind: str, v: Any, item: str = ANY) -> Any:
+    """``v`` as ``kind`` (pydantic's :class:`~pydantic.TypeAdapter` of :data:`_KIND_TYPES`); raises TypeError
+    when it is not one: ``TypeError(kind)``, or with a reason (a text a number type cannot read,
+    :func:`read_number`; a non-finite float; a list written as one text with a comma)."""
+    if kind == ANY:
         return v
-    if kind == "float" and isinstance(v, (int, float)) and not isinstance(v, bool):
-        if not math.isfinite(v):
-            raise TypeError("a finite number (1e400 is inf)")
-        return float(v)
-    if kind == "str":
-        if isinstance(v, str):
-            return v
-        if isinstance(v, int) and not isinstance(v, bool):
-            return str(v)
-        if isinstance(v, os.PathLike):  # Python callers pass pathlib paths
-            return os.fspath(v)
     if kind == "list":
-        if isinstance(v, (list, tuple)):
-            return [_to(item, x) for x in v]
         if isinstance(v, str) and "," in v:
             # a comma may be part of a path: never guess a split
             raise TypeError(f"a list written as a list ({[x.strip() for x in v.split(',')]!r}), not one text with a comma")
-        if not isinstance(v, (dict, type(None))):
-            return [_to(item, v)]  # a single value: a one-element list
-    if kind == "dict" and isinstance(v, dict):
-        return v
-    raise TypeError(kind)
+        if isinstance(v, (list, tuple)):
+            return [_to(item, x) for x in v]
+        if isinstance(v, (dict, type(None))):
+            raise TypeError(kind)
+        return [_to(item, v)]  # a single value: a one-element list
+    try:
+        return _adapter(kind).validate_python(v)
+    except ValidationError:
+        raise TypeError(kind) from None
 
 
 def _fits(value: Any, choices, bounds) -> bool:
@@ -417,14 +397,12 @@ PAPER_NEEDS = {"expert_endpoint": "an OpenAI-compatible expert", "expert_model":
                              "hub:dataset:owner/name@rev"}
 
 
-def _recipe_switch(profile: str, switch: str) -> str | None:
+def _recipe_switch(run: ResolvedRun, switch: str) -> str | None:
     """The value the profile's recipe gives a judge / summarizer switch (``eval.<switch>``)."""
-    from kit.profiles import get_profile
-
-    return get_profile(profile).value(f"eval.{switch}", None)
+    return run.value(f"eval.{switch}", None)
 
 
-def _recipe_why(profile: str, switch: str) -> str:
+def _recipe_why(profile, switch: str) -> str:
     """The citation of the profile's ``eval.<switch>`` (``"POINTS-Seeker §3.2.4 (...)"``), so an error names
     the paper the profile runs, not WeAgent's section for every profile."""
     from kit.profiles import get_profile
@@ -434,7 +412,7 @@ def _recipe_why(profile: str, switch: str) -> str:
     return f"{r.title} {e.source or e.kit}" if e is not None else f"recipe {r.label}"
 
 
-def check_combinations(declared: dict[str, Param], params: dict[str, Any], profile: str = "smoke",
+def check_combinations(declared: dict[str, Param], params: dict[str, Any], profile: str | ResolvedRun = "smoke",
                        where: str = "", *, preflight: bool = False, local_refs: bool = False,
                        written: Written | None = None) -> None:
     """Rules across parameters, checked before a notebook starts (no network):
@@ -468,74 +446,21 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
       tracking problem stops the run before its kernel, not inside notebook 04/05/06 after its earlier cells.
 
     "Paper profile" is any profile but smoke (``paper``, ``points_seeker``); a ``preflight`` of one needs none
-    of its endpoints or checkpoints (tiny stand-ins take their place, :mod:`kit.profiles`).
+    of its endpoints or checkpoints (tiny stand-ins take their place, :mod:`kit.profiles`). ``profile``: a name,
+    or the run resolved once (:class:`kit.profiles.ResolvedRun`); every rule reads that one object.
 
     Raises:
         ParameterError: every rule broken, collected (one line each; a single problem is its own line), so
             a paper command is fixed in one pass, not one missing parameter per run.
     """
-    problems: list[str] = []
+    run = resolve_run(profile, preflight=preflight, overrides=params)  # once: every rule below reads it
     value = {k: params.get(k, p.default) for k, p in declared.items()}
     at = f" of {where}" if where else ""
-    paper = profile != "smoke" and not preflight  # a paper recipe run for real: its endpoints must be named
-    for name in sorted(params):
-        if name.endswith("_model") and value.get(name) and (name[: -len("model")] + "endpoint") in declared:
-            ep = name[: -len("model")] + "endpoint"
-            if not value.get(ep):
-                problems.append(f"{name}={value[name]!r}{at} is set but {ep} is empty: name the endpoint that serves it")
-    if paper:
-        missing = [f"{n} ({why})" for n, why in PAPER_NEEDS.items() if n in declared and not value.get(n)]
-        if missing:
-            problems.append(f"the {profile} profile{at} needs " + ", ".join(missing))
-    for (switch, on), needed in NEEDS.items():
-        # None: the profile's recipe value (eval.judge / eval.image_judge / eval.summarizer; kit.eval.judge_factory)
-        by_profile = paper and switch in declared and value.get(switch) is None and _recipe_switch(profile, switch) == on
-        if value.get(switch) == on or by_profile:
-            missing = [n for n in needed if n in declared and not value.get(n)
-                       and not (n.endswith("_model") and recipe_model(profile, n[: -len("model")]))]
-            if missing and by_profile:
-                alt, why = PAPER_SWITCHES[switch], _recipe_why(profile, switch)
-                problems.append(f"the {profile} profile{at} uses {switch}={on!r} ({why}) and needs "
-                                f"{' and '.join(missing)}; or pass {switch}={alt!r} for the labelled fallback")
-            elif missing:
-                problems.append(f"{switch}={on!r}{at} needs {' and '.join(missing)}")
-    if "policy_kind" in declared:
-        from kit.policy.factory import eval_policy_kind
-
-        try:
-            eval_policy_kind(value.get("policy_kind"), profile, value.get("model") or "", value.get("endpoint") or "")
-        except ValueError as e:
-            problems.append(f"{e}{at}")
-    if value.get("backend") == "verl":  # notebook 05 trains in process; verl has its own launcher
-        problems.append(f"backend='verl'{at} is not run by a notebook: launch verl with scripts/launch_verl.sh "
-                        "(SCHEDULE=NAME; `python -m kit.cli recipe NAME --verl` prints its overrides), or "
-                        "leave backend 'inprocess'")
-    for switch, offline in PAPER_SWITCHES.items():  # an endpoint the chosen offline judge would never call
-        ep = f"{switch}_endpoint"
-        if value.get(switch) == offline and ep in declared and str(value.get(ep) or "").strip():
-            problems.append(f"{ep}={value[ep]!r}{at} is set but {switch}={offline!r} does not use it (it runs "
-                            f"offline): drop {ep}, or pass {switch}={_ONLINE[switch]!r} to use the endpoint")
-    web = web_backend_param(declared)
-    if web is not None:  # a live web with no key stops here, not inside the kernel (kit.data.synthesis_web)
-        from kit.data.synthesis_web import resolve_web_backend
-        from kit.profiles import get_profile
-
-        try:
-            resolve_web_backend(get_profile(profile, preflight=preflight), value.get(web[0]), parameter=web[0], key=web[1])
-        except ParameterError as e:
-            problems.append(f"{e}{at}")
-    if "stages" in declared:
-        try:
-            schedule = resolved_stages(value.get("stages"), profile, preflight=preflight, where=where)
-        except ParameterError as e:
-            problems.append(str(e))
-            schedule = []
-        if paper and "teacher_model" in declared and not value.get("teacher_model") and \
-                any(s.kind == "opd" for s in schedule):
-            shown = value.get("stages") or get_profile_value(profile, "rl_run.stages")
-            problems.append(f"the {profile} profile{at} runs an OPD warmup stage (stages={shown!r}), which needs "
-                            "teacher_model (a stronger checkpoint); name it, or pass stages without 'opd'")
-    problems += mechanism_problems(declared, value, profile, at, preflight=preflight)  # kit.cli_mechanisms
+    paper = not run.smoke and not preflight  # a paper recipe run for real: its endpoints must be named
+    problems = _role_problems(declared, params, value, run, at, paper=paper)
+    problems += _backend_problems(declared, value, run, at)
+    problems += _stage_problems(declared, value, run, where, paper=paper)
+    problems += mechanism_problems(declared, value, run, at, preflight=preflight)  # kit.cli_mechanisms
     if "report_to" in declared:  # the trainers' Tracker refuses with the same line, but only inside the kernel
         from kit.tracking import report_to_problem
 
@@ -549,6 +474,89 @@ def check_combinations(declared: dict[str, Param], params: dict[str, Any], profi
     if problems:
         raise ParameterError(f"{len(problems)} problems with the parameters{at}:\n" +
                              "\n".join(f"  - {p}" for p in problems))
+
+
+def _role_problems(declared: dict[str, Param], params: dict[str, Any], value: dict[str, Any], run: ResolvedRun,
+                   at: str, *, paper: bool) -> list[str]:
+    """Step of :func:`check_combinations`: a model without its endpoint, a paper profile's needs
+    (:data:`PAPER_NEEDS`), a judge / summarizer switch without its endpoint and model (:data:`NEEDS`), and
+    the evaluated policy's kind."""
+    problems: list[str] = []
+    profile = run.given
+    for name in sorted(params):
+        if name.endswith("_model") and value.get(name) and (name[: -len("model")] + "endpoint") in declared:
+            ep = name[: -len("model")] + "endpoint"
+            if not value.get(ep):
+                problems.append(f"{name}={value[name]!r}{at} is set but {ep} is empty: name the endpoint that serves it")
+    if paper:
+        missing = [f"{n} ({why})" for n, why in PAPER_NEEDS.items() if n in declared and not value.get(n)]
+        if missing:
+            problems.append(f"the {profile} profile{at} needs " + ", ".join(missing))
+    for (switch, on), needed in NEEDS.items():
+        # None: the profile's recipe value (eval.judge / eval.image_judge / eval.summarizer; kit.eval.judge_factory)
+        by_profile = paper and switch in declared and value.get(switch) is None and _recipe_switch(run, switch) == on
+        if value.get(switch) == on or by_profile:
+            missing = [n for n in needed if n in declared and not value.get(n)
+                       and not (n.endswith("_model") and recipe_model(run, n[: -len("model")]))]
+            if missing and by_profile:
+                alt, why = PAPER_SWITCHES[switch], _recipe_why(run, switch)
+                problems.append(f"the {profile} profile{at} uses {switch}={on!r} ({why}) and needs "
+                                f"{' and '.join(missing)}; or pass {switch}={alt!r} for the labelled fallback")
+            elif missing:
+                problems.append(f"{switch}={on!r}{at} needs {' and '.join(missing)}")
+    if "policy_kind" in declared:
+        from kit.policy.factory import eval_policy_kind
+
+        try:
+            eval_policy_kind(value.get("policy_kind"), run, value.get("model") or "", value.get("endpoint") or "")
+        except ValueError as e:
+            problems.append(f"{e}{at}")
+    return problems
+
+
+def _backend_problems(declared: dict[str, Param], value: dict[str, Any], run: ResolvedRun, at: str) -> list[str]:
+    """Step of :func:`check_combinations`: ``backend="verl"``, an endpoint its offline switch never calls, and
+    the web a notebook searches (a live web needs its key)."""
+    problems: list[str] = []
+    if value.get("backend") == "verl":  # notebook 05 trains in process; verl has its own launcher
+        problems.append(f"backend='verl'{at} is not run by a notebook: launch verl with scripts/launch_verl.sh "
+                        "(SCHEDULE=NAME; `python -m kit.cli recipe NAME --verl` prints its overrides), or "
+                        "leave backend 'inprocess'")
+    for switch, offline in PAPER_SWITCHES.items():  # an endpoint the chosen offline judge would never call
+        ep = f"{switch}_endpoint"
+        if value.get(switch) == offline and ep in declared and str(value.get(ep) or "").strip():
+            problems.append(f"{ep}={value[ep]!r}{at} is set but {switch}={offline!r} does not use it (it runs "
+                            f"offline): drop {ep}, or pass {switch}={_ONLINE[switch]!r} to use the endpoint")
+    web = web_backend_param(declared)
+    if web is not None:  # a live web with no key stops here, not inside the kernel (kit.data.synthesis_web)
+        from kit.data.synthesis_web import resolve_web_backend
+
+        try:
+            resolve_web_backend(run.run_profile, value.get(web[0]), parameter=web[0], key=web[1])
+        except ParameterError as e:
+            problems.append(f"{e}{at}")
+    return problems
+
+
+def _stage_problems(declared: dict[str, Param], value: dict[str, Any], run: ResolvedRun, where: str, *,
+                    paper: bool) -> list[str]:
+    """Step of :func:`check_combinations`: notebook 05's ``stages`` resolve, and a paper run's OPD stage has
+    its ``teacher_model``."""
+    if "stages" not in declared:
+        return []
+    at = f" of {where}" if where else ""
+    problems: list[str] = []
+    try:
+        schedule = resolved_stages(value.get("stages"), run, preflight=run.preflight, where=where)
+    except ParameterError as e:
+        problems.append(str(e))
+        schedule = []
+    if paper and "teacher_model" in declared and not value.get("teacher_model") and \
+            any(s.kind == "opd" for s in schedule):
+        shown = value.get("stages") or run.value("rl_run.stages")
+        problems.append(f"the {run.given} profile{at} runs an OPD warmup stage (stages={shown!r}), which needs "
+                        "teacher_model (a stronger checkpoint); name it, or pass stages without 'opd'")
+    return problems
 
 
 def web_backend_param(declared: dict[str, Param]) -> tuple[str, str] | None:
@@ -566,35 +574,15 @@ def web_backend_param(declared: dict[str, Param]) -> tuple[str, str] | None:
 _ONLINE = {"judge": "llm", "image_judge": "vlm", "summarizer": "llm"}  # the switch value that calls <switch>_endpoint
 
 
-def get_profile_value(profile: str, key: str) -> Any:
-    """The value ``key`` of the profile's recipe (no overlay)."""
-    from kit.profiles import get_profile
+def resolved_run(declared: dict[str, Param], params: dict[str, Any], profile: str | ResolvedRun = "smoke", *,
+                 preflight: bool = False) -> ResolvedRun:
+    """The run of a notebook resolved once (:class:`kit.profiles.ResolvedRun`): its profile (alias resolved), the
+    typed overrides ``params`` and the endpoints they name (:func:`named_endpoints`), for every later check.
 
-    return get_profile(profile).value(key)
-
-
-def resolved_stages(spec: str | None, profile: str = "smoke", *, preflight: bool = False, where: str = "") -> list:
-    """Notebook 05's stage schedule for ``stages=spec`` (None: the recipe's ``rl_run.stages``) under ``profile``,
-    resolved as the notebook resolves it (:func:`kit.rl.staging.resolve_schedule` with the profile's recipe
-    and rollout harness), so the checks before the kernel and the run read one parser.
-
-    Returns:
-        list of :class:`kit.rl.staging.Stage`.
     Raises:
-        ParameterError: an empty spec, an unknown schedule name or a bad stage list (one line).
+        ValueError: an unknown profile.
     """
-    from kit.profiles import get_profile
-    from kit.rl.staging import resolve_schedule
+    import dataclasses
 
-    at = f" of {where}" if where else ""
-    if spec is not None and not str(spec).strip():  # resolve_schedule would read "" as the recipe's schedule
-        raise ParameterError(f"stages={spec!r}{at} is empty: leave stages unset for the recipe's schedule, or "
-                             "name one (e.g. 'opd:1,h1:2,h2', 'weagent')")
-    P = get_profile(profile, preflight=preflight)
-    R = P.recipe_obj()
-    # the rollout harness notebook 05 grows the stages from (its cell "the harness of the rollouts")
-    base = P.harness(max_turns=1, tools_enabled=["web_search"]) if P.smoke else P.harness(**R.section("rl_rollout"))
-    try:
-        return resolve_schedule(R, base, spec)
-    except ValueError as e:
-        raise ParameterError(f"stages={spec!r}{at}: {str(e).splitlines()[0]}") from None
+    run = resolve_run(profile, preflight=preflight, overrides=params)
+    return dataclasses.replace(run, endpoints=tuple(named_endpoints(declared, params, profile=run)))

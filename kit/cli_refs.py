@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kit.cli_params import Param
+    from kit.cli_spec import Param
 
 # model-like parameters that are not served: which references each notebook can load
 CHECKPOINT_PARAMS = {"base_model": {"tiny": True, "hub": True}, "sft_model": {"tiny": False, "hub": False},

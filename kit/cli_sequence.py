@@ -12,6 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kit.cli_catalog import (  # noqa: F401 - re-exported (old import paths)
+    NOTEBOOKS,
+    PROFILES,
+    RESERVED,
+    _first_line,
+    profile_problem,
+    reserved_problem,
+)
 from kit.cli_params import (
     ParameterError,
     check_combinations,
@@ -20,43 +28,14 @@ from kit.cli_params import (
     notebook_parameters,
     plan_writes,
     preflight_endpoints,
+    resolved_run,
 )
 from kit.diffs import leaf_diff
-from kit.paths import PROJECT_ROOT
-from kit.profiles import PROFILE_NAMES as PROFILES  # every --profile name (each selects a recipe: kit/recipes)
+from kit.paths import PROJECT_ROOT, read_json_file
+from kit.profiles import ResolvedRun
 
-NOTEBOOKS = {
-    "01": "01_harness_demo",
-    "02": "02_data_synthesis",
-    "03": "03_vfold_rendering",
-    "04": "04_sft_unsloth",
-    "05": "05_rl_long_mdr",
-    "06": "06_evaluation",
-    "07": "07_publish",
-}
 SEQUENCE_FILE = "sequence.json"
 STEP_STATUSES = ("pending", "running", "ok", "failed")
-# parameters the command line sets itself: a -p for them would silently contradict the run's record
-RESERVED = {"profile": "--profile", "out_dir": "--out (a sequence: --run and --results-dir)",
-            "preflight": "--preflight (python -m kit.cli notebook NN --profile P --preflight)"}
-
-
-def reserved_problem(names, where: str = "") -> str | None:
-    """One line when ``names`` include a parameter the command line sets itself (:data:`RESERVED`)."""
-    hit = [n for n in names if n in RESERVED]
-    if not hit:
-        return None
-    return (f"{where + ': ' if where else ''}" + "; ".join(f"-p {n} is not accepted: set it with {RESERVED[n]}" for n in hit))
-
-
-def profile_problem(declared, profile: str, where: str) -> str | None:
-    """One line when the notebook's parameters cell (``declared``) does not list ``profile`` among its
-    ``profile: Literal[...]`` values (notebook 02 is WeAgent's data pipeline only: no ``points_seeker``)."""
-    p = declared.get("profile")
-    if p is None or p.choices is None or profile in p.choices:
-        return None
-    return (f"{where} does not support profile {profile!r}: its parameters cell declares "
-            f"profile {' | '.join(map(repr, p.choices))}")
 
 
 class SequenceError(RuntimeError):
@@ -70,16 +49,6 @@ class NotebookFailed(RuntimeError):
         self.key, self.executed, self.cause = key, executed, cause
         super().__init__(f"notebook {key} ({NOTEBOOKS.get(key, key)}) failed: {type(cause).__name__}: "
                          f"{_first_line(cause)}; executed copy with the failing cell: {executed}")
-
-
-def _first_line(e: BaseException) -> str:
-    if getattr(e, "ename", None):  # papermill.PapermillExecutionError: the failing cell's exception
-        return f"cell {getattr(e, 'exec_count', '?')}: {e.ename}: {e.evalue}"[:500]
-    text = str(e).strip().splitlines()
-    # Papermill's message starts with a banner line; the exception name and value follow it
-    useful = [t for t in text if t.strip() and not set(t.strip()) <= set("-=")]
-    return " | ".join(useful[:3])[:500] if useful else type(e).__name__
-
 
 
 def plan_sequence(keys: list[str] | None, *, notebooks_dir: str | Path | None = None) -> list[str]:
@@ -116,16 +85,12 @@ def _read_state(path: Path) -> dict[str, Any]:
     """A recorded ``sequence.json``. Raises :class:`SequenceError` when it is not one (damaged, edited: every
     field of the plan and of each step is checked for its type, so a resume never fails half-way on it)."""
     try:
-        if not path.is_file():
-            raise ValueError("not a regular file")
-        if path.stat().st_size > 16 << 20:
-            raise ValueError("larger than a sequence state is")
-        state = json.loads(path.read_text(encoding="utf-8"))
+        state: Any = read_json_file(path, max_bytes=16 << 20, what="a sequence state")
         why = _state_problem(state)
         if why:
             raise ValueError(why)
-    except (OSError, ValueError, RecursionError) as e:
-        raise SequenceError(f"{path} is not a readable sequence state ({type(e).__name__}: {e}); "
+    except (OSError, ValueError) as e:  # kit.paths.JsonFileError is a ValueError
+        raise SequenceError(f"{path} is not a readable sequence state ({e}); "
                             "start the run again without --resume") from e
     return state
 
@@ -207,90 +172,142 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         raise SequenceError(f"unknown profile {profile!r}; choose one of {PROFILES}")
     if not 0.0 <= fail_on_error <= 1.0:  # NaN fails too
         raise SequenceError(f"--fail-on-error is the tolerated share of error episodes in [0, 1], got {fail_on_error!r}")
-    from kit.profiles import resolve_profile_name
     from kit.runs import check_run_name
 
     try:
         check_run_name(run)
     except ValueError as e:
         raise SequenceError(str(e)) from e
-
     root = Path(results_dir).resolve() if results_dir else PROJECT_ROOT / "results"
     run_dir = root / run
     state_path = run_dir / SEQUENCE_FILE
     nb_dir = Path(notebooks_dir) if notebooks_dir else PROJECT_ROOT / "notebooks"
-    fresh: set[str] = set()  # steps of a resumed plan whose parameters were corrected: they start afresh
+    request = {"keys": keys, "profile": profile, "common": common, "per_notebook": per_notebook,
+               "notebooks_dir": notebooks_dir, "profile_preflight": profile_preflight}
     if resume:
-        if not state_path.exists():
-            raise SequenceError(f"nothing to resume: {state_path} does not exist")
-        state = _read_state(state_path)
-        old_plan = state["plan"]
-        if keys and plan_sequence(keys, notebooks_dir=notebooks_dir) != old_plan["keys"]:
-            raise SequenceError(f"--resume with a different plan than recorded in {state_path}: keys: recorded "
-                                f"{old_plan['keys']!r}, given {plan_sequence(keys, notebooks_dir=notebooks_dir)!r}")
-        given = json.loads(json.dumps({"common": common or {}, "per_notebook": per_notebook or {}}, default=str))
-        if profile_preflight is not None and profile_preflight != bool(old_plan.get("preflight", False)):
-            raise SequenceError(f"--resume with a different plan than recorded in {state_path}: preflight: recorded "
-                                f"{bool(old_plan.get('preflight', False))}, given {profile_preflight}")
-        plan = {"keys": old_plan["keys"], "profile": resolve_profile_name(profile or old_plan["profile"]),
-                "preflight": bool(old_plan.get("preflight", False)),
-                "common": {**old_plan["common"], **given["common"]},
-                "per_notebook": {k: {**old_plan["per_notebook"].get(k, {}), **given["per_notebook"].get(k, {})}
-                                 for k in sorted(set(old_plan["per_notebook"]) | set(given["per_notebook"]))}}
-        plan_sequence(plan["keys"], notebooks_dir=notebooks_dir)  # the files must still be there
-        declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
-        changed = [k for k in plan["keys"] if (resolve_profile_name(old_plan["profile"]), _given(old_plan, k, declared[k]))
-                   != (plan["profile"], _given(plan, k, declared[k]))]
-        finished = [k for k in changed if state["steps"][k]["status"] == "ok"]
-        if finished:
-            raise SequenceError(
-                f"--resume with a different plan than recorded in {state_path}: it changes the parameters of finished "
-                "notebook(s) " + "; ".join(f"{k}: recorded profile {old_plan['profile']!r} params "
-                                           f"{_given(old_plan, k, declared[k])!r}, given profile {plan['profile']!r} "
-                                           f"params {_given(plan, k, declared[k])!r}" for k in finished)
-                + " (start the run again without --resume to change them)")
-        fresh = set(changed)
-        for k in changed:
-            echo(f"{k} {NOTEBOOKS[k]}: corrected for this attempt (profile {plan['profile']}, params "
-                 f"{json.dumps(_given(plan, k, declared[k]), default=str)}); it starts afresh")
-        if all(s["status"] == "ok" for s in state["steps"].values()):
-            echo(f"sequence {run!r} already finished; every notebook is reported as done")
-        state["plan"] = plan
+        state, fresh = _resumed_state(state_path, run, request, nb_dir, echo)
     else:
-        plan = {"keys": plan_sequence(keys, notebooks_dir=notebooks_dir),
-                "profile": resolve_profile_name(profile or "smoke"), "preflight": bool(profile_preflight),
-                "common": json.loads(json.dumps(common or {}, default=str)),
-                "per_notebook": json.loads(json.dumps(per_notebook or {}, default=str))}
-        old: dict[str, Any] = {"steps": {}}
-        if state_path.exists():
-            try:
-                old = _read_state(state_path)
-            except SequenceError as e:
-                echo(f"note: {e}; starting over")
-                old = {"steps": {}}
-            else:  # another experiment under this run name is never cleared: its name is what identifies it
-                differ = leaf_diff(plan_identity(old["plan"]), plan_identity(plan))
-                if differ:
-                    raise SequenceError(f"not started: {state_path} records another experiment under run {run!r}; it "
-                                        f"differs in: {'; '.join(differ)}. A fresh sequence clears its folders, so "
-                                        "choose another --run NAME, or move or delete that run folder")
-            if any(s["status"] != "ok" for s in old["steps"].values()):
-                echo(f"note: {state_path} records an unfinished sequence; starting over (use --resume to continue it)")
-        # a folder this run's sequences never wrote (a standalone notebook run, another experiment) is not cleared
-        foreign = [str(run_dir / NOTEBOOKS[k]) for k in plan["keys"] if k not in old["steps"]
-                   and (run_dir / NOTEBOOKS[k]).is_dir() and any((run_dir / NOTEBOOKS[k]).iterdir())]
-        if foreign:
-            raise SequenceError(f"not started: {', '.join(foreign)} hold(s) outputs that no sequence of run {run!r} "
-                                "wrote (a notebook run on its own, or another experiment); a fresh sequence clears its "
-                                "folders, so choose another --run NAME, or move or delete them")
-        state = {"run": run, "plan": plan, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                 "steps": {k: {"notebook": NOTEBOOKS[k], "status": "pending"} for k in plan["keys"]}}
-        declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
+        state, fresh = _fresh_state(state_path, run_dir, run, request, echo), set()
+    plan = state["plan"]
+    declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
+    typed = _checked_plan(plan, state, declared, run_dir, preflight)
+    for key in fresh:
+        if state["steps"][key]["status"] != "ok":
+            state["steps"][key]["status"] = "pending"  # its folder is cleared below: nothing mixes with the old attempt
+    run_dir.mkdir(parents=True, exist_ok=True)
+    from kit.cli_notebook import run_notebook
+
+    t_all = time.time()
+    for i, key in enumerate(plan["keys"], 1):
+        _run_step(i, key, state, typed[key], declared[key], run_dir, state_path, runner or run_notebook, echo=echo, resume=resume,
+                  preflight=preflight, notebooks_dir=notebooks_dir, progress=progress, fail_on_error=fail_on_error)
+    _finish(run, run_dir, state_path, state, time.time() - t_all, echo)
+    return state
+
+
+def _resumed_state(state_path: Path, run: str, request: dict[str, Any], nb_dir: Path,
+                   echo: Callable[[str], None]) -> tuple[dict[str, Any], set[str]]:
+    """Step of :func:`run_sequence` under ``resume``: the recorded state with its plan corrected by the overrides
+    given now, and the keys whose parameters that changes (they start afresh).
+
+    Raises:
+        SequenceError: nothing to resume, other keys or preflight than recorded, or a change to a finished step.
+    """
+    from kit.profiles import resolve_profile_name
+
+    keys, notebooks_dir, profile_preflight = request["keys"], request["notebooks_dir"], request["profile_preflight"]
+    if not state_path.exists():
+        raise SequenceError(f"nothing to resume: {state_path} does not exist")
+    state = _read_state(state_path)
+    old_plan = state["plan"]
+    if keys and plan_sequence(keys, notebooks_dir=notebooks_dir) != old_plan["keys"]:
+        raise SequenceError(f"--resume with a different plan than recorded in {state_path}: keys: recorded "
+                            f"{old_plan['keys']!r}, given {plan_sequence(keys, notebooks_dir=notebooks_dir)!r}")
+    given = json.loads(json.dumps({"common": request["common"] or {}, "per_notebook": request["per_notebook"] or {}},
+                                  default=str))
+    if profile_preflight is not None and profile_preflight != bool(old_plan.get("preflight", False)):
+        raise SequenceError(f"--resume with a different plan than recorded in {state_path}: preflight: recorded "
+                            f"{bool(old_plan.get('preflight', False))}, given {profile_preflight}")
+    plan = {"keys": old_plan["keys"], "profile": resolve_profile_name(request["profile"] or old_plan["profile"]),
+            "preflight": bool(old_plan.get("preflight", False)),
+            "common": {**old_plan["common"], **given["common"]},
+            "per_notebook": {k: {**old_plan["per_notebook"].get(k, {}), **given["per_notebook"].get(k, {})}
+                             for k in sorted(set(old_plan["per_notebook"]) | set(given["per_notebook"]))}}
+    plan_sequence(plan["keys"], notebooks_dir=notebooks_dir)  # the files must still be there
+    declared = {k: notebook_parameters(nb_dir / f"{NOTEBOOKS[k]}.ipynb") for k in plan["keys"]}
+    changed = [k for k in plan["keys"] if (resolve_profile_name(old_plan["profile"]), _given(old_plan, k, declared[k]))
+               != (plan["profile"], _given(plan, k, declared[k]))]
+    finished = [k for k in changed if state["steps"][k]["status"] == "ok"]
+    if finished:
+        raise SequenceError(
+            f"--resume with a different plan than recorded in {state_path}: it changes the parameters of finished "
+            "notebook(s) " + "; ".join(f"{k}: recorded profile {old_plan['profile']!r} params "
+                                       f"{_given(old_plan, k, declared[k])!r}, given profile {plan['profile']!r} "
+                                       f"params {_given(plan, k, declared[k])!r}" for k in finished)
+            + " (start the run again without --resume to change them)")
+    for k in changed:
+        echo(f"{k} {NOTEBOOKS[k]}: corrected for this attempt (profile {plan['profile']}, params "
+             f"{json.dumps(_given(plan, k, declared[k]), default=str)}); it starts afresh")
+    if all(s["status"] == "ok" for s in state["steps"].values()):
+        echo(f"sequence {run!r} already finished; every notebook is reported as done")
+    state["plan"] = plan
+    return state, set(changed)
+
+
+def _fresh_state(state_path: Path, run_dir: Path, run: str, request: dict[str, Any],
+                 echo: Callable[[str], None]) -> dict[str, Any]:
+    """Step of :func:`run_sequence` without ``resume``: a new state, every step pending.
+
+    Raises:
+        SequenceError: ``state_path`` records another experiment, or a planned folder holds outputs no sequence
+            of this run wrote (a fresh sequence clears its folders, so it never starts over them).
+    """
+    from kit.profiles import resolve_profile_name
+
+    plan = {"keys": plan_sequence(request["keys"], notebooks_dir=request["notebooks_dir"]),
+            "profile": resolve_profile_name(request["profile"] or "smoke"),
+            "preflight": bool(request["profile_preflight"]),
+            "common": json.loads(json.dumps(request["common"] or {}, default=str)),
+            "per_notebook": json.loads(json.dumps(request["per_notebook"] or {}, default=str))}
+    old: dict[str, Any] = {"steps": {}}
+    if state_path.exists():
+        try:
+            old = _read_state(state_path)
+        except SequenceError as e:
+            echo(f"note: {e}; starting over")
+            old = {"steps": {}}
+        else:  # another experiment under this run name is never cleared: its name is what identifies it
+            differ = leaf_diff(plan_identity(old["plan"]), plan_identity(plan))
+            if differ:
+                raise SequenceError(f"not started: {state_path} records another experiment under run {run!r}; it "
+                                    f"differs in: {'; '.join(differ)}. A fresh sequence clears its folders, so "
+                                    "choose another --run NAME, or move or delete that run folder")
+        if any(s["status"] != "ok" for s in old["steps"].values()):
+            echo(f"note: {state_path} records an unfinished sequence; starting over (use --resume to continue it)")
+    # a folder this run's sequences never wrote (a standalone notebook run, another experiment) is not cleared
+    foreign = [str(run_dir / NOTEBOOKS[k]) for k in plan["keys"] if k not in old["steps"]
+               and (run_dir / NOTEBOOKS[k]).is_dir() and any((run_dir / NOTEBOOKS[k]).iterdir())]
+    if foreign:
+        raise SequenceError(f"not started: {', '.join(foreign)} hold(s) outputs that no sequence of run {run!r} "
+                            "wrote (a notebook run on its own, or another experiment); a fresh sequence clears its "
+                            "folders, so choose another --run NAME, or move or delete them")
+    return {"run": run, "plan": plan, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "steps": {k: {"notebook": NOTEBOOKS[k], "status": "pending"} for k in plan["keys"]}}
+
+
+def _checked_plan(plan: dict[str, Any], state: dict[str, Any], declared: dict[str, dict], run_dir: Path,
+                  preflight: bool) -> dict[str, dict[str, Any]]:
+    """Step of :func:`run_sequence`: every override checked before the first notebook runs (a common one must be
+    declared by some planned notebook, an NN.name one by notebook NN, which must be planned, and every value
+    typed), then with ``preflight`` every named endpoint of an unfinished step. Returns each step's typed
+    parameters.
+
+    Raises:
+        SequenceError: the first problem (one line, or a notebook's collected problems).
+    """
     if plan["preflight"] and plan["profile"] == "smoke":
         raise SequenceError("--preflight applies to a paper profile (weagent_mmsearch, points_seeker, long_mdr); "
                             "smoke is already small")
-    # every override is checked before the first notebook runs: a common one must be declared by some
-    # planned notebook, an NN.name one by notebook NN (which must be planned), and every value typed
     problem = reserved_problem([*plan["common"], *(n for v in plan["per_notebook"].values() for n in v)])
     if problem:
         raise SequenceError(problem)
@@ -302,6 +319,7 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
         raise SequenceError(f"override(s) for notebook(s) {unplanned} that the plan {plan['keys']} does not run: "
                             + ", ".join(f"{k}.{n}" for k in unplanned for n in plan["per_notebook"][k]))
     typed: dict[str, dict[str, Any]] = {}
+    runs: dict[str, ResolvedRun] = {}  # each step's profile resolved once (kit.profiles.ResolvedRun)
 
     def written(i: int) -> dict[str, list[Path]]:
         # the exact outputs of the earlier steps still to run (kit.cli_refs.NOTEBOOK_OUTPUTS); a finished step's
@@ -315,9 +333,10 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             if problem:
                 raise ParameterError(problem)
             typed[key] = check_params(declared[key], _given(plan, key, declared[key]), where)
+            runs[key] = resolved_run(declared[key], typed[key], plan["profile"], preflight=bool(plan.get("preflight")))
             # an output an earlier notebook of this run writes (05's base_model = 04's run/full/final) does not
             # exist before it runs: not refused now, re-checked right before this notebook starts
-            check_combinations(declared[key], typed[key], plan["profile"], where, preflight=bool(plan.get("preflight")),
+            check_combinations(declared[key], typed[key], runs[key], where, preflight=bool(plan.get("preflight")),
                                local_refs=preflight and state["steps"][key]["status"] != "ok", written=written(i))
         except ParameterError as e:
             raise SequenceError(str(e)) from e
@@ -328,63 +347,72 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
             if state["steps"][key]["status"] != "ok":
                 try:
                     preflight_endpoints(declared[key], typed[key], f"notebook {key} ({NOTEBOOKS[key]})",
-                                        profile=plan["profile"], written=written(i))
+                                        profile=runs[key], written=written(i))
                 except (ModelUnavailable, ParameterError) as e:
                     raise SequenceError(str(e)) from e
-    for key in fresh:
-        if state["steps"][key]["status"] != "ok":
-            state["steps"][key]["status"] = "pending"  # its folder is cleared below: nothing mixes with the old attempt
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if runner is None:
-        from kit.cli import run_notebook as runner  # kit.cli imports this module: resolved at call time
-    n = len(plan["keys"])
-    t_all = time.time()
-    for i, key in enumerate(plan["keys"], 1):
-        step = state["steps"][key]
-        label = f"[{i}/{n}] {key} {NOTEBOOKS[key]}"
-        if step["status"] == "ok":
-            echo(f"{label}: done in an earlier attempt ({step.get('seconds', 0):.1f} s), not rerun")
-            continue
-        params = typed[key]
-        out = run_dir / NOTEBOOKS[key]
-        if out.is_symlink():
-            raise SequenceError(f"{out} is a symbolic link: the sequence writes (and clears) a real folder there")
-        if not resume or step["status"] == "pending":
-            # outputs of an earlier sequence, and the private (encrypted-benchmark) episodes kept for this
-            # folder in the kit cache: a fresh notebook run must not resume or mix with them
-            from kit.eval.runner import default_private_dir
+    return typed
 
-            for stale in (out, default_private_dir(out)):
-                if stale.is_dir():
-                    shutil.rmtree(stale)
-                    echo(f"{label}: cleared the earlier outputs in {stale}")
-        problems = local_ref_problems(declared[key], params, f"notebook {key} ({NOTEBOOKS[key]})") if preflight else []
-        if problems:  # the runner is called without its own checks (check_endpoints=False): they run here
-            raise SequenceError(f"{label}: not started, a local reference it reads is missing now that the "
-                                "notebooks before it ran:\n" + "\n".join(f"  - {p}" for p in problems))
-        step.update(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), params=params,
-                    out_dir=str(out), error=None)
+
+def _run_step(i: int, key: str, state: dict[str, Any], params: dict[str, Any], declared: dict, run_dir: Path,
+              state_path: Path, runner: Callable[..., Path], *, echo: Callable[[str], None], resume: bool,
+              preflight: bool, notebooks_dir, progress: bool, fail_on_error: float) -> None:
+    """Step of :func:`run_sequence`: notebook ``key`` (the ``i``-th of the plan) into ``run_dir/<notebook>``,
+    its step recorded in ``state_path`` before and after (a finished step is reported, not rerun).
+
+    Raises:
+        SequenceError: its folder is a symbolic link, or a local reference it reads is missing.
+        NotebookFailed: the notebook failed (recorded as ``failed``).
+    """
+    plan, step = state["plan"], state["steps"][key]
+    label = f"[{i}/{len(plan['keys'])}] {key} {NOTEBOOKS[key]}"
+    if step["status"] == "ok":
+        echo(f"{label}: done in an earlier attempt ({step.get('seconds', 0):.1f} s), not rerun")
+        return
+    out = run_dir / NOTEBOOKS[key]
+    if out.is_symlink():
+        raise SequenceError(f"{out} is a symbolic link: the sequence writes (and clears) a real folder there")
+    if not resume or step["status"] == "pending":
+        # outputs of an earlier sequence, and the private (encrypted-benchmark) episodes kept for this
+        # folder in the kit cache: a fresh notebook run must not resume or mix with them
+        from kit.eval.runner import default_private_dir
+
+        for stale in (out, default_private_dir(out)):
+            if stale.is_dir():
+                shutil.rmtree(stale)
+                echo(f"{label}: cleared the earlier outputs in {stale}")
+    problems = local_ref_problems(declared, params, f"notebook {key} ({NOTEBOOKS[key]})") if preflight else []
+    if problems:  # the runner is called without its own checks (check_endpoints=False): they run here
+        raise SequenceError(f"{label}: not started, a local reference it reads is missing now that the "
+                            "notebooks before it ran:\n" + "\n".join(f"  - {p}" for p in problems))
+    step.update(status="running", started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), params=params,
+                out_dir=str(out), error=None)
+    _write_state(state_path, state)
+    echo(f"{label}: running (profile {plan['profile']}{' preflight' if plan.get('preflight') else ''}"
+         f"{', params ' + json.dumps(params, default=str) if params else ''})")
+    t0 = time.time()
+    try:
+        executed = runner(key, plan["profile"], params, out, notebooks_dir=notebooks_dir, progress=progress,
+                          check_endpoints=False, fail_on_error=fail_on_error,  # checked above, before the first
+                          **({"preflight": True} if plan.get("preflight") else {}))
+    except BaseException as e:  # noqa: BLE001 - recorded, then re-raised with the notebook named
+        executed = out / f"{NOTEBOOKS[key]}.ipynb"
+        step.update(status="failed", seconds=round(time.time() - t0, 2), error=f"{type(e).__name__}: {_first_line(e)}",
+                    executed=str(executed))
         _write_state(state_path, state)
-        echo(f"{label}: running (profile {plan['profile']}{' preflight' if plan.get('preflight') else ''}"
-             f"{', params ' + json.dumps(params, default=str) if params else ''})")
-        t0 = time.time()
-        try:
-            executed = runner(key, plan["profile"], params, out, notebooks_dir=notebooks_dir, progress=progress,
-                              check_endpoints=False, fail_on_error=fail_on_error,  # checked above, before the first
-                              **({"preflight": True} if plan.get("preflight") else {}))
-        except BaseException as e:  # noqa: BLE001 - recorded, then re-raised with the notebook named
-            executed = out / f"{NOTEBOOKS[key]}.ipynb"
-            step.update(status="failed", seconds=round(time.time() - t0, 2), error=f"{type(e).__name__}: {_first_line(e)}",
-                        executed=str(executed))
-            _write_state(state_path, state)
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            raise NotebookFailed(key, executed, e) from e
-        step.update(status="ok", seconds=round(time.time() - t0, 2), executed=str(executed))
-        _write_state(state_path, state)
-        echo(f"{label}: ok in {step['seconds']:.1f} s → {out}")
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise NotebookFailed(key, executed, e) from e
+    step.update(status="ok", seconds=round(time.time() - t0, 2), executed=str(executed))
+    _write_state(state_path, state)
+    echo(f"{label}: ok in {step['seconds']:.1f} s → {out}")
+
+
+def _finish(run: str, run_dir: Path, state_path: Path, state: dict[str, Any], seconds: float,
+            echo: Callable[[str], None]) -> None:
+    """Last step of :func:`run_sequence`: the state marked finished, the run's manifest and its viewer site."""
+    plan = state["plan"]
     state["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    state["seconds_this_attempt"] = round(time.time() - t_all, 2)
+    state["seconds_this_attempt"] = round(seconds, 2)
     _write_state(state_path, state)
     from kit.manifest import write_manifest
 
@@ -394,5 +422,4 @@ def run_sequence(run: str, keys: list[str] | None = None, *, profile: str | None
     from kit.view.run_view import build_run_view
 
     build_run_view(run_dir, echo=echo)  # one viewer site over every episode of the run: <run_dir>/view
-    echo(f"sequence {run!r}: {n} notebook(s) ok in {run_dir}")
-    return state
+    echo(f"sequence {run!r}: {len(plan['keys'])} notebook(s) ok in {run_dir}")

@@ -62,3 +62,41 @@ def file_sha256(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+class JsonFileError(ValueError):
+    """A small JSON state file that is not one: ``why`` is one line (``not a regular file``, ``N bytes, more
+    than <what> holds``, ``a link to nothing``, ``not readable JSON (<exception>)``)."""
+
+    def __init__(self, path: Path, why: str):
+        self.path, self.why = path, why
+        super().__init__(why)
+
+
+def read_json_file(path: str | os.PathLike, *, max_bytes: int, what: str) -> object:
+    """The JSON value of a small state file (a run's ``run_identity.json``, a sequence's ``sequence.json``),
+    read only when it is a regular file of at most ``max_bytes`` bytes (a FIFO or a link to a device is never
+    opened; a huge file is never read). ``what`` names the file's kind in the size message (``"an identity"``).
+
+    Raises:
+        FileNotFoundError: nothing is there (a link to nothing is a :class:`JsonFileError`).
+        JsonFileError: not a regular file, over ``max_bytes``, not UTF-8 JSON (or nested too deeply).
+    """
+    import json
+    import stat
+
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        if not p.is_symlink():
+            raise FileNotFoundError(str(p)) from None
+        raise JsonFileError(p, "a link to nothing") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise JsonFileError(p, "not a regular file")
+    if st.st_size > max_bytes:
+        raise JsonFileError(p, f"{st.st_size} bytes, more than {what} holds")
+    try:
+        return json.loads(p.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        raise JsonFileError(p, f"not readable JSON ({type(e).__name__})") from None

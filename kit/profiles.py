@@ -22,6 +22,9 @@ it) and turn it into a :class:`Profile` with :func:`get_profile`::
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -159,14 +162,80 @@ def resolve_profile_name(name: str) -> str:
     return PROFILE_ALIASES.get(name, name)
 
 
-def get_profile(name: str | Profile, *, preflight: bool = False, switches: dict[str, bool | None] | None = None) -> Profile:
-    """The :class:`Profile` called ``name`` (an alias resolved; a :class:`Profile` is returned as it is), made a
-    preflight when ``preflight``, with the ablation ``switches`` whose value is not None.
+@dataclass(frozen=True)
+class ResolvedRun:
+    """A notebook run's profile, resolved once where the run starts (:func:`resolve_run`) and handed down to the
+    checks that read it (:func:`kit.cli_params.check_combinations`, :mod:`kit.cli_endpoints`,
+    :func:`kit.data.synthesis_web.resolve_web_backend`, :func:`kit.policy.factory.eval_policy_kind`), so the alias,
+    the preflight and the recipe are worked out in one place.
+
+    Attributes:
+        given: the profile's name as the caller wrote it (``"paper"``): what messages say.
+        profile: the :class:`Profile`, alias resolved, without the preflight overlay (its recipe values:
+            :meth:`value`).
+        preflight: a paper profile's preflight (:attr:`run_profile` has the overlay).
+        overrides: the run's typed parameter overrides (read-only), ``{}`` when not known yet.
+        endpoints: ``(parameter, endpoint, model, api-key variable)`` of every endpoint the run names
+            (:func:`kit.cli_params.resolved_run` fills it from the notebook's parameters; ``()`` otherwise).
+    """
+
+    given: str
+    profile: Profile
+    preflight: bool = False
+    overrides: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    endpoints: tuple[tuple[str, str, str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The profile's name after its alias (``"weagent_mmsearch"`` for ``"paper"``)."""
+        return self.profile.name
+
+    @property
+    def smoke(self) -> bool:
+        return self.profile.smoke
+
+    @functools.cached_property
+    def run_profile(self) -> Profile:
+        """The profile the run executes: :attr:`profile` with the preflight overlay when :attr:`preflight`."""
+        return get_profile(self.profile, preflight=self.preflight)
+
+    def value(self, key: str, default: Any = ...) -> Any:
+        """The recipe value ``key`` of the profile (no overlay), ``default`` when the recipe has none."""
+        return self.profile.value(key, default)
+
+    def __str__(self) -> str:
+        return self.given
+
+
+def resolve_run(profile: str | Profile | ResolvedRun, *, preflight: bool = False,
+                overrides: Mapping[str, Any] | None = None) -> ResolvedRun:
+    """``profile`` resolved once for a run (a :class:`ResolvedRun` is returned as it is, given ``overrides``
+    when it had none).
+
+    Raises:
+        ValueError: an unknown profile name (:func:`resolve_profile_name`).
+    """
+    if isinstance(profile, ResolvedRun):
+        if overrides is not None and not profile.overrides:
+            return ResolvedRun(profile.given, profile.profile, profile.preflight, MappingProxyType(dict(overrides)),
+                               profile.endpoints)
+        return profile
+    given = profile.name if isinstance(profile, Profile) else profile
+    prof = profile if isinstance(profile, Profile) else PROFILES[resolve_profile_name(profile)]
+    return ResolvedRun(given, prof, bool(preflight), MappingProxyType(dict(overrides or {})))
+
+
+def get_profile(name: str | Profile | ResolvedRun, *, preflight: bool = False, switches: dict[str, bool | None] | None = None) -> Profile:
+    """The :class:`Profile` called ``name`` (an alias resolved; a :class:`Profile` is returned as it is, a
+    :class:`ResolvedRun` gives its profile), made a preflight when ``preflight``, with the ablation ``switches``
+    whose value is not None.
 
     Raises:
         ValueError: an unknown name (the message lists the known ones); ``preflight`` with ``smoke``; an unknown
             switch, or one the profile's recipe cannot change (:func:`kit.recipes.mechanisms.switch_problem`).
     """
+    if isinstance(name, ResolvedRun):
+        name = name.profile
     prof = name if isinstance(name, Profile) else PROFILES[resolve_profile_name(name)]
     if preflight and not prof.preflight:
         if prof.smoke:

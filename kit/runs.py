@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.diffs import leaf_diff
-from kit.paths import PROJECT_ROOT
+from kit.paths import PROJECT_ROOT, JsonFileError, read_json_file
 
 __all__ = ["IDENTITY_FILE", "INPUT_PARAMS", "RUN_NAME_MAX", "FolderError", "ResumeMismatch", "RunMismatch", "check_resume",
            "check_run_name", "claim_folder", "config_fingerprint", "default_out_dir", "effective_params",
@@ -206,7 +206,7 @@ def input_fingerprints(params: Mapping[str, Any], base: str | Path | None = None
     return out
 
 
-def run_identity(notebook: str, profile: str, params: Mapping[str, Any] | None = None, *,
+def run_identity(notebook: str, profile: Any, params: Mapping[str, Any] | None = None, *,
                  preflight: bool = False, declared: Mapping[str, Any] | None = None,
                  base: str | Path | None = None) -> dict[str, Any]:
     """What makes a notebook run this experiment: ``{"notebook", "profile" (resolved), "profile_given",
@@ -214,12 +214,13 @@ def run_identity(notebook: str, profile: str, params: Mapping[str, Any] | None =
     "fingerprint"}``; the fingerprint (16 hex) covers every key but ``profile_given`` (``paper`` and
     ``weagent_mmsearch`` are one experiment). ``params``: with ``declared`` (the notebook's parameters cell),
     every parameter the run uses (:func:`effective_params`); without, the given ones. ``inputs``: what the files
-    they name hold (:func:`input_fingerprints`, relative paths from ``base``).
+    they name hold (:func:`input_fingerprints`, relative paths from ``base``). ``profile``: a name or the run
+    resolved once (:class:`kit.profiles.ResolvedRun`; ``profile_given`` is its name as given).
 
     Raises:
         ValueError: an unknown profile.
     """
-    from kit.profiles import get_profile
+    from kit.profiles import ResolvedRun, get_profile
 
     prof = get_profile(profile, preflight=preflight)
     recipe = prof.recipe_obj()
@@ -227,43 +228,28 @@ def run_identity(notebook: str, profile: str, params: Mapping[str, Any] | None =
     ident = {"notebook": notebook, "profile": prof.name, "recipe": recipe.label,
              "recipe_sha256": _sha({k: e.value for k, e in recipe.entries.items()}),
              "preflight": bool(preflight), "params": values, "inputs": input_fingerprints(values, base)}
-    return {**ident, "profile_given": profile, "fingerprint": _sha(ident)[:16]}
+    given = profile.given if isinstance(profile, ResolvedRun) else profile
+    return {**ident, "profile_given": given, "fingerprint": _sha(ident)[:16]}
 
 
 def read_identity(folder: str | Path, *, strict: bool = False) -> dict[str, Any] | None:
     """The identity recorded in ``folder``; None when there is none. A file that is not one (not a regular
     file, a FIFO or a link to a device: never opened; over 1 MiB; not JSON; keys of the wrong type) is None
     too, or with ``strict`` a :class:`RunMismatch` saying what is wrong with it."""
-    p = Path(folder) / IDENTITY_FILE
     try:
-        st = p.stat()
-    except OSError:
-        if not p.is_symlink():
-            return None
-        why = "a link to nothing"
+        got = read_json_file(Path(folder) / IDENTITY_FILE, max_bytes=_IDENTITY_MAX_BYTES, what="an identity")
+    except FileNotFoundError:
+        return None
+    except JsonFileError as e:
+        why = e.why
     else:
-        why = _identity_problem(p, st)
+        why = _identity_shape(got)
         if not why:
-            try:
-                got = json.loads(p.read_bytes().decode("utf-8"))
-            except (OSError, ValueError, RecursionError) as e:
-                got, why = None, f"not readable JSON ({type(e).__name__})"
-            if not why:
-                why = _identity_shape(got)
-                if not why:
-                    return got
+            return got  # type: ignore[return-value]
     if strict:
         raise RunMismatch(Path(folder), [f"{IDENTITY_FILE}: damaged ({why})"],
                           "Move or delete that folder (or that file, if you know which run wrote it).")
     return None
-
-
-def _identity_problem(p: Path, st: os.stat_result) -> str:
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    if st.st_size > _IDENTITY_MAX_BYTES:
-        return f"{st.st_size} bytes, more than an identity holds"
-    return ""
 
 
 def _identity_shape(got: Any) -> str:

@@ -25,7 +25,7 @@ def test_a_run_checks_each_checkpoint_reference_once(tmp_path, monkeypatch):
     seen = []
     real = factory.checkpoint_ref_problem
     monkeypatch.setattr(factory, "checkpoint_ref_problem", lambda name, value, **kw: seen.append(name) or real(name, value, **kw))
-    monkeypatch.setattr("kit.cli.ensure_kernel", lambda *a, **kw: None)
+    monkeypatch.setattr("kit.cli_notebook.ensure_kernel", lambda *a, **kw: None)
 
     def no_kernel(*a, **kw):
         raise _Stop

@@ -34,7 +34,7 @@ def no_kernel(monkeypatch):
         raise _ReachedKernel
 
     monkeypatch.setattr(papermill, "execute_notebook", reached)
-    monkeypatch.setattr("kit.cli.ensure_kernel", lambda *a, **kw: None)
+    monkeypatch.setattr("kit.cli_notebook.ensure_kernel", lambda *a, **kw: None)
 
 
 @pytest.mark.parametrize("key", ["04", "05", "06"])

@@ -23,14 +23,14 @@ class _Thing:
 # ---------------------------------------------------------------------------------- event details
 def test_event_detail_is_coerced_to_json_values():
     """Before: a numpy count or an object in a detail made the record unserializable."""
-    e = Event(type="image_rejected", turn=1, detail={"count": np.int64(3), "ratio": np.float32(0.5),
+    e = Event(type="tool_note", turn=1, detail={"name": "x", "count": np.int64(3), "ratio": np.float32(0.5),
                                                       "obj": _Thing(), "path": Path("/x"), "rows": np.arange(2),
                                                       "flag": np.bool_(True), 5: [np.int8(1)]})
-    assert e.detail == {"count": 3, "ratio": 0.5, "obj": "a thing", "path": "/x", "rows": [0, 1], "flag": True,
+    assert e.detail == {"name": "x", "count": 3, "ratio": 0.5, "obj": "a thing", "path": "/x", "rows": [0, 1], "flag": True,
                         "5": [1]}
     assert type(e.detail["count"]) is int
     json.loads(e.model_dump_json())
-    assert Event(type="invalid_call", turn=0, detail={"a": [1, "b"], "c": {"d": None}}).detail == {"a": [1, "b"], "c": {"d": None}}
+    assert Event(type="tool_note", turn=0, detail={"a": [1, "b"], "c": {"d": None}}).detail == {"a": [1, "b"], "c": {"d": None}}
     assert json_safe({"b": b"\xff"}) == {"b": "_w=="}  # bytes that are not UTF-8: base64, never an exception
     with pytest.raises(ValueError):
         Event(type="invalid_call", turn=0, detail="not a dict")
@@ -63,7 +63,7 @@ def test_run_batch_records_an_episode_whose_tool_event_holds_numpy(tmp_path):
 
     def g(ctx: ToolContext, x: int) -> str:
         """Count something."""
-        ctx.event(EventType.IMAGE_REJECTED, count=np.int64(3))
+        ctx.event(EventType.TOOL_NOTE, name="x", count=np.int64(3))
         return "ok"
 
     g = tool(g)
@@ -71,7 +71,7 @@ def test_run_batch_records_an_episode_whose_tool_event_holds_numpy(tmp_path):
     h = Harness(ScriptedPolicy([call, "<think>done</think><response>ok</response>"]), MemoryBackend(),
                 HarnessConfig(max_turns=3), tools=[g])
     (rec,) = asyncio.run(run_batch(h, [Task(id="t1", question="q")], tmp_path, progress=False))
-    ev = [e for e in rec.events if e.type == "image_rejected"]
+    ev = [e for e in rec.events if e.type == "tool_note"]
     assert ev and ev[0].detail["count"] == 3
     assert json.loads((tmp_path / "episodes.jsonl").read_text())["id"] == rec.id
 

@@ -52,7 +52,7 @@ async def test_points_seeker_grpo_reward():
     assert no_think.reward == pytest.approx(0.7) and no_think.tool == 0.0
     assert not tool_ok(rec("x", tool_calls=0))
     assert not format_ok(rec('<response>a</response><tool_call>{"name": "web_search"}</tool_call>'))
-    with pytest.raises(ValueError, match="reward kind"):
+    with pytest.raises(ValueError, match="unknown reward 'nope'; registered"):
         await score_record(rec("x"), j, kind="nope")
 
 

@@ -146,3 +146,19 @@ def test_unsloth_training_lowers_loss(tmp_path):
     for rank in (8, 0):
         res = train_sft(path, ex, tmp_path / f"u{rank}", _cfg(lora_rank=rank), backend="unsloth")
         assert res.backend == "unsloth" and res.losses()[-1] < res.losses()[0]
+
+
+def test_checkpointing_field_follows_the_installed_transformers():
+    """transformers 5.17 (the GPU image) has only ``gradient_checkpointing``; >= 5.2x names it
+    ``activation_checkpointing``: the SFT trainer passes whichever exists (it failed on 5.17 before)."""
+    import dataclasses
+
+    from trl import SFTConfig
+
+    from kit.train.sft import _checkpointing_field
+
+    old = dataclasses.make_dataclass("Old", [("gradient_checkpointing", bool, False)])
+    new = dataclasses.make_dataclass("New", [("gradient_checkpointing", bool, False),
+                                             ("activation_checkpointing", bool, False)])
+    assert _checkpointing_field(old) == "gradient_checkpointing" and _checkpointing_field(new) == "activation_checkpointing"
+    assert _checkpointing_field(SFTConfig) in {f.name for f in dataclasses.fields(SFTConfig)}

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kit.cli_params import ParameterError
+from kit.cli_spec import ParameterError
 from kit.types import ImageHit, Page, ReverseImageResult, SearchBackend, SearchHit
 
 WEB_BACKENDS = ("serper", "zim")

@@ -29,6 +29,7 @@ from kit.eval.loaders import (
     load_vistarget_jsonl,
 )
 from kit.eval.protocols import EvalProtocol, apply_filters, get_protocol
+from kit.harness.episode import Task
 
 MMSEARCH_STYLE = "MMSearch-style Tasks"
 KNOWLEDGE_QA = "Multimodal Knowledge QA"
@@ -66,6 +67,56 @@ LOCAL_FILES: dict[str, tuple[str, Callable[..., LoadResult]]] = {
     "infoseek": ("infoseek_mini/mini_data.pq", lambda p, limit: load_infoseek(p, limit)),
 }
 _SPEC = re.compile(r"^(?:(hub|local):)?([a-z0-9_]+)$")
+
+
+# name -> loader(path, limit) of benchmarks registered from outside the kit (register_benchmark)
+_REGISTERED: dict[str, Callable[[Path, int | None], LoadResult | list]] = {}
+
+
+def register_benchmark(key: str, loader: Callable[[Path, int | None], LoadResult | list], *,
+                       display: str | None = None, group: str = KNOWLEDGE_QA, replace: bool = False) -> BenchmarkInfo:
+    """Make ``load_benchmark("local:<key>", local_path=...)`` read a benchmark of your own.
+
+    ``loader(path, limit)`` reads the file or folder ``local_path`` and returns a :class:`LoadResult`, or a
+    list of :class:`~kit.harness.episode.Task` (wrapped into one, duplicate ids reported as problems). The
+    benchmark then appears in reports under ``display`` in ``group`` (Table 1's two groups:
+    :data:`MMSEARCH_STYLE`, :data:`KNOWLEDGE_QA`) and is filtered by the run's protocol like any other.
+
+    Raises:
+        ValueError: ``key`` is not ``[a-z0-9_]+``, is a built-in or registered name (unless ``replace`` for
+            a registered one), ``loader`` is not callable, or ``group`` is not one of the two groups.
+    """
+    if not isinstance(key, str) or not re.fullmatch(r"[a-z0-9_]+", key):
+        raise ValueError(f"a benchmark key is lower-case letters, digits and '_', got {key!r}")
+    if key in BENCHMARKS and not (replace and key in _REGISTERED):
+        raise ValueError(f"benchmark {key!r} is " + ("registered already (pass replace=True)" if key in _REGISTERED
+                                                      else "built in: choose another key"))
+    if not callable(loader):
+        raise ValueError(f"benchmark {key!r}: the loader must be callable, got {type(loader).__name__}")
+    if group not in (MMSEARCH_STYLE, KNOWLEDGE_QA):
+        raise ValueError(f"benchmark {key!r}: group is {MMSEARCH_STYLE!r} or {KNOWLEDGE_QA!r}, got {group!r}")
+    info = BenchmarkInfo(key, display or key, group)
+    BENCHMARKS[key] = info
+    if key not in TABLE_ORDER:
+        TABLE_ORDER.append(key)
+    _REGISTERED[key] = loader
+    return info
+
+
+def _load_registered(key: str, local_path, load_limit: int | None, proto: EvalProtocol, limit: int | None) -> LoadResult:
+    """Run a registered loader on ``local_path`` and apply the protocol's filters and ``limit``."""
+    if local_path is None:
+        raise BenchmarkError(f"local:{key} is a registered benchmark: pass local_path (its file or folder)")
+    out = _REGISTERED[key](Path(local_path), load_limit)
+    if isinstance(out, LoadResult):
+        res = out
+    elif isinstance(out, list) and all(isinstance(t, Task) for t in out):
+        res = LoadResult(key, info={"loader": getattr(_REGISTERED[key], "__qualname__", repr(_REGISTERED[key])),
+                                    "path": str(local_path)})
+        res.add(out, row=None)
+    else:
+        raise BenchmarkError(f"the loader of {key!r} returned {type(out).__name__}: return a LoadResult or a list of Task")
+    return apply_filters(res, proto, limit)
 
 
 def _fvqa_result(path: Path, limit: int | None) -> LoadResult:
@@ -145,6 +196,8 @@ def load_benchmark(spec: str, *, source: str = "local", data_dir: str | Path | N
         if local_path is None:
             raise BenchmarkError("local:vistarget needs local_path: the VisTarget JSONL file")
         return apply_filters(load_vistarget_jsonl(local_path, load_limit), proto, limit)
+    if key in _REGISTERED:
+        return _load_registered(key, local_path, load_limit, proto, limit)
     if key not in LOCAL_FILES:
         raise UnknownBenchmarkError(f"no local files for {key!r} (local: {sorted(LOCAL_FILES)}); use 'hub:{key}'")
     from kit.paths import shared_data_dir

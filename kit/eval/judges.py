@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans({c: " " for c in string.punctuation + "“”‘’«»、，。！？：；（）"})
@@ -94,6 +94,26 @@ class Verdict:
     error: str | None = None
     cached: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class AnswerJudge(Protocol):
+    """What :func:`kit.eval.runner.run_evaluation` (``judge=``) calls: ``judge_task(task, prediction)`` returns a
+    :class:`Verdict` (plain or awaitable). ``name`` labels the run; put it in every verdict's ``judge``."""
+
+    name: str
+
+    def judge_task(self, task, prediction: str | None) -> Any: ...
+
+
+@runtime_checkable
+class ImageJudge(Protocol):
+    """Target Match (WeAgent §5.2; ``run_evaluation(image_judge=)``): ``await judge(cited, target)`` compares the
+    image file the answer cited with the task's held-out target image and returns a :class:`Verdict`."""
+
+    name: str
+
+    async def judge(self, cited: Path, target: Any) -> Verdict: ...
 
 
 def strip_response(text: str | None) -> str:

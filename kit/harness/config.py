@@ -8,6 +8,7 @@ episodes by turns and tokens, never by the wall clock (results must not depend o
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import math
 from datetime import datetime
@@ -16,6 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kit.recipes import paper_default as _P  # defaults: kit/recipes/weagent_mmsearch.yaml (cited there)
+from kit.recipes.sections import register_section
+
+TOOL_SETS_MODULE = "kit.harness.toolsets"  # the named tool sets (HarnessConfig.tool_set)
 
 # Smoke episodes never end on the clock: 5 turns of a tiny CPU model take seconds, so a day-long
 # budget only catches a hung run and cannot make results depend on machine speed.
@@ -128,9 +132,9 @@ class HarnessConfig(BaseModel):
         if self.synthesis_reserve_tokens >= self.max_context_tokens:
             raise ValueError("synthesis_reserve_tokens must be smaller than max_context_tokens")
         if self.tool_set is not None:
-            from kit.harness.toolsets import tool_set
-
-            tool_set(self.tool_set)  # an unknown name fails here, listing the known sets
+            # the tool sets' module is imported by name, now: its tools build HarnessConfig objects
+            # (points_seeker_config), so this module never imports it
+            importlib.import_module(TOOL_SETS_MODULE).tool_set(self.tool_set)  # an unknown name fails, listing the known sets
         return self
 
     @classmethod
@@ -172,3 +176,6 @@ class HarnessConfig(BaseModel):
         """sha256 prefix (16 hex chars) of the canonical JSON of this config, for episode records."""
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+register_section("harness", HarnessConfig)  # recipes' harness and rl_rollout sections (kit.recipes.sections)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 
+from kit.harness.event_details import Detail, check_detail, parse_detail
 from kit.harness.events import EventType
 from kit.types import Message
 
@@ -58,11 +59,19 @@ def json_safe(value: Any) -> Any:
         return to_jsonable_python(value, fallback=_json_fallback, bytes_mode="base64")
 
 
+_WRITTEN = {"event_written": True}  # validation context of an Event built in code (Event(...))
+
+
 class Event(BaseModel):
     """One harness intervention or budget decision, recorded on the episode.
 
     ``type`` is one of :class:`~kit.harness.events.EventType` (any other value raises ``ValidationError``)
-    and is held as its string value, so ``event.type == "invalid_call"`` and JSON stay as they were."""
+    and is held as its string value, so ``event.type == "invalid_call"`` and JSON stay as they were.
+    ``detail`` is stored as given (plain JSON); its keys are those of the type's model in
+    :mod:`kit.harness.event_details`: an event built in code (``Event(type=..., detail=...)``) with an
+    undeclared key or a value of the wrong type raises ``ValidationError`` there, while records loaded from
+    JSON (``model_validate`` / ``model_validate_json``, nested in an :class:`EpisodeRecord`) are taken as
+    they are, whatever their age. :attr:`details` gives typed access."""
 
     model_config = ConfigDict(use_enum_values=True)
 
@@ -70,12 +79,32 @@ class Event(BaseModel):
     turn: int
     detail: dict[str, Any] = Field(default_factory=dict)
 
+    def __init__(self, /, **data: Any) -> None:
+        # a constructor call is code writing an event: validated with the detail check on (see _written)
+        self.__pydantic_validator__.validate_python(data, self_instance=self, context=_WRITTEN)
+
+    # loading (model_validate, a nested Event in an EpisodeRecord) must not run __init__ (pydantic calls a
+    # model's own __init__ when validating unless it is marked as the base one): loading stays lenient
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
     @field_validator("detail", mode="before")
     @classmethod
     def _json_detail(cls, v: Any) -> Any:
         # a tool's detail may hold numpy counts or arbitrary objects: coerce now so the episode record
         # that carries this event always serializes (a non-dict still fails the dict check)
         return json_safe(v) if isinstance(v, dict) else v
+
+    @model_validator(mode="after")
+    def _written(self, info: ValidationInfo) -> Event:
+        if isinstance(info.context, dict) and info.context.get("event_written"):
+            check_detail(self.type, self.detail)  # ValueError -> ValidationError where the event is written
+        return self
+
+    @property
+    def details(self) -> Detail:
+        """The detail as its type's model (:func:`kit.harness.event_details.parse_detail`): e.g.
+        ``event.details.tool``; a key the record lacks reads ``None``."""
+        return parse_detail(self.type, self.detail)
 
 
 class RegisteredImage(BaseModel):

@@ -34,6 +34,11 @@ class EventType(StrEnum):
     OVERLONG_REGENERATED = "overlong_regenerated"  # an overlong response was discarded and regenerated
     OVERLONG_KEPT = "overlong_kept"  # the replacement was overlong too and was kept (not trainable)
     TOOL_ERROR = "tool_error"  # the executor failed or timed out (structured error observation)
+    # Hooks given to the harness (kit.harness.hooks; detail "hook" names the hook)
+    HOOK_DENIED = "hook_denied"  # a hook refused the call: not run, the hook's observation instead
+    HOOK_REWRITE = "hook_rewrite"  # a hook changed the call's tool or arguments before it ran
+    HOOK_STOP = "hook_stop"  # a hook ended the regular turns (then the synthesis turn, like a budget)
+    HOOK_OBSERVATION = "hook_observation"  # a hook replaced an executed call's observation text
     # Persistence (Table 5 "Persistence")
     RESULT_PERSISTED = "result_persisted"  # a long result saved to a file, with an in-context preview
     PERSIST_FAILED = "persist_failed"  # the result could not be saved (error observation)

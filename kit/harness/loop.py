@@ -5,7 +5,8 @@ structured error observations, duplicate suppression, the loop guard, regenerati
 response, persistence of large results, and the turn / call / context / wall-clock budgets with the
 final no-tool synthesis turn. ``HarnessConfig.self_recovery=False`` turns every recovery rule off (the
 vanilla-GSPO rollout of WeAgent Table 3; each rule's behaviour then: docs/rules.md) while the safety
-limits (wall clock, context, sandbox) stay. Every intervention is an :class:`~kit.harness.episode.Event`; the
+limits (wall clock, context, sandbox) stay. Hooks (:mod:`kit.harness.hooks`) decide about each call after the
+kit's own pre-call rules, which run as its built-in hooks. Every intervention is an :class:`~kit.harness.episode.Event`; the
 :class:`~kit.harness.episode.EpisodeRecord` is returned whatever happens (policy failure, corrupt
 input image, wall clock) — nothing a model or a backend does escapes as an exception.
 """
@@ -13,7 +14,6 @@ input image, wall clock) — nothing a model or a backend does escapes as an exc
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import time
@@ -27,10 +27,11 @@ from kit.harness.context import ContextBuilder, TokenLedger, make_context_builde
 from kit.harness.episode import EpisodeRecord, Event, Status, Task
 from kit.harness.errors import ToolError
 from kit.harness.events import EventType
+from kit.harness.hooks import Call, EpisodeView, HookChain, HookError, as_hook, builtin_hooks
 from kit.harness.neutralize import neutralize_control_tokens  # also re-exported: the old import path
 from kit.harness.parsing import RawCall, cited_images, clean_text, parse_turn
 from kit.harness.prompts import NO_ACTION_MESSAGE, SYNTHESIS_PROMPT, system_prompt, turn_protocol, user_prompt  # noqa: F401
-from kit.harness.recovery import DuplicateSuppressor, LoopGuard, repair_call, require_exact
+from kit.harness.recovery import LoopGuard
 from kit.harness.registry import EvidenceRegistry
 from kit.harness.summarize import ExtractiveSummarizer
 from kit.harness.tool_spec import policy_vision_token_pixels
@@ -106,12 +107,18 @@ class Harness:
         labels: strings stored on every record (e.g. ``"smoke"`` for tiny random models).
         tools: extra tools for this harness (:func:`kit.harness.tool_spec.tool`), offered after the enabled
             ones; every recovery rule applies to them as to the native five (docs/tools.md).
+        hooks: guardrails run in order after the kit's built-in pre-call rules (:mod:`kit.harness.hooks`;
+            docs/harness.md "Hooks"); kept as the ``hooks`` attribute.
+
+    Raises:
+        TypeError: a hook with none of ``before_call`` / ``after_observation`` / ``episode_end`` that is not a function.
     """
 
     def __init__(self, policy: Policy, backend: SearchBackend, config: HarnessConfig | None = None, *,
                  sampling: SamplingParams | None = None, summarizer=None, context_builder: ContextBuilder | None = None,
                  sandbox_factory: Callable[[Path, HarnessConfig], Callable[[], Any]] | None = None,
-                 labels: list[str] | tuple[str, ...] = (), tools: list[ToolSpec] | tuple[ToolSpec, ...] = ()):
+                 labels: list[str] | tuple[str, ...] = (), tools: list[ToolSpec] | tuple[ToolSpec, ...] = (),
+                 hooks: Sequence[Any] = ()):
         self.policy = policy
         self.backend = backend
         self.config = config or HarnessConfig()
@@ -120,6 +127,7 @@ class Harness:
         self.context_builder = context_builder or make_context_builder(self.config, policy=policy)
         self.sandbox_factory = sandbox_factory or _default_sandbox_factory
         self.labels = list(labels)
+        self.hooks = [as_hook(h) for h in hooks]
         from kit.harness.toolsets import config_tool_specs  # the config's tool set + these tools
 
         self.specs = config_tool_specs(self.config, extra=tools)
@@ -151,6 +159,8 @@ class Harness:
         st = _State(rec, None, None, t0)  # type: ignore[arg-type]  # registry and ctx are set before the episode runs
         st.guard = LoopGuard(self.config.loop_guard_repeats)
         try:
+            st.hooks = HookChain(builtin_hooks(self.specs, st.guard, self.config.self_recovery, self.protocol.harness_text),
+                                 self.hooks, self.specs)
             ws.mkdir(parents=True, exist_ok=True)
             registry = EvidenceRegistry(ws, max_pixels=self.config.max_image_pixels)
             ctx = ToolContext(registry=registry, backend=self.backend, config=self.config, summarizer=self.summarizer,
@@ -163,6 +173,8 @@ class Harness:
             self._end(st, "wall_clock", f"wall-clock budget of {self.config.wall_clock_s:.0f} s exhausted")
         except _EpisodeEnd as e:
             self._end(st, e.status, e.reason)
+        except HookError as e:  # a guardrail's failure: the reason names the hook and the method
+            self._end(st, "error", clean_text(str(e))[:2000])
         except asyncio.CancelledError:
             task_ = asyncio.current_task()
             if task_ is not None and task_.cancelling():
@@ -184,6 +196,8 @@ class Harness:
             rec.timings.harness_s = round(max(0.0, rec.timings.wall_s - st.policy_s - st.tool_s), 4)
             rec.usage = dict(st.usage)
             rec.trainable = rec.status in TERMINAL_OK and rec.final_response is not None and st.response_complete
+        if st.hooks is not None and st.hooks.hooks:  # they see the complete record
+            await st.hooks.episode_end(rec, lambda e: self._hook_failed(st, e))
         return rec
 
     # ------------------------------------------------------------------------------------------ internals
@@ -192,6 +206,11 @@ class Harness:
         st.rec.error = reason or None
         st.rec.events.append(Event(type=EventType.EPISODE_ERROR if status == "error" else EventType(status), turn=st.turn,
                                    detail={"reason": reason}))
+
+    def _hook_failed(self, st: _State, e: HookError) -> None:
+        """An ``episode_end`` hook raised: the finished record becomes an error record naming it."""
+        self._end(st, "error", clean_text(str(e))[:2000])
+        st.rec.trainable = False
 
     async def _episode(self, st: _State) -> None:
         cfg, rec = self.config, st.rec
@@ -228,6 +247,8 @@ class Harness:
             rec.timings.harness_turn_ms.append(round(1000 * (spent + st.harness_overheads[-1]), 3))
             if done:
                 return
+            if st.stop is not None:  # a hook stopped the regular turns: the same end as a budget
+                synthesis_reason = ("hook_stop", st.stop)
         if not cfg.self_recovery:  # vanilla rollout: the budget ends the episode, no tool-free answer turn
             raise _EpisodeEnd("budget_exhausted", f"{synthesis_reason[0]}: {synthesis_reason[1]}")
         await self._synthesis(st, *synthesis_reason)
@@ -362,66 +383,50 @@ class Harness:
         st.rec.messages.append(Message(role="tool", content=parts, tool_call_id=call.id, name=tool,
                                        intervention=intervention, turn=st.turn))
 
+    def _view(self, st: _State) -> EpisodeView:
+        return EpisodeView(st.rec, st.turn, st.calls, self.config)
+
     async def _call(self, st: _State, call: RawCall) -> None:
-        rec, cfg = st.rec, self.config
-        try:
-            if call.error == "truncated":  # a cut call is never completed or run (docs/contracts.md)
-                raise ToolError("truncated", call.message + "; it was not executed. Write the complete call again "
-                                "(shorter, if it hit the response length limit).")
-            if call.error:
-                raise ToolError(call.error, call.message)
-            fixed = repair_call(call.name, call.arguments or {}, self.specs)
-            if not cfg.self_recovery:
-                require_exact(call.repairs + fixed.repairs)
-        except ToolError as e:
-            if not cfg.self_recovery:  # no structured observation, no loop guard: the call ends the rollout
-                rec.events.append(Event(type=EventType.INVALID_CALL, turn=st.turn,
-                                        detail={"code": e.code, "message": e.message, "tool": call.name}))
-                raise _EpisodeEnd("invalid_action", f"invalid call ({e.code}): {e.message}") from None
-            guard = st.guard.invalid(call.name, call.raw if call.arguments is None else json.dumps(call.arguments, sort_keys=True))
-            detail: dict[str, Any] = {"code": e.code, "message": e.message, "tool": call.name}
-            if e.code == "truncated":
-                detail.update(truncated=True, raw=call.raw[:200])
-            rec.events.append(Event(type=EventType.INVALID_CALL, turn=st.turn, detail=detail))
-            body = e.observation_json()
-            if not guard.allowed:
-                rec.events.append(Event(type=guard.event, turn=st.turn, detail={"tool": call.name}))
-                body = self.protocol.harness_text(guard.message) + "\n" + body
-            self._observation_message(st, call, call.name or "invalid", body, intervention=True)
+        """Run one parsed call through the hooks (the kit's recovery rules first), then execute it."""
+        assert st.hooks is not None  # built before the episode runs
+        verdict = await st.hooks.before_call(Call.from_raw(call), self._view(st))
+        final, d = verdict.call, verdict.decision
+        if d.action == "stop" and d.end is not None:
+            raise _EpisodeEnd(d.end, d.reason)
+        if d.action != "allow":  # deny, or stop: the model sees why the call did not run
+            self._observation_message(st, call, final.name or "invalid", d.observation, intervention=True)
+            if d.action == "stop":
+                st.stop = d.reason
             return
-        st.guard.valid()
-        repairs = call.repairs + fixed.repairs
-        if repairs:
-            rec.events.append(Event(type=EventType.ARGUMENT_REPAIR, turn=st.turn, detail={"tool": fixed.name, "repairs": repairs}))
-        dup = st.dups.check(fixed.name, fixed.arguments) if cfg.self_recovery else None
-        if dup is not None and not dup.allowed:
-            rec.events.append(Event(type=dup.event, turn=st.turn, detail={"tool": fixed.name}))
-            self._observation_message(st, call, fixed.name, dup.message, intervention=True)
-            return
+        spec = self.specs[final.name]
         st.ctx.turn = st.turn
         st.calls += 1
-        st.dups.executed(fixed.name, fixed.arguments)
         t = time.monotonic()
         try:
-            obs = await execute(self.specs[fixed.name], fixed.arguments, st.ctx, cfg.tool_timeout_s)
+            obs, err = await execute(spec, final.plain_arguments(), st.ctx, self.config.tool_timeout_s), None
         except ToolError as e:
-            rec.events.append(Event(type=EventType.TOOL_ERROR, turn=st.turn,
-                                    detail={"tool": fixed.name, "code": e.code, "message": e.message}))
-            self._observation_message(st, call, fixed.name, e.observation_json())
-            return
+            obs, err = None, e
         finally:
             st.tool_s += time.monotonic() - t
-        text, images = self._observation_text(st, self.specs[fixed.name], obs)
-        if text is None:
-            self._observation_message(st, call, fixed.name, images[0])
+        if err is not None:
+            st.rec.events.append(Event(type=EventType.TOOL_ERROR, turn=st.turn,
+                                       detail={"tool": final.name, "code": err.code, "message": err.message}))
+            self._observation_message(st, call, final.name, await st.hooks.after_observation(
+                final, err.observation_json(), self._view(st)))
             return
-        self._observation_message(st, call, fixed.name, text, images)
+        assert obs is not None
+        text = await st.hooks.after_observation(final, obs.text, self._view(st))
+        shown, images = self._observation_text(st, spec, text, list(obs.images))
+        if shown is None:
+            self._observation_message(st, call, final.name, images[0])
+            return
+        self._observation_message(st, call, final.name, shown, images)
 
-    def _observation_text(self, st: _State, spec: ToolSpec, obs) -> tuple[str | None, list[str]]:
+    def _observation_text(self, st: _State, spec: ToolSpec, text: str, images: list[str]) -> tuple[str | None, list[str]]:
         """Apply the tool's result policy: its hard cap (``max_result_chars``), its re-feed limit and Table 5's
         persistence (unless ``persist_exempt``). Returns ``(text, images)``, or ``(None, [error body])``
         when a long result could not be saved."""
-        rec, cfg, text, images = st.rec, self.config, obs.text, list(obs.images)
+        rec, cfg = st.rec, self.config
         if spec.max_result_chars is not None and len(text) > spec.max_result_chars:
             rec.events.append(Event(type=EventType.RESULT_CAPPED, turn=st.turn,
                                     detail={"tool": spec.name, "chars": len(text), "cap": spec.max_result_chars}))
@@ -490,7 +495,8 @@ class _State:
         self.ledger: TokenLedger | None = None
         self.max_ctx = 0
         self.guard = LoopGuard()
-        self.dups = DuplicateSuppressor()
+        self.hooks: HookChain | None = None  # the episode's hooks: the kit's built-ins, then the harness's
+        self.stop: str | None = None  # a hook's stop reason: the regular turns end after this one
         self.response_complete = False
         self.harness_overheads: list[float] = []
         self.tampered: set[str] = set()

@@ -12,8 +12,10 @@
 * :func:`require_exact` — without self-recovery (``HarnessConfig.self_recovery=False``, the vanilla-GSPO
   rollout of WeAgent Table 3) a call that needed any serialization or argument repair is refused.
 
-The guards are side-effect-free on the episode: they return a frozen :class:`Decision` (``allow`` /
-``block`` / ``warn``, with the event code and the message the model sees) and the loop applies it.
+The guards are side-effect-free on the episode: they return a frozen :class:`GuardDecision` (``allow`` /
+``block`` / ``warn``, with the event code and the message the model sees). The pre-call rules apply them as the
+kit's built-in hooks (:class:`kit.harness.hooks.ArgumentRepairHook`, :class:`kit.harness.hooks.DuplicateHook`),
+first in the order of every harness's hooks; the loop applies the loop guard to turns without an action.
 The map of every rule to its config field and events: :data:`kit.harness.rules.RULES`.
 """
 
@@ -33,7 +35,7 @@ from kit.harness.events import EventType
 
 
 @dataclass(frozen=True)
-class Decision:
+class GuardDecision:
     """What a recovery guard decided about one call or turn.
 
     ``action``: ``allow`` (go on), ``block`` (do not execute; ``message`` is the corrective observation) or
@@ -59,7 +61,7 @@ class Decision:
         return self.code
 
 
-ALLOW = Decision("allow")
+ALLOW = GuardDecision("allow")
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -255,10 +257,10 @@ class DuplicateSuppressor:
     def __init__(self) -> None:
         self._last: tuple[str, str] | None = None
 
-    def check(self, tool: str, args: dict[str, Any]) -> Decision:
+    def check(self, tool: str, args: dict[str, Any]) -> GuardDecision:
         """``block`` (:data:`DUPLICATE_MESSAGE`) when ``(tool, args)`` repeats the preceding executed call."""
         if self._last == (tool, canonical_arguments(args)):
-            return Decision("block", EventType.DUPLICATE_SUPPRESSED, DUPLICATE_MESSAGE.format(tool=tool))
+            return GuardDecision("block", EventType.DUPLICATE_SUPPRESSED, DUPLICATE_MESSAGE.format(tool=tool))
         return ALLOW
 
     def executed(self, tool: str, args: dict[str, Any]) -> None:
@@ -277,7 +279,7 @@ class LoopGuard:
         self._key: str | None = None
         self._count = 0
 
-    def invalid(self, name: str, raw_arguments: str, *, no_action: bool = False) -> Decision:
+    def invalid(self, name: str, raw_arguments: str, *, no_action: bool = False) -> GuardDecision:
         """Record an invalid call (or, with ``no_action``, a turn without an action); ``warn`` with the
         loop-guard message (:data:`LOOP_GUARD_MESSAGE` / :data:`NO_ACTION_LOOP_MESSAGE`) on the
         ``repeats``-th identical one in a row, else ``allow``."""
@@ -288,7 +290,7 @@ class LoopGuard:
             self._key, self._count = key, 1
         if self._count < self.repeats:
             return ALLOW
-        return Decision("warn", EventType.LOOP_GUARD,
+        return GuardDecision("warn", EventType.LOOP_GUARD,
                         (NO_ACTION_LOOP_MESSAGE if no_action else LOOP_GUARD_MESSAGE).format(n=self.repeats))
 
     def valid(self) -> None:

@@ -53,14 +53,22 @@ RULES: tuple[Rule, ...] = (
          (E.CONTEXT_LIMIT, E.WALL_CLOCK, E.EPISODE_ERROR, E.SYNTHESIS_INCOMPLETE, E.OVERLONG_KEPT,
           E.BUDGET_EXHAUSTED, E.INVALID_ACTION),
          "never trained on, whatever answer followed"),
-    Rule("Argument repair", "WeAgent Table 5", (), "kit.harness.recovery.repair_call",
+    Rule("Argument repair", "WeAgent Table 5", (), "kit.harness.hooks.ArgumentRepairHook.before_call",
          (E.ARGUMENT_REPAIR, E.INVALID_CALL),
-         "only unambiguous aliases, scalar→list and ignored extra fields; anything else is a structured error"),
-    Rule("Duplicate suppression", "WeAgent Table 5", (), "kit.harness.recovery.DuplicateSuppressor.check",
-         (E.DUPLICATE_SUPPRESSED,), "the same call as the preceding executed one is not run; a corrective observation"),
+         "only unambiguous aliases, scalar→list and ignored extra fields (`kit.harness.recovery.repair_call`); "
+         "anything else is a structured error. The first built-in hook"),
+    Rule("Duplicate suppression", "WeAgent Table 5", (), "kit.harness.hooks.DuplicateHook.before_call",
+         (E.DUPLICATE_SUPPRESSED,), "the same call as the preceding executed one is not run; a corrective observation "
+         "(`kit.harness.recovery.DuplicateSuppressor`). The second built-in hook"),
     Rule("Repeated format errors", "WeAgent Table 5", ("loop_guard_repeats",), "kit.harness.recovery.LoopGuard.invalid",
          (E.LOOP_GUARD, E.NO_ACTION, E.INVALID_CALL),
-         "after two identical invalid calls (or turns without an action) a loop-guard observation"),
+         "after two identical invalid calls (or turns without an action) a loop-guard observation (for calls: "
+         "inside the built-in argument-repair hook, which alone sees them invalid)"),
+    Rule("Harness hooks", "kit", (), "kit.harness.hooks.HookChain.before_call",
+         (E.HOOK_DENIED, E.HOOK_REWRITE, E.HOOK_STOP, E.HOOK_OBSERVATION, E.SYNTHESIS_REQUESTED, E.EPISODE_ERROR),
+         "hooks given to the harness (`Harness(hooks=[...])`) decide about each call after the built-in ones: allow, "
+         "deny with an observation, rewrite, or stop into the synthesis turn (reason `hook_stop`); they may replace an "
+         "executed call's observation; a hook that raises ends the episode with status error naming it"),
     Rule("Overlong response", "WeAgent Table 5", ("max_response_tokens", "overlong_regenerations"),
          "kit.harness.loop.Harness._generate", (E.OVERLONG_REGENERATED, E.OVERLONG_KEPT),
          "an overlong response is discarded and regenerated once; a second overlong one is kept, untrainable"),
@@ -140,6 +148,8 @@ VANILLA: dict[str, str] = {
     "Argument repair": "off: a call needing any serialization or argument repair is refused as `repair_required` "
                        "(`kit.harness.recovery.require_exact`; schema defaults are still filled)",
     "Duplicate suppression": "off: the repeated call is executed",
+    "Harness hooks": "unchanged (they run); a stop ends the episode with status `budget_exhausted` and no synthesis "
+                     "turn, as the budgets do",
     "Repeated format errors": "off: the first invalid call or turn without an action ends the episode "
                               "(`invalid_call` / `no_action`, then status `invalid_action`); no observation, no guard",
     "Overlong response": "off: kept as the engine cut it at max_response_tokens (`overlong_kept`, detail "

@@ -3,11 +3,11 @@
 A tool is an async (or plain) function ``fn(ctx, **arguments) -> Observation | str`` whose typed
 signature *is* its argument schema: :func:`tool` derives the JSON schema from the signature with
 pydantic and validates every call against the same model before the function runs, so the schema the
-model sees and the arguments the function takes cannot drift apart. The five native tools
-(:mod:`kit.harness.tools`) are written as ``executor(args, ctx)`` with hand-written Table 4 schemas; a
-test checks their executors read only declared arguments. Per-tool policy — exemption from Table 5's
-result persistence, a hard result cap, the number of images re-fed to the model — lives on the spec, and
-the loop applies it to every tool alike. Adding a tool: docs/tools.md.
+model sees and the arguments the function takes cannot drift apart. A parameter's description is its
+``Field(description=...)`` or, failing that, its entry in the docstring's Google-style ``Args:`` section.
+The native tools (:mod:`kit.harness.tools`, :mod:`kit.harness.toolsets`) are written the same way.
+Per-tool policy — exemption from Table 5's result persistence, a hard result cap, the number of images
+re-fed to the model — lives on the spec, and the loop applies it to every tool alike. Adding a tool: docs/tools.md.
 """
 
 from __future__ import annotations
@@ -260,6 +260,84 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
+# The key order of a rendered schema (what the model reads: function calling sends it as written): the
+# order the kit's hand-written Table 4 schemas always had, type first and description last; keys not
+# listed keep pydantic's order after these.
+_KEY_ORDER = ("type", "anyOf", "oneOf", "allOf", "properties", "items", "enum", "const", "minLength", "maxLength",
+              "pattern", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "minItems", "maxItems",
+              "default", "description", "required")
+_NAMED_SCHEMAS = ("properties", "$defs", "patternProperties")  # {name: schema}: the names keep their order
+_SUB_SCHEMA = ("items", "additionalProperties", "not", "contains", "propertyNames")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+
+
+def _order_keys(schema: Any) -> Any:
+    """``schema`` (a JSON schema) with each schema object's keys in :data:`_KEY_ORDER`; property names,
+    ``required`` and values (``default``, ``enum``) keep their order."""
+    if not isinstance(schema, dict):
+        return schema
+    rank = {k: i for i, k in enumerate(_KEY_ORDER)}
+    out: dict[str, Any] = {}
+    for k in sorted(schema, key=lambda k: rank.get(k, len(rank))):  # stable: unlisted keys keep their order
+        v = schema[k]
+        if k in _NAMED_SCHEMAS and isinstance(v, dict):
+            v = {n: _order_keys(s) for n, s in v.items()}
+        elif k in _SUB_SCHEMA:
+            v = _order_keys(v)
+        elif k in _SCHEMA_LISTS and isinstance(v, list):
+            v = [_order_keys(s) for s in v]
+        out[k] = v
+    return out
+
+
+_ARGS_HEADER = re.compile(r"^(\s*)(Args|Arguments|Parameters):\s*$")
+_ARG_ENTRY = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def docstring_args(doc: str | None) -> dict[str, str]:
+    """Parameter descriptions from a Google-style docstring's ``Args:`` section (also ``Arguments:`` /
+    ``Parameters:``): ``{name: description}``, continuation lines joined with one space, a ``(type)``
+    after the name dropped. Parsed here rather than with a docstring library: the Google layout is one
+    indented block, and the core install stays free of another dependency.
+
+    >>> docstring_args("Do it.\\n\\nArgs:\\n    n (int): how many\\n        at most.\\n    s: text\\n")
+    {'n': 'how many at most.', 's': 'text'}
+    """
+    lines = inspect.cleandoc(doc or "").splitlines()
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(lines):
+        head = _ARGS_HEADER.match(lines[i])
+        i += 1
+        if not head:
+            continue
+        base, entry_indent, name = len(head.group(1)), None, None
+        while i < len(lines):
+            line = lines[i]
+            indent = len(line) - len(line.lstrip())
+            if line.strip() and indent <= base:
+                break  # the next section
+            i += 1
+            if not line.strip():
+                continue
+            if entry_indent is None:
+                entry_indent = indent
+            m = _ARG_ENTRY.match(line.strip()) if indent == entry_indent else None
+            if m:
+                name = m.group(1).lstrip("*")
+                out[name] = m.group(2).strip()
+            elif name is not None:  # a continuation line
+                out[name] = f"{out[name]} {line.strip()}".strip()
+        break
+    return out
+
+
+def _allows_null(schema: dict[str, Any]) -> bool:
+    t = schema.get("type")
+    return t == "null" or (isinstance(t, list) and "null" in t) or any(
+        isinstance(s, dict) and _allows_null(s) for s in schema.get("anyOf", []) + schema.get("oneOf", []))
+
+
 def tool(fn: Callable | None = None, *, name: str | None = None, description: str | None = None,
          aliases: tuple[str, ...] = (), param_aliases: dict[str, tuple[str, ...]] | None = None,
          persist_exempt: bool = False, max_result_chars: int | None = None, refeed_limit: int | str = 5,
@@ -268,13 +346,17 @@ def tool(fn: Callable | None = None, *, name: str | None = None, description: st
 
     The parameters after ``ctx`` become the JSON schema (pydantic: ``str``, ``int``, ``list[str]``,
     ``Literal[...]``, ``Annotated[int, Field(ge=1, le=5, description=...)]``; a default makes a parameter
-    optional); the description is ``description`` or the docstring's first paragraph. The function may be
+    optional; ``X | SkipJsonSchema[None] = None`` an optional one shown without a default); a parameter's
+    description is its ``Field(description=...)``, else its entry in the docstring's ``Args:`` section
+    (:func:`docstring_args`). The tool's description is ``description`` or the docstring's first
+    paragraph. Schema keys are ordered as the kit's schemas always were (:func:`_order_keys`). The function may be
     async or plain (run in a thread) and returns an :class:`Observation` or a ``str``. Use as
     ``@tool`` or ``@tool(name=..., persist_exempt=True)``; register the result with
     :func:`kit.harness.tools.register_tool` or pass it to ``Harness(..., tools=[...])``.
 
     Raises:
-        TypeError: ``fn`` has no ``ctx`` first parameter, or a parameter without a type annotation.
+        TypeError: ``fn`` has no ``ctx`` first parameter, a parameter without a type annotation, or an
+            ``Args:`` entry naming no parameter (a misspelt name would lose its description).
     """
     from pydantic import ConfigDict, TypeAdapter, create_model
 
@@ -306,6 +388,17 @@ def tool(fn: Callable | None = None, *, name: str | None = None, description: st
         if set(parameters["properties"]) != set(fields):
             raise TypeError(f"{label}: parameters {sorted(set(fields) - set(parameters['properties']))} did not make "
                             "it into the JSON schema")
+        documented = docstring_args(inspect.getdoc(f))
+        stray = sorted(set(documented) - set(fields) - {"ctx"})
+        if stray:
+            raise TypeError(f"{label}: the docstring's Args: names {stray}, which are not parameters of the tool "
+                            f"(parameters: {sorted(fields)})")
+        for pname, prop in parameters["properties"].items():
+            if documented.get(pname) and "description" not in prop:
+                prop["description"] = documented[pname]
+            if prop.get("default", 0) is None and not _allows_null(prop):
+                del prop["default"]  # ``X | SkipJsonSchema[None] = None``: optional, no default to show
+        parameters = _order_keys(parameters)
         doc = description or (inspect.getdoc(f) or "").split("\n\n")[0].replace("\n", " ").strip()
         if not doc:
             raise TypeError(f"{label}: give the tool a description (docstring or description=...)")
@@ -343,4 +436,4 @@ def tool(fn: Callable | None = None, *, name: str | None = None, description: st
 
 
 __all__ = ["MAX_GOAL_CHARS", "MAX_IMAGE_REF_CHARS", "MAX_QUERY_CHARS", "MAX_URL_CHARS", "Executor", "Observation",
-           "ToolContext", "ToolSpec", "execute", "tool"]
+           "ToolContext", "ToolSpec", "docstring_args", "execute", "tool"]

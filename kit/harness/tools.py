@@ -1,16 +1,24 @@
 """The five native tools of WeAgent-Harness (WeAgent Table 4, Appendix B).
 
-One :class:`ToolSpec` per tool is the single source of truth for its JSON schema (limits of Table 4),
-its aliases for argument repair, and its executor. Executors return an :class:`Observation` (text plus
-registered image file names to re-feed) or raise :class:`ToolError`; the loop never sees anything else.
+Each tool is a typed function made a :class:`ToolSpec` with :func:`~kit.harness.tool_spec.tool`, like any
+added tool: its signature (Table 4's limits as pydantic constraints, read from ``tool_args`` of
+kit/recipes/weagent_mmsearch.yaml) is its JSON schema, its docstring's first paragraph the description the
+model reads and its ``Args:`` the parameter descriptions; the spec adds its aliases for argument repair.
+Tools return an :class:`Observation` (text plus registered image file names to re-feed) or raise
+:class:`ToolError`; the loop never sees anything else. ``web_search`` etc. (module attributes) are the
+specs' executors ``(args, ctx) -> Observation``, for callers that run one tool directly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlparse
+
+from pydantic import Field, StringConstraints
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import SkipJsonSchema
 
 from kit.harness.errors import ImageError, ToolError
 from kit.harness.events import EventType
@@ -73,10 +81,48 @@ def _register_hits(ctx: ToolContext, hits: list[ImageHit], kind: str, tool_name:
     return out, refeed
 
 
+# ---------------------------------------------------------------------------------------------- argument types
+def _arg(key: str) -> Any:
+    """A Table 4 argument range from ``tool_args`` of kit/recipes/weagent_mmsearch.yaml."""
+    return paper_default(f"tool_args.{key}")
+
+
+def _count(key: str) -> FieldInfo:
+    """The range of a Table 4 result count ``tool_args.<key>`` (``{min, max, default}``)."""
+    r = _arg(key)
+    return Field(ge=r["min"], le=r["max"], description=f"number of results per query ({r['min']}-{r['max']}, "
+                                                       f"default {r['default']})")
+
+
+def _up_to(key: str) -> FieldInfo:
+    """A list of 1 to ``tool_args.<key>`` items."""
+    return Field(min_length=1, max_length=_arg(key))
+
+
+def _one_or_list(key: str, what: str) -> FieldInfo:
+    return Field(description=f"{what} (a string or a list of up to {_arg(key)})")
+
+
+# a non-blank string of at most so many characters (the bounds of kit.harness.tool_spec)
+Query = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S")]
+ImageRef = Annotated[str, StringConstraints(min_length=1, max_length=MAX_IMAGE_REF_CHARS, pattern=r"\S")]
+Url = Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_CHARS, pattern=r"\S")]
+Code = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
+
+
 # ---------------------------------------------------------------------------------------------- web_search
-async def web_search(args: dict[str, Any], ctx: ToolContext) -> Observation:
-    """Table 4 web_search: titles, URLs, snippets and publication times for each query."""
-    queries, num = _strings(args["query"]), args["num"]
+async def _web_search(
+    ctx: ToolContext,
+    query: Annotated[Query | Annotated[list[Query], _up_to("web_search_queries")],
+                     _one_or_list("web_search_queries", "search query")],
+    num: Annotated[int, _count("web_search_num")] = _arg("web_search_num")["default"],
+) -> Observation:
+    """General web search. Returns titles, URLs, snippets and publication times; the query language
+    selects the search locale automatically.
+
+    Table 4 web_search: titles, URLs, snippets and publication times for each query.
+    """
+    queries = _strings(query)
     blocks, failures, data = [], 0, []
     for q in queries:
         try:
@@ -99,9 +145,18 @@ async def web_search(args: dict[str, Any], ctx: ToolContext) -> Observation:
 
 
 # ---------------------------------------------------------------------------------------------- image search
-async def web_search_for_image(args: dict[str, Any], ctx: ToolContext) -> Observation:
-    """Table 4 web_search_for_image: thumbnails localized and registered; up to four re-fed."""
-    queries, num = _strings(args["query"]), args["num"]
+async def _web_search_for_image(
+    ctx: ToolContext,
+    query: Annotated[Query | Annotated[list[Query], _up_to("image_search_queries")],
+                     _one_or_list("image_search_queries", "image search query")],
+    num: Annotated[int, _count("image_search_num")] = _arg("image_search_num")["default"],
+) -> Observation:
+    """Text-to-image search. Localizes thumbnails, returns their titles, domains and relative file
+    names, and shows you up to four of the images directly.
+
+    Table 4 web_search_for_image: thumbnails localized and registered; up to four re-fed.
+    """
+    queries = _strings(query)
     blocks: list[str] = []
     refeed: list[str] = []
     n_img = failures = 0
@@ -131,11 +186,21 @@ async def web_search_for_image(args: dict[str, Any], ctx: ToolContext) -> Observ
 
 
 # ---------------------------------------------------------------------------------------------- reverse search
-async def web_search_based_on_image(args: dict[str, Any], ctx: ToolContext) -> Observation:
-    """Table 4 reverse image search: related pages, optional knowledge-graph match, thumbnails (<=5
+async def _web_search_based_on_image(
+    ctx: ToolContext,
+    image: Annotated[ImageRef | Annotated[list[ImageRef], _up_to("reverse_search_images")],
+                     _one_or_list("reverse_search_images", "registered relative image file name")],
+    num: Annotated[int, _count("reverse_search_num")] = _arg("reverse_search_num")["default"],
+) -> Observation:
+    """Reverse image search. Takes the relative file name of an image registered in this episode
+    (or a list of up to 5) and returns related pages, an optional knowledge-graph match and
+    thumbnails (up to five shown to you).
+
+    Table 4 reverse image search: related pages, optional knowledge-graph match, thumbnails (<=5
     re-fed at <= 512 vision tokens each, counted in the policy's own tokens: ``ctx.vision_token_pixels``,
-    28 px for Qwen2/2.5-VL, 32 px for Qwen3-VL). Only registered relative filenames are accepted."""
-    names, num = _strings(args["image"]), args["num"]
+    28 px for Qwen2/2.5-VL, 32 px for Qwen3-VL). Only registered relative filenames are accepted.
+    """
+    names = _strings(image)
     entries = [ctx.registry.resolve(n) for n in names]  # raises ImageError (a ToolError) on bad refs
     blocks: list[str] = []
     refeed: list[str] = []
@@ -173,10 +238,21 @@ async def web_search_based_on_image(args: dict[str, Any], ctx: ToolContext) -> O
 
 
 # ---------------------------------------------------------------------------------------------- web_extract
-async def web_extract(args: dict[str, Any], ctx: ToolContext) -> Observation:
-    """Table 4 web_extract: goal-conditioned Markdown summary (<= 5,000 characters) per URL, and up
-    to five page images re-fed."""
-    urls, goal = args["urls"], args.get("goal")
+async def _web_extract(
+    ctx: ToolContext,
+    urls: Annotated[list[Url], Field(min_length=1, max_length=_arg("extract_urls"),
+                                     description=f"up to {_arg('extract_urls')} URLs")],
+    goal: Annotated[str, Field(max_length=MAX_GOAL_CHARS)] | SkipJsonSchema[None] = None,
+) -> Observation:
+    """Fetches HTML or PDF pages and returns a goal-conditioned Markdown summary per URL (at most
+    5,000 characters each); up to five page images are saved and shown to you.
+
+    Table 4 web_extract: goal-conditioned Markdown summary (<= 5,000 characters) per URL, and up
+    to five page images re-fed.
+
+    Args:
+        goal: what to look for on the pages (optional)
+    """
     blocks: list[str] = []
     refeed: list[str] = []
     data: list[dict[str, Any]] = []
@@ -209,14 +285,21 @@ async def web_extract(args: dict[str, Any], ctx: ToolContext) -> Observation:
 
 
 # ---------------------------------------------------------------------------------------------- execute_code
-async def execute_code(args: dict[str, Any], ctx: ToolContext) -> Observation:
-    """Table 4 execute_code: persistent per-episode Python; stdout/stderr returned, new raster images
-    registered and the first five re-fed."""
+async def _execute_code(ctx: ToolContext, code: Code) -> Observation:
+    """Runs Python in a persistent sandbox for this episode (variables persist). Returns
+    stdout/stderr; newly saved raster images are registered and the first five shown to you.
+
+    Table 4 execute_code: persistent per-episode Python; stdout/stderr returned, new raster images
+    registered and the first five re-fed.
+
+    Args:
+        code: Python source
+    """
     if ctx.sandbox is None:
         if ctx.sandbox_factory is None:
             raise ToolError("tool_unavailable", "execute_code is not available in this harness configuration")
         ctx.sandbox = ctx.sandbox_factory()
-    res = await ctx.sandbox.run(args["code"])
+    res = await ctx.sandbox.run(code)
     parts = []
     if res.stdout:
         parts.append("stdout:\n" + res.stdout)
@@ -257,103 +340,43 @@ async def execute_code(args: dict[str, Any], ctx: ToolContext) -> Observation:
 
 
 # ---------------------------------------------------------------------------------------------- specs
-_NUM = lambda lo, hi, d: {"type": "integer", "minimum": lo, "maximum": hi, "default": d,  # noqa: E731
-                          "description": f"number of results per query ({lo}-{hi}, default {d})"}
-
-
-def _arg(key: str) -> Any:
-    """A Table 4 argument range from ``tool_args`` of kit/recipes/weagent_mmsearch.yaml."""
-    return paper_default(f"tool_args.{key}")
-
-
-def _num(key: str) -> dict[str, Any]:
-    r = _arg(key)
-    return _NUM(r["min"], r["max"], r["default"])
-
-
-def _str_or_list(max_items: int, what: str, max_length: int) -> dict[str, Any]:
-    one = {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": r"\S"}
-    return {"anyOf": [one, {"type": "array", "items": dict(one), "minItems": 1, "maxItems": max_items}],
-            "description": f"{what} (a string or a list of up to {max_items})"}
-
-
 #: The five native tools in Table 4 order (the registry starts with them).
 NATIVE_TOOLS: dict[str, ToolSpec] = {
     s.name: s
     for s in [
-        ToolSpec(
-            "web_search",
-            "General web search. Returns titles, URLs, snippets and publication times; the query language "
-            "selects the search locale automatically.",
-            {"type": "object", "properties": {"query": _str_or_list(_arg("web_search_queries"), "search query", MAX_QUERY_CHARS),
-                                              "num": _num("web_search_num")},
-             "required": ["query"]},
-            web_search, refeed_limit=0,
-            aliases=("search", "websearch", "google_search", "bing_search", "search_web", "text_search"),
-            param_aliases={"query": ("q", "queries", "search_query", "search_queries", "keywords"),
-                           "num": ("n", "k", "top_k", "num_results", "count", "max_results")},
-        ),
-        ToolSpec(
-            "web_search_for_image",
-            "Text-to-image search. Localizes thumbnails, returns their titles, domains and relative file "
-            "names, and shows you up to four of the images directly.",
-            {"type": "object", "properties": {"query": _str_or_list(_arg("image_search_queries"),
-                                                                     "image search query", MAX_QUERY_CHARS),
-                                              "num": _num("image_search_num")},
-             "required": ["query"]},
-            web_search_for_image, refeed_limit="image_search_refeed",
-            aliases=("image_search", "search_image", "search_images", "text_to_image_search", "web_image_search",
-                     "web_search_image", "web_search_for_images"),
-            param_aliases={"query": ("q", "queries", "search_query", "keywords"),
-                           "num": ("n", "k", "top_k", "num_results", "count", "max_results")},
-        ),
-        ToolSpec(
-            "web_search_based_on_image",
-            "Reverse image search. Takes the relative file name of an image registered in this episode "
-            "(or a list of up to 5) and returns related pages, an optional knowledge-graph match and "
-            "thumbnails (up to five shown to you).",
-            {"type": "object", "properties": {"image": _str_or_list(_arg("reverse_search_images"),
-                                                                     "registered relative image file name",
-                                                                     MAX_IMAGE_REF_CHARS),
-                                              "num": _num("reverse_search_num")},
-             "required": ["image"]},
-            web_search_based_on_image, refeed_limit="reverse_search_refeed",
-            aliases=("reverse_image_search", "image_reverse_search", "search_by_image", "lens_search",
-                     "web_search_based_image", "web_search_by_image", "reverse_search"),
-            param_aliases={"image": ("images", "image_path", "image_paths", "image_file", "filename", "file", "img",
-                                     "path", "image_name"),
-                           "num": ("n", "k", "top_k", "num_results", "count", "max_results")},
-        ),
-        ToolSpec(
-            "web_extract",
-            "Fetches HTML or PDF pages and returns a goal-conditioned Markdown summary per URL (at most "
-            "5,000 characters each); up to five page images are saved and shown to you.",
-            {"type": "object", "properties": {
-                "urls": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": MAX_URL_CHARS,
-                                                   "pattern": r"\S"}, "minItems": 1,
-                         "maxItems": _arg("extract_urls"), "description": f"up to {_arg('extract_urls')} URLs"},
-                "goal": {"type": "string", "maxLength": MAX_GOAL_CHARS,
-                         "description": "what to look for on the pages (optional)"}},
-             "required": ["urls"]},
-            web_extract, persist_exempt=True, refeed_limit="extract_refeed",
-            aliases=("extract", "fetch", "browse", "open_url", "visit", "read_url", "web_fetch", "fetch_url",
-                     "web_browse", "visit_page"),
-            param_aliases={"urls": ("url", "links", "link", "uris", "uri", "pages"),
-                           "goal": ("purpose", "objective", "instruction")},
-        ),
-        ToolSpec(
-            "execute_code",
-            "Runs Python in a persistent sandbox for this episode (variables persist). Returns "
-            "stdout/stderr; newly saved raster images are registered and the first five shown to you.",
-            {"type": "object", "properties": {"code": {"type": "string", "minLength": 1, "pattern": r"\S", "description": "Python source"}},
-             "required": ["code"]},
-            execute_code, refeed_limit="code_refeed",
-            aliases=("python", "code", "run_python", "code_interpreter", "execute_python", "run_code", "python_exec",
-                     "exec_code"),
-            param_aliases={"code": ("source", "python", "script", "program", "source_code", "python_code")},
-        ),
+        tool(_web_search, name="web_search", refeed_limit=0,
+             aliases=("search", "websearch", "google_search", "bing_search", "search_web", "text_search"),
+             param_aliases={"query": ("q", "queries", "search_query", "search_queries", "keywords"),
+                            "num": ("n", "k", "top_k", "num_results", "count", "max_results")}),
+        tool(_web_search_for_image, name="web_search_for_image", refeed_limit="image_search_refeed",
+             aliases=("image_search", "search_image", "search_images", "text_to_image_search", "web_image_search",
+                      "web_search_image", "web_search_for_images"),
+             param_aliases={"query": ("q", "queries", "search_query", "keywords"),
+                            "num": ("n", "k", "top_k", "num_results", "count", "max_results")}),
+        tool(_web_search_based_on_image, name="web_search_based_on_image", refeed_limit="reverse_search_refeed",
+             aliases=("reverse_image_search", "image_reverse_search", "search_by_image", "lens_search",
+                      "web_search_based_image", "web_search_by_image", "reverse_search"),
+             param_aliases={"image": ("images", "image_path", "image_paths", "image_file", "filename", "file", "img",
+                                      "path", "image_name"),
+                            "num": ("n", "k", "top_k", "num_results", "count", "max_results")}),
+        tool(_web_extract, name="web_extract", persist_exempt=True, refeed_limit="extract_refeed",
+             aliases=("extract", "fetch", "browse", "open_url", "visit", "read_url", "web_fetch", "fetch_url",
+                      "web_browse", "visit_page"),
+             param_aliases={"urls": ("url", "links", "link", "uris", "uri", "pages"),
+                            "goal": ("purpose", "objective", "instruction")}),
+        tool(_execute_code, name="execute_code", refeed_limit="code_refeed",
+             aliases=("python", "code", "run_python", "code_interpreter", "execute_python", "run_code", "python_exec",
+                      "exec_code"),
+             param_aliases={"code": ("source", "python", "script", "program", "source_code", "python_code")}),
     ]
 }
+
+# each tool's executor ``(args, ctx) -> Observation`` (arguments validated, defaults filled), under its name
+web_search = NATIVE_TOOLS["web_search"].executor
+web_search_for_image = NATIVE_TOOLS["web_search_for_image"].executor
+web_search_based_on_image = NATIVE_TOOLS["web_search_based_on_image"].executor
+web_extract = NATIVE_TOOLS["web_extract"].executor
+execute_code = NATIVE_TOOLS["execute_code"].executor
 
 
 _REGISTRY: dict[str, ToolSpec] = dict(NATIVE_TOOLS)

@@ -216,10 +216,11 @@ def is_named(model: str, endpoint: str) -> bool:
     return bool(endpoint) or bool(model and not model.startswith(TINY_PREFIX))
 
 
-def eval_policy_kind(policy_kind: str | None, profile: str, model: str, endpoint: str) -> str:
+def eval_policy_kind(policy_kind: str | None, profile, model: str, endpoint: str) -> str:
     """The evaluated policy of notebook 06: ``policy_kind`` when given, else ``"model"`` whenever a model
     or endpoint is named (a ``tiny-<arch>`` one too) or the profile is ``paper``, and the scripted
-    demonstrator only for a smoke run that names none — a named model is never silently replaced.
+    demonstrator only for a smoke run that names none — a named model is never silently replaced. ``profile``:
+    a profile name or a :class:`kit.profiles.ResolvedRun`.
 
     Raises:
         ValueError: ``policy_kind`` is not ``"demonstrator"`` / ``"model"``, or ``"demonstrator"`` was
@@ -231,7 +232,8 @@ def eval_policy_kind(policy_kind: str | None, profile: str, model: str, endpoint
     if policy_kind == "demonstrator" and named:
         raise ValueError(f"policy_kind='demonstrator' but a model is named (model={model!r}, endpoint={endpoint!r}): "
                          "drop the model/endpoint or use policy_kind='model'")
-    return policy_kind or ("model" if named or profile != "smoke" else "demonstrator")
+    smoke = profile.smoke if hasattr(profile, "profile") else profile == "smoke"  # a ResolvedRun, or a name
+    return policy_kind or ("model" if named or not smoke else "demonstrator")
 
 
 def run_labels(profile, info: dict) -> list[str]:

@@ -52,21 +52,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+# sections validated by a config class, by its owner's "module:Class" (kit.recipes.sections: imported when a recipe
+# is validated, never here, since the owners import this package for their defaults; they also register themselves)
+from kit.recipes.sections import SECTION_MODELS
+
 __all__ = ["RECIPE_DIR", "SECTION_MODELS", "Entry", "Recipe", "RecipeError", "load_recipe", "paper_default",
-           "recipe_names", "recipes_markdown"]
+           "recipe_names", "recipes_markdown", "register_recipe"]
 
 RECIPE_DIR = Path(__file__).resolve().parent
 META_KEYS = ("name", "title", "paper", "extends", "includes", "description")
 MAX_RECIPE_BYTES = 256 * 1024  # ~30x the largest recipe; PyYAML parses ~100 KB/s, so a huge file would stall a run
-# sections validated by a config class (module:Class); "stages" is a list of kit.rl.staging.Stage
-SECTION_MODELS: dict[str, str] = {
-    "harness": "kit.harness.config:HarnessConfig",
-    "rl": "kit.rl.trainer:RLConfig",
-    "rescue": "kit.rl.staging:RescueConfig",
-    "sft": "kit.train.sft:SFTTrainConfig",
-}
-
-
 class RecipeError(ValueError):
     """A recipe file that is missing, malformed, uncited or fails its section's validation."""
 
@@ -112,15 +107,22 @@ def _finite(v: Any) -> bool:
 
 def _loader():
     """A safe YAML loader that refuses duplicate keys (the later one would silently drop a cited value) and
-    aliases (``*name``: a few lines can expand to gigabytes in the JSON view; a recipe writes each value once)."""
+    aliases (``*name``: a few lines can expand to gigabytes in the JSON view; a recipe writes each value once).
+
+    libyaml's ``CSafeLoader`` when PyYAML was built with it (about 10x faster than the pure-Python parser), else
+    ``SafeLoader``. The C composer cannot be hooked, and resolves an alias to the node its anchor named (shared,
+    never copied): an alias is found in the composed tree, before any value is constructed."""
     import yaml
 
-    class Loader(yaml.SafeLoader):
-        def compose_node(self, parent, index):
-            if self.check_event(yaml.AliasEvent):
-                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a recipe",
-                                                  self.peek_event().start_mark)
-            return super().compose_node(parent, index)
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[valid-type,misc]
+        def get_single_data(self):
+            node = self.get_single_node()
+            if node is None:
+                return None
+            _refuse_aliases(node, yaml)
+            return self.construct_document(node)
 
         def construct_mapping(self, node, deep=False):
             seen: set = set()
@@ -138,13 +140,80 @@ def _loader():
     return Loader
 
 
+def _refuse_aliases(root, yaml) -> None:
+    """Raise ``yaml.composer.ComposerError`` when a node of the composed tree is reached twice: an alias (the
+    composer shares the anchored node). Iterative, so a deeply nested file reaches the constructor's
+    RecursionError (a :class:`RecipeError` naming the depth) instead of failing here."""
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a recipe", node.start_mark)
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            todo.extend(x for kv in node.value for x in kv)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend(node.value)
+
+
+#: recipes registered from outside the kit (:func:`register_recipe`): name -> file
+_USER_RECIPES: dict[str, Path] = {}
+
+
 def _path(name: str) -> Path:
     if not isinstance(name, str) or not name.replace("_", "").isalnum():
         raise RecipeError(f"bad recipe name {name!r}; choose one of {recipe_names()}")
+    if name in _USER_RECIPES:
+        return _USER_RECIPES[name]
     p = RECIPE_DIR / f"{name}.yaml"
     if not p.is_file():
-        raise RecipeError(f"unknown recipe {name!r}; choose one of {recipe_names()}")
+        known = recipe_names() + sorted(_USER_RECIPES)
+        raise RecipeError(f"unknown recipe {name!r}; choose one of {known}")
     return p
+
+
+def register_recipe(path: str | Path, *, replace: bool = False) -> Recipe:
+    """Make the recipe file ``path`` (anywhere on disk) loadable by its ``name``; returns it validated.
+
+    A recipe of your own is usually a few lines: ``extends: weagent_mmsearch`` and the entries you change, each
+    with ``value`` and a ``source`` or ``kit`` reason, like the shipped files (module docstring). It then works
+    wherever a recipe name does: :func:`load_recipe`, :func:`paper_default`, ``Profile(recipe=name)``.
+
+    Raises:
+        RecipeError: the file is missing or malformed (the same checks as a shipped recipe, which it may not
+            shadow), its name is registered from another file and ``replace`` is False, or it fails validation
+            (the registration is then undone).
+    """
+    import yaml
+
+    p = Path(path).expanduser().resolve()
+    if not p.is_file():
+        raise RecipeError(f"recipe file {path!s} does not exist")
+    try:
+        name = yaml.safe_load(p.read_text(encoding="utf-8")[:MAX_RECIPE_BYTES]).get("name")
+    except (yaml.YAMLError, UnicodeDecodeError, AttributeError) as e:
+        raise RecipeError(f"{p.name}: not a recipe mapping with a 'name': {str(e).splitlines()[0][:200]}") from None
+    if not isinstance(name, str) or not name.replace("_", "").isalnum():
+        raise RecipeError(f"{p.name}: 'name' must be letters, digits and '_', got {name!r}")
+    if name in recipe_names():
+        raise RecipeError(f"{p.name}: {name!r} is a shipped recipe; give yours another name (extends: {name})")
+    if name in _USER_RECIPES and _USER_RECIPES[name] != p and not replace:
+        raise RecipeError(f"recipe {name!r} is registered from {_USER_RECIPES[name]} (pass replace=True)")
+    before = _USER_RECIPES.get(name)
+    _USER_RECIPES[name] = p
+    _clear_caches()
+    try:
+        return load_recipe(name)
+    except RecipeError:
+        _USER_RECIPES.pop(name) if before is None else _USER_RECIPES.__setitem__(name, before)
+        _clear_caches()
+        raise
+
+
+def _clear_caches() -> None:
+    # a re-registered file may change entries that the caches hold (and recipes extending it)
+    _raw.cache_clear(), _entries.cache_clear(), _load.cache_clear()
 
 
 def recipe_names() -> list[str]:
@@ -161,10 +230,12 @@ def _raw(name: str) -> dict[str, Any]:
     if len(raw) > MAX_RECIPE_BYTES:
         raise RecipeError(f"{path.name}: too large ({len(raw):,} bytes > {MAX_RECIPE_BYTES:,}); a recipe is a few KB")
     try:
-        data = yaml.load(raw.decode("utf-8"), Loader=_loader())  # a SafeLoader subclass
+        data = yaml.load(raw.decode("utf-8"), Loader=_loader())  # a (C)SafeLoader subclass
     except UnicodeDecodeError as e:
         raise RecipeError(f"{path.name}: not UTF-8 text: {e}") from None
     except yaml.YAMLError as e:
+        if "maximum nesting depth" in str(e):  # libyaml's own depth limit (1,000 levels)
+            raise RecipeError(f"{path.name}: nested too deeply (a recipe value is a few levels deep)") from None
         raise RecipeError(f"{path.name}: not valid YAML: {e}") from None
     except RecursionError:  # thousands of nested [ or {: no recipe value is that deep
         raise RecipeError(f"{path.name}: nested too deeply (a recipe value is a few levels deep)") from None
@@ -297,9 +368,10 @@ class Recipe:
 
     def stages(self) -> list:
         """The recipe's stage schedule as :class:`~kit.rl.staging.Stage` objects (``[]`` when it has none)."""
-        from kit.rl.staging import Stage
+        from kit.recipes.sections import recipe_part
 
-        return [Stage(**s) for s in self.get("stages", [])]
+        stage = recipe_part("stage")  # kit.rl.staging.Stage, imported now: kit.rl imports kit.recipes
+        return [stage(**s) for s in self.get("stages", [])]
 
     def schedule(self, name: str) -> list:
         """The named stage schedule ``schedules.<name>`` as :class:`~kit.rl.staging.Stage` objects (e.g.
@@ -308,7 +380,7 @@ class Recipe:
         Raises:
             RecipeError: no such schedule, or one that is not a non-empty list of stages.
         """
-        from kit.rl.staging import Stage
+        from kit.recipes.sections import recipe_part
 
         key = f"schedules.{name}"
         if key not in self.entries:
@@ -316,14 +388,14 @@ class Recipe:
         spec = self.entries[key].value
         if not isinstance(spec, list) or not spec or not all(isinstance(s, dict) for s in spec):
             raise RecipeError(f"recipe {self.label}: {key} must be a non-empty list of stages, got {spec!r}")
-        return [Stage(**s) for s in spec]
+        return [recipe_part("stage")(**s) for s in spec]
 
     def validate(self) -> Recipe:
         """Check every key is known (:mod:`kit.recipes.sections`: a config class's fields or a declared key
         list; an overlay's too), bools are not numbers, then build every section's config class, its tools
         (against the tool registry) and the stage lists; raises :class:`RecipeError` on the first failure
         (naming the recipe, the file and the key). Returns ``self``."""
-        from kit.recipes.sections import SECTION_KEYS, bool_problem, check_keys, section_problem
+        from kit.recipes.sections import SECTION_KEYS, bool_problem, check_keys, recipe_part, section_problem
 
         problem = check_keys(self.entries, SECTION_MODELS, {k: e.origin for k, e in self.entries.items()})
         if problem:
@@ -345,19 +417,17 @@ class Recipe:
             except Exception as e:  # pydantic ValidationError and config checks: report as a recipe error
                 raise RecipeError(f"recipe {self.label}: section {section!r}: {e}") from None
         if present & {"harness", "rl_rollout"}:  # a tool name the registry lacks fails here, not at harness build
-            from kit.harness.toolsets import config_tool_specs
-
+            config_tool_specs = recipe_part("config_tool_specs")
             for where, over in (("harness", {}), ("rl_rollout", self.section("rl_rollout"))):
                 try:
                     config_tool_specs(self.harness(**over))
                 except Exception as e:
                     raise RecipeError(f"recipe {self.label}: {where}: tools: {e}") from None
-        from kit.rl.staging import Stage
-
+        stage = recipe_part("stage")
         lists = [("stages", self.get("stages", []))] + [(f"schedules.{n}", v) for n, v in self.section("schedules").items()]
         for where, spec in lists:
             for i, st in enumerate(spec if isinstance(spec, list) else []):
-                problem = bool_problem(Stage, st, f"{where}[{i}]") if isinstance(st, dict) else None
+                problem = bool_problem(stage, st, f"{where}[{i}]") if isinstance(st, dict) else None
                 if problem:
                     raise RecipeError(f"recipe {self.label}: {problem}")
         try:
@@ -373,10 +443,8 @@ class Recipe:
         if uncited:  # a value the kit does not run is there only because the paper states it
             raise RecipeError(f"recipe {self.label}: {uncited}: a paper_only value needs its 'source'")
         if self.has("rl_run.stages"):  # the RL schedule notebook 05 and verl resolve: a bad spec fails here
-            from kit.rl.staging import resolve_schedule
-
             try:
-                resolve_schedule(self, self.harness(**self.section("rl_rollout")))
+                recipe_part("resolve_schedule")(self, self.harness(**self.section("rl_rollout")))
             except Exception as e:
                 raise RecipeError(f"recipe {self.label}: rl_run.stages: {e}") from None
         return self
@@ -401,8 +469,9 @@ def _model(section: str) -> Any:
     """The config class of ``section`` (:data:`SECTION_MODELS`). Raises :class:`RecipeError`."""
     if section not in SECTION_MODELS:
         raise RecipeError(f"section {section!r} has no config class; known: {sorted(SECTION_MODELS)}")
-    mod, cls = SECTION_MODELS[section].split(":")
-    return getattr(importlib.import_module(mod), cls)
+    from kit.recipes.sections import section_model
+
+    return section_model(section)
 
 
 def _row(e: Entry) -> dict[str, Any]:
@@ -431,80 +500,9 @@ def load_recipe(name: str, overlays: tuple[str, ...] | list[str] | str = ()) -> 
     return _load(name, (overlays,) if isinstance(overlays, str) else tuple(overlays))
 
 
-def _md_value(v: Any) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:g}"
-    text = str(v) if not isinstance(v, (list, dict)) else __import__("json").dumps(v)
-    return text.replace("|", "\\|")
-
-
-def recipes_markdown() -> str:
-    """``docs/recipes.md``: for every recipe, key | paper value | kit value | source (generated; a test keeps
-    the committed page equal to this)."""
-    lines = ["# Recipes", "",
-             "Generated from `kit/recipes/*.yaml` by `kit.recipes.recipes_markdown()` (do not edit by hand; "
-             "`python -m kit.cli recipe NAME [--json] [--preflight]` prints one recipe: key, kit value, paper "
-             "value, source; under `--preflight` a value the overlay replaces reads `preflight 3 <- recipe 20`). "
-             "*paper*: the value the paper states "
-             "(— where it states none); *kit*: the value the kit runs; *source*: the paper's section, table or "
-             "equation, or *kit choice* with the reason.", "",
-             "A notebook's `profile` selects the recipe of the same name: `weagent_mmsearch` (WeAgent-MMSearch as "
-             "written; `paper` is another name for it, and a run under it says `weagent_mmsearch` in its folder and "
-             "manifest), `long_mdr` (WeAgent's harness and FA-GSPO inside Long-MDR's staging), `points_seeker` "
-             "(POINTS-Seeker as written) and `smoke` (the CPU check: `long_mdr` with CPU budgets). A paper recipe "
-             "runs only the mechanisms its paper describes: each recipe below ends with its mechanisms, on or off, "
-             "and whether the paper has each (`kit.recipes.mechanisms`; the kit's own are ablation switches, "
-             "labelled on every output). "
-             "`--preflight` (`python -m kit.cli notebook NN --profile paper --preflight`) applies the `preflight` "
-             "overlay on top: the recipe's settings with sizes shrunk and tiny stand-in models, so every object of "
-             "the paper run is built and stepped on a CPU (`tests/test_preflight.py` runs it for every notebook "
-             "under every recipe that applies). The config classes (`HarnessConfig`, `RLConfig`, `SFTTrainConfig`, "
-             "`RescueConfig`, the clip ranges, reward weights and evaluation protocols) take their defaults from "
-             "these files. `schedules.NAME` rows are named RL stage schedules (`-p stages NAME` in notebook 05, "
-             "`SCHEDULE=NAME` for `scripts/launch_verl.sh`); `verl.*` rows are the verl launch's constants; "
-             "`paper_only.*` rows are values the paper states that the kit records but does not run. "
-             "Every key is checked at load (`kit.recipes.sections`): a config section's keys are its class's "
-             "fields, the other sections' keys are declared with strict types (a bool is not a number; step "
-             "counts and sizes are >= 1), and an unknown section or key, in a recipe or an overlay, fails "
-             "naming the nearest known one.", "",
-             "**Runs.** A run is one experiment (`kit.runs`): outputs go to `results/<run>/<NN_name>/`, the run named "
-             "after the profile with an alias resolved (`results/weagent_mmsearch/`, `results/points_seeker_preflight/`; "
-             "`--run NAME` chooses another), and each folder records its run identity (`run_identity.json`: profile, "
-             "recipe, a hash of every resolved value, every parameter's value (defaults included: `-p seed 0` is the "
-             "default run), what its input files hold (size and a hash of their ends), a fingerprint; copied into the "
-             "manifest). A run into a folder of another experiment stops before the kernel (exit 2) naming what "
-             "differs, and so does a notebook run by hand in JupyterLab (it claims its folder in its first cell); the "
-             "RL and SFT trainers refuse another run's checkpoints the same way (exit 2), and a fresh sequence never "
-             "clears a folder no sequence of its run wrote, nor a run whose recorded plan is another experiment. "
-             "`sequence --profile P --preflight` runs every notebook's preflight one after another into "
-             "`results/P_preflight/`. A notebook whose model role failed (its episodes ended in `error`: an HTTP "
-             "error, a refused connection) or whose judge gave no verdict (a dead judge endpoint; RL's reward judge "
-             "too) exits 1 with one line per role, although it ran to its end (`--fail-on-error 0.1` tolerates a "
-             "share; `kit.run_health`); a resume retries those episodes.", ""]
-    for name in recipe_names():
-        r = load_recipe(name)
-        lines += [f"## `{name}`: {r.title}", ""]
-        if r.paper:
-            lines += [f"Paper: {r.paper}", ""]
-        if r.description:
-            lines += [r.description.strip(), ""]
-        lines += ["| key | paper | kit | source | from |", "|---|---|---|---|---|"]
-        for row in r.rows():
-            src = "; ".join(([row["source"]] if row["source"] else []) + ([f"*kit choice*: {row['kit']}"] if row["kit"] else []))
-            lines.append(f"| `{row['key']}` | {_md_value(row['paper'])} | {_md_value(row['value'])} | "
-                         f"{src.replace('|', '/')} | {row['origin']} |")
-        from kit.recipes.mechanisms import mechanisms
-
-        if not r.has("harness.protocol"):  # an overlay of sizes (preflight): no mechanism of its own
-            lines.append("")
-            continue
-        lines += ["", f"Mechanisms of `{name}`:", "", "| mechanism | on | paper has it | decided by | ablation switch |",
-                  "|---|---|---|---|---|"]
-        for m in mechanisms(r):
-            has = "—" if m["paper"] is None else ("yes" if m["paper"] else "no")
-            lines.append(f"| {m['title']} | {'on' if m['on'] else 'off'} | {has} | `{m['key']}` | "
-                         f"{(m['switch'] or '—').replace('|', '/')} |")
-        lines.append("")
-    return "\n".join(lines)
+def __getattr__(name: str) -> Any:
+    """``recipes_markdown`` (the docs page generator, :mod:`kit.recipes.markdown`), imported on first use: it reads
+    :mod:`kit.recipes.mechanisms`, which loads recipes from this package, so this package does not import it."""
+    if name == "recipes_markdown":
+        return importlib.import_module("kit.recipes.markdown").recipes_markdown
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,11 +22,11 @@ PAPER_RECIPES = ("weagent_mmsearch", "long_mdr", "points_seeker")
 
 
 def _schedule(recipe) -> list:
-    from kit.rl.staging import resolve_schedule
+    from kit.recipes.sections import recipe_part
 
     if not recipe.has("rl_run.stages"):
         return []
-    return resolve_schedule(recipe, recipe.harness(**recipe.section("rl_rollout")))
+    return recipe_part("resolve_schedule")(recipe, recipe.harness(**recipe.section("rl_rollout")))
 
 
 @dataclass(frozen=True)

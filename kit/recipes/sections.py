@@ -6,12 +6,19 @@ keys are that class's. The other sections are declared here as strict pydantic m
 an unknown key, a bool where a number is expected (``max_turns: true`` is not 1), a step count or size below 1
 fails. ``schedules`` (any name: a list of stages) and ``paper_only`` (any key: values the kit does not run) are
 open. :func:`check_keys` names an unknown section or key with the nearest known one (:mod:`difflib`).
+
+The recipes stay data: :mod:`kit.recipes` imports nothing from the harness or RL code, whose config classes take
+their defaults from it (:func:`kit.recipes.paper_default`). A config class registers its section here when its
+module is imported (:func:`register_section`: ``HarnessConfig`` as ``harness``, ``RescueConfig`` as ``rescue``);
+validating a recipe imports the owner modules by the names :data:`kit.recipes.SECTION_MODELS` and :data:`PARTS`
+give (:func:`section_model`, :func:`recipe_part`), at call time, never when :mod:`kit.recipes` is imported.
 """
 
 from __future__ import annotations
 
 import datetime
 import difflib
+import importlib
 import typing
 from typing import Annotated, Any, Literal
 
@@ -170,6 +177,68 @@ SECTION_KEYS: dict[str, type[BaseModel]] = {
 OPEN_SECTIONS = ("schedules", "paper_only", "mixtures")  # any key: named schedules, values not run, SFT mixtures
 
 
+#: sections validated by a config class: its owner's ``"module:Class"`` (``kit.recipes.SECTION_MODELS``)
+SECTION_MODELS: dict[str, str] = {
+    "harness": "kit.harness.config:HarnessConfig",
+    "rl": "kit.rl.config:RLConfig",
+    "rescue": "kit.rl.staging:RescueConfig",
+    "sft": "kit.train.sft:SFTTrainConfig",
+}
+#: the other objects a recipe's validation uses, ``"module:name"`` (imported at validation time): the RL stage
+#: class (``stages``, ``schedules.*``), the schedule resolver (``rl_run.stages``) and the tool registry's check
+#: of a harness config's tools (``harness.tools_enabled`` / ``tool_set``)
+PARTS: dict[str, str] = {
+    "stage": "kit.rl.staging:Stage",
+    "resolve_schedule": "kit.rl.staging:resolve_schedule",
+    "config_tool_specs": "kit.harness.toolsets:config_tool_specs",
+}
+_REGISTERED: dict[str, type[BaseModel]] = {}  # section -> config class, as its module registered it
+
+
+def register_section(section: str, model: type[BaseModel]) -> type[BaseModel]:
+    """Register ``model`` as the config class of recipe section ``section`` (called by the class's module when
+    it is imported: ``register_section("harness", HarnessConfig)``); returns ``model``. A section that
+    :data:`kit.recipes.SECTION_MODELS` does not list yet is added to it (its keys are then known to
+    :func:`check_keys` and :meth:`kit.recipes.Recipe.validate` builds it).
+
+    Raises:
+        TypeError: ``model`` is not a pydantic model class.
+        ValueError: ``section`` is empty, or is listed for another class.
+    """
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"section {section!r}: {model!r} is not a pydantic model class")
+    if not isinstance(section, str) or not section.strip():
+        raise ValueError(f"a recipe section needs a non-empty name, got {section!r}")
+    path = f"{model.__module__}:{model.__qualname__}"
+    if SECTION_MODELS.setdefault(section, path) != path:
+        raise ValueError(f"recipe section {section!r} belongs to {SECTION_MODELS[section]}, not {path}")
+    _REGISTERED[section] = model
+    return model
+
+
+def _imported(path: str) -> Any:
+    mod, name = path.split(":")
+    return getattr(importlib.import_module(mod), name)
+
+
+def section_model(section: str, section_models: dict[str, str] | None = None) -> type[BaseModel]:
+    """The config class of ``section``: the registered one, else its owner module (``section_models``, default
+    :data:`SECTION_MODELS`: ``"module:Class"``) is imported, which registers it (or defines it under that name).
+
+    Raises:
+        KeyError: ``section`` has no config class.
+    """
+    if section not in _REGISTERED:
+        _REGISTERED[section] = _imported((SECTION_MODELS if section_models is None else section_models)[section])
+    return _REGISTERED[section]
+
+
+def recipe_part(name: str) -> Any:
+    """The object :data:`PARTS` names (``"stage"``, ``"resolve_schedule"``, ``"config_tool_specs"``), imported
+    from its owner now. Raises KeyError on another name."""
+    return _imported(PARTS[name])
+
+
 def _nearest(name: str, known) -> str:
     close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -185,13 +254,7 @@ def known_keys(section: str, section_models: dict[str, str]) -> set[str] | None:
         return None
     if section in SECTION_KEYS:
         return set(SECTION_KEYS[section].model_fields)
-    path = section_models.get("harness" if section == "rl_rollout" else section)
-    if path is None:
-        raise KeyError(section)
-    import importlib
-
-    mod, cls = path.split(":")
-    return set(getattr(importlib.import_module(mod), cls).model_fields)
+    return set(section_model("harness" if section == "rl_rollout" else section, section_models).model_fields)
 
 
 def check_keys(keys, section_models: dict[str, str], origin: dict[str, str]) -> str | None:
@@ -248,4 +311,5 @@ def section_problem(section: str, values: dict[str, Any]) -> tuple[str, str] | N
     return None
 
 
-__all__ = ["OPEN_SECTIONS", "SECTION_KEYS", "bool_problem", "check_keys", "known_keys", "section_problem"]
+__all__ = ["OPEN_SECTIONS", "PARTS", "SECTION_MODELS", "SECTION_KEYS", "bool_problem", "check_keys", "known_keys", "recipe_part",
+           "register_section", "section_model", "section_problem"]

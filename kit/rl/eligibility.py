@@ -49,8 +49,6 @@ from kit.harness.events import EventType
 
 EXCLUSION_REASONS = ("context_limit", "wall_clock", "error", "synthesis_incomplete", "budget_exhausted",
                      "invalid_action", "overlong", "judge_error", "reward_nan")
-#: self_recovery each algorithm runs its rollouts with (None: as the harness config says); module docstring.
-SELF_RECOVERY: dict[str, bool | None] = {"fa_gspo": True, "gspo": False, "grpo": None}
 
 
 @dataclass(frozen=True)
@@ -111,7 +109,8 @@ def harness_config_for(algorithm: str, config: HarnessConfig | None, *, explicit
     """The harness config ``algorithm``'s rollouts run with (module docstring table).
 
     Args:
-        algorithm: ``fa_gspo`` | ``gspo`` | ``grpo``.
+        algorithm: a registered algorithm (``fa_gspo`` | ``gspo`` | ``grpo`` | yours): its
+            :attr:`~kit.rl.registry.AlgorithmSpec.self_recovery` decides.
         config: the base config (None: :class:`HarnessConfig` paper defaults).
         explicit: whether ``config.self_recovery`` was set on purpose (None: :func:`explicit_self_recovery`;
             the recipe's own value, from a profile or a ``model_dump()`` copy, is not).
@@ -121,10 +120,10 @@ def harness_config_for(algorithm: str, config: HarnessConfig | None, *, explicit
         ValueError: an unknown algorithm; ``fa_gspo`` with ``self_recovery=False``; ``gspo`` with an
             explicit ``self_recovery=True``.
     """
-    if algorithm not in SELF_RECOVERY:
-        raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {sorted(SELF_RECOVERY)}")
+    from kit.rl.registry import algorithm as spec_of
+
+    want = spec_of(algorithm).self_recovery  # ValueError naming the registered algorithms
     cfg = config if config is not None else HarnessConfig()
-    want = SELF_RECOVERY[algorithm]
     if want is None or cfg.self_recovery == want:
         return cfg
     if want:

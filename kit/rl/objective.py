@@ -31,41 +31,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.recipes import paper_default as _P  # clip ranges: kit/recipes/*.yaml, section clip
+from kit.rl import registry as _registry
+from kit.rl.registry import register_advantage_estimator, register_algorithm, register_policy_loss
 
 DELTA = float(_P("advantage.delta"))  # δ of Eq. 6 (kit/recipes/weagent_mmsearch.yaml)
 MIN_ELIGIBLE = 2  # groups with fewer eligible trajectories are dropped (Eq. 6/7)
 
 
-@dataclass(frozen=True)
-class AlgorithmSpec:
-    """How one algorithm filters, scores and clips.
-
-    ``check_runtime``: apply the runtime eligibility checks; ``reward``: reward kind for
-    :func:`kit.rl.rewards.score_record`; ``level``: ``"sequence"`` (GSPO ratio) or ``"token"`` (GRPO).
-    """
-
-    name: str
-    check_runtime: bool
-    reward: str
-    level: str
-    eps_lo: float
-    eps_hi: float
-
-
-ALGORITHMS: dict[str, AlgorithmSpec] = {
-    "fa_gspo": AlgorithmSpec("fa_gspo", True, "weagent", "sequence", _P("clip.gspo_eps_lo"), _P("clip.gspo_eps_hi")),
-    "gspo": AlgorithmSpec("gspo", False, "weagent", "sequence", _P("clip.gspo_eps_lo"), _P("clip.gspo_eps_hi")),
-    "grpo": AlgorithmSpec("grpo", False, "points_seeker", "token", _P("clip.grpo_eps", "points_seeker"),
-                          _P("clip.grpo_eps", "points_seeker")),
-}
-
-
-def algorithm(name: str) -> AlgorithmSpec:
-    """The spec of ``name`` (``fa_gspo`` | ``gspo`` | ``grpo``). Raises ``ValueError`` for others."""
-    try:
-        return ALGORITHMS[name]
-    except KeyError:
-        raise ValueError(f"unknown algorithm {name!r}; expected one of {sorted(ALGORITHMS)}") from None
+# the algorithms' specs live in the registry (kit.rl.registry); these names stay importable from here
+AlgorithmSpec = _registry.AlgorithmSpec
+ALGORITHMS = _registry.ALGORITHMS  # the same dict: an algorithm registered later is visible here too
+algorithm = _registry.algorithm
 
 
 @dataclass
@@ -108,6 +84,7 @@ class GroupAdvantages:
                 "trajectories": sum(len(e) for e in self.eligible)}
 
 
+@register_advantage_estimator("eligible_group_norm", equation="WeAgent Eq. 4 and 6")
 def group_advantages(rewards: Sequence[Sequence[float]], eligible: Sequence[Sequence[bool]], *,
                      delta: float = DELTA) -> GroupAdvantages:
     """Eligible-only group normalization and advantages (Eq. 4 and 6).
@@ -178,6 +155,7 @@ def _select(weights, *tensors):
     return w[keep].to(device=dev), keep.to(dev), [t.index_select(0, keep.to(t.device)) for t in tensors]
 
 
+@register_policy_loss("gspo", level="sequence", equation="WeAgent Eq. 7")
 def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, eps_hi: float,
               max_log_ratio: float | None = None):
     """Negative FA-GSPO / GSPO objective of Eq. 7 for a (micro-)batch of trajectories.
@@ -211,6 +189,7 @@ def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, e
     return loss, {"ratio_mean": float(ratio.detach().mean()), "clip_frac": clip_frac, "rows": int(keep.numel())}
 
 
+@register_policy_loss("grpo", level="token", equation="POINTS-Seeker §3.2.4 (GRPO)")
 def grpo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, eps_hi: float):
     """Negative GRPO objective: token ratios ``r_t = π_θ/π_old`` clipped per token, averaged over each
     trajectory's model-generated tokens, weighted like Eq. 7. Shapes and returns as :func:`gspo_loss`."""
@@ -236,10 +215,41 @@ def grpo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, e
 
 def policy_loss(spec: AlgorithmSpec, logp_new, logp_old, mask, advantages, weights, *,
                 eps_lo: float | None = None, eps_hi: float | None = None):
-    """The loss of ``spec`` (sequence-level GSPO or token-level GRPO) with its default or given clip range."""
-    fn = gspo_loss if spec.level == "sequence" else grpo_loss
-    return fn(logp_new, logp_old, mask, advantages, weights, eps_lo=spec.eps_lo if eps_lo is None else eps_lo,
-              eps_hi=spec.eps_hi if eps_hi is None else eps_hi)
+    """The registered loss of ``spec`` (:func:`kit.rl.registry.policy_loss_spec`) with its default or given clip range.
+
+    Raises:
+        TypeError: the loss returned something else than ``(0-dim tensor, dict)`` (its registration contract).
+    """
+    loss_spec = _registry.policy_loss_spec(spec.loss)
+    out = loss_spec.fn(logp_new, logp_old, mask, advantages, weights, eps_lo=spec.eps_lo if eps_lo is None else eps_lo,
+                       eps_hi=spec.eps_hi if eps_hi is None else eps_hi)
+    if not (isinstance(out, tuple) and len(out) == 2 and getattr(out[0], "ndim", None) == 0 and isinstance(out[1], dict)):
+        raise TypeError(f"policy loss {spec.loss!r} returned {type(out).__name__}, not (0-dim tensor, stats dict) "
+                        "(kit.rl.registry)")
+    return out
+
+
+def estimate_advantages(spec: AlgorithmSpec, rewards: Sequence[Sequence[float]],
+                        eligible: Sequence[Sequence[bool]]) -> GroupAdvantages:
+    """``spec``'s registered advantage estimator on ``[B][G]`` rewards and eligibility.
+
+    Raises:
+        TypeError: the estimator did not return :class:`GroupAdvantages` of the input's shape.
+    """
+    out = _registry.advantage_spec(spec.advantage).fn(rewards, eligible)
+    if not isinstance(out, GroupAdvantages) or [len(a) for a in out.advantages] != [len(r) for r in rewards]:
+        raise TypeError(f"advantage estimator {spec.advantage!r} returned {type(out).__name__} of another shape than "
+                        "the rewards, not GroupAdvantages (kit.rl.registry)")
+    return out
+
+
+# the papers' algorithms (WeAgent §6.2: FA-GSPO and its vanilla-GSPO baseline; POINTS-Seeker §3.2.4: GRPO)
+register_algorithm("fa_gspo", loss="gspo", advantage="eligible_group_norm", reward="weagent", check_runtime=True,
+                   eps_lo=_P("clip.gspo_eps_lo"), eps_hi=_P("clip.gspo_eps_hi"), self_recovery=True)
+register_algorithm("gspo", loss="gspo", advantage="eligible_group_norm", reward="weagent", check_runtime=False,
+                   eps_lo=_P("clip.gspo_eps_lo"), eps_hi=_P("clip.gspo_eps_hi"), self_recovery=False)
+register_algorithm("grpo", loss="grpo", advantage="eligible_group_norm", reward="points_seeker", check_runtime=False,
+                   eps_lo=_P("clip.grpo_eps", "points_seeker"), eps_hi=_P("clip.grpo_eps", "points_seeker"))
 
 
 def token_nll_loss(logp_new, mask):

@@ -30,6 +30,7 @@ from kit.harness.episode import EpisodeRecord
 from kit.harness.events import EventType
 from kit.harness.parsing import ParsedTurn, parse_turn
 from kit.recipes import paper_default as _P  # weights: kit/recipes/*.yaml, section reward
+from kit.rl.registry import register_reward, reward_spec
 
 WEAGENT_WEIGHTS = {k: _P(f"reward.{k}") for k in ("correct", "format")}  # Eq. 5
 POINTS_SEEKER_WEIGHTS = {k: _P(f"reward.{k}", "points_seeker") for k in ("correct", "format", "tool")}  # POINTS-Seeker §4.1
@@ -125,29 +126,54 @@ async def judge_correct(judge: Judge, record: EpisodeRecord, timeout_s: float | 
     return float(bool(correct)), getattr(v, "judge", name), None
 
 
+@register_reward("weagent", equation="WeAgent Eq. 5")
+def weagent_reward(record: EpisodeRecord, correct: float, *, protocol: str = "weagent_mmsearch") -> RewardBreakdown:
+    """``R = w_c·C + w_f·F`` (Eq. 5; weights from the recipe's ``reward`` section); ``F``: :func:`format_ok` of the
+    final turn. In [0, 1] with the paper's weights."""
+    f, t = float(format_ok(record, protocol=protocol)), float(tool_ok(record))
+    return RewardBreakdown(WEAGENT_WEIGHTS["correct"] * correct + WEAGENT_WEIGHTS["format"] * f, correct, f, t)
+
+
+@register_reward("points_seeker", equation="POINTS-Seeker §4.1 (GRPO reward)")
+def points_seeker_reward(record: EpisodeRecord, correct: float, *, protocol: str = "weagent_mmsearch") -> RewardBreakdown:
+    """``R = w_c·C + w_f·S_format + w_t·S_tool`` (POINTS-Seeker §4.1): ``S_format`` checks every turn's grammar,
+    ``S_tool`` (:func:`tool_ok`) at least one executed call and none rejected. In [0, 1]."""
+    f, t = float(format_ok(record, all_turns=True, protocol=protocol)), float(tool_ok(record))
+    w = POINTS_SEEKER_WEIGHTS
+    return RewardBreakdown(w["correct"] * correct + w["format"] * f + w["tool"] * t, correct, f, t)
+
+
+def _breakdown(kind: str, out: Any, record: EpisodeRecord, correct: float, protocol: str) -> RewardBreakdown:
+    """A registered reward's result as a :class:`RewardBreakdown` (a float gets the kit's format and tool terms)."""
+    if isinstance(out, RewardBreakdown):
+        return out
+    if isinstance(out, (int, float)) and not isinstance(out, bool):
+        return RewardBreakdown(float(out), correct, float(format_ok(record, protocol=protocol)), float(tool_ok(record)))
+    raise TypeError(f"reward {kind!r} returned {type(out).__name__}, not a float or RewardBreakdown (kit.rl.registry)")
+
+
 async def score_record(record: EpisodeRecord, judge: Judge, *, kind: str = "weagent",
                        timeout_s: float | None = 60.0, protocol: str = "weagent_mmsearch") -> RewardBreakdown:
-    """Reward of one trajectory.
+    """Reward of one trajectory: the judge's ``C``, then the registered reward ``kind``.
 
     Args:
-        kind: ``"weagent"`` (Eq. 5, FA-GSPO and GSPO) or ``"points_seeker"`` (GRPO baseline).
+        kind: a registered reward (:mod:`kit.rl.registry`): ``"weagent"`` (Eq. 5, FA-GSPO and GSPO),
+            ``"points_seeker"`` (GRPO baseline) or yours.
         protocol: the episode's turn protocol, for the format term (:func:`format_ok`).
+    Returns:
+        The breakdown; ``reward`` NaN with ``judge_error`` when the judge failed (the format and tool terms are
+        still the reward's own).
     Raises:
-        ValueError: unknown ``kind``.
+        ValueError: an unknown ``kind`` (naming the registered ones). TypeError: the reward broke its contract.
     """
-    if kind not in ("weagent", "points_seeker"):
-        raise ValueError(f"unknown reward kind {kind!r}; expected 'weagent' or 'points_seeker'")
+    fn = reward_spec(kind).fn
     c, name, err = await judge_correct(judge, record, timeout_s)
-    f = float(format_ok(record, all_turns=kind == "points_seeker", protocol=protocol))
-    t = float(tool_ok(record))
+    rb = _breakdown(kind, fn(record, 0.0 if c is None else c, protocol=protocol), record, 0.0 if c is None else c,
+                    protocol)
     if c is None:
-        return RewardBreakdown(math.nan, None, f, t, name, err)
-    if kind == "weagent":
-        r = WEAGENT_WEIGHTS["correct"] * c + WEAGENT_WEIGHTS["format"] * f
-    else:
-        w = POINTS_SEEKER_WEIGHTS
-        r = w["correct"] * c + w["format"] * f + w["tool"] * t
-    return RewardBreakdown(r, c, f, t, name)
+        return RewardBreakdown(math.nan, None, rb.format, rb.tool, name, err)
+    rb.judge = rb.judge or name
+    return rb
 
 
 async def score_records(records: list[EpisodeRecord], judge: Judge, *, kind: str = "weagent",

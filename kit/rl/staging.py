@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from kit.harness.config import HarnessConfig
 from kit.harness.events import RunEventType as R
 from kit.recipes import paper_default as _P  # rescue defaults: kit/recipes/long_mdr.yaml
+from kit.recipes.sections import register_section
 
 RescueAction = Literal["raise_temperature", "entropy_bonus", "widen_clip", "rollback"]
 
@@ -309,6 +310,9 @@ class RunLog:
 
     def of_type(self, type_: R) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == R(type_)]
+
+
+register_section("rescue", RescueConfig)  # the recipes' rescue section (kit.recipes.sections)
 
 
 def _json_default(o):

@@ -23,22 +23,19 @@ import hashlib
 import json
 import math
 import random
-import re
 import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
-
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import Task
 from kit.harness.events import RunEventType as R
-from kit.recipes import paper_default as _P  # defaults: kit/recipes/weagent_mmsearch.yaml, section rl
 from kit.rl.eligibility import Eligibility, exclusion_counts, harness_config_for
 from kit.rl.logprobs import masked_log_softmax, masked_mean, token_logprobs
-from kit.rl.objective import AlgorithmSpec, algorithm, group_advantages, policy_loss
+from kit.rl.config import DTYPES, RLConfig  # noqa: F401  (re-exported: kit.rl.trainer.RLConfig)
+from kit.rl.objective import AlgorithmSpec, algorithm, estimate_advantages, policy_loss
 from kit.rl.rollout import (
     RolloutBatch,
     Trajectory,
@@ -48,90 +45,6 @@ from kit.rl.rollout import (
 )
 from kit.rl.staging import RescueConfig, RunLog, Stage, StageSchedule
 from kit.types import SamplingParams, SearchBackend
-
-_DEVICE = re.compile(r"cpu|cuda(:\d+)?|mps")
-DTYPES = ("auto", "float32", "float16", "bfloat16")  # names TransformersPolicy resolves (None/"auto": by device)
-
-
-class RLConfig(BaseModel):
-    """Trainer settings. Paper values (WeAgent Appendix A): 64 prompts × 8 samples, temperature 1.0,
-    constant learning rate 5e-7, vision tower frozen. ``micro_batch`` trajectories go through one
-    forward/backward (gradient accumulation over the rest); ``updates_per_batch > 1`` reuses a rollout
-    batch for several updates against its stored old log-probs.
-
-    Raises:
-        ValueError: an unknown algorithm, ``finetune``, ``device``, ``dtype`` or field, a count below 1, a
-            non-positive or non-finite temperature / learning rate / grad-norm / judge timeout, ``top_p``
-            outside (0, 1], a negative or non-finite ε or weight decay.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    algorithm: str = _P("rl.algorithm")
-    group_size: int = _P("rl.group_size")
-    prompts_per_step: int = _P("rl.prompts_per_step")
-    temperature: float = _P("rl.temperature")
-    top_p: float = _P("rl.top_p")
-    lr: float = _P("rl.lr")
-    eps_lo: float | None = None  # None: the algorithm's default (kit.rl.objective.ALGORITHMS)
-    eps_hi: float | None = None
-    updates_per_batch: int = 1
-    micro_batch: int = 1
-    max_grad_norm: float = _P("rl.max_grad_norm")
-    weight_decay: float = 0.0
-    finetune: str = "full"  # "full" | "lora"
-    lora_rank: int = 16
-    lora_alpha: int = 32
-    freeze_vision: bool = _P("rl.freeze_vision")
-    judge_timeout_s: float = 60.0
-    rollout_concurrency: int | None = None
-    save_every: int = 1
-    keep_checkpoints: int = 2
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str | None = None
-
-    @model_validator(mode="after")
-    def _check(self) -> RLConfig:
-        algorithm(self.algorithm)
-        if self.finetune not in ("full", "lora"):
-            raise ValueError(f"finetune must be 'full' or 'lora', got {self.finetune!r}")
-        for k in ("group_size", "prompts_per_step", "updates_per_batch", "micro_batch", "save_every"):
-            if getattr(self, k) < 1:
-                raise ValueError(f"{k} must be >= 1")
-        # NaN passes every "<= 0" test (comparisons with NaN are False): check finiteness first
-        if not math.isfinite(self.temperature) or self.temperature <= 0:
-            raise ValueError("temperature must be positive (the ratio needs the sampling distribution) and finite")
-        for k in ("lr", "max_grad_norm", "judge_timeout_s"):
-            v = getattr(self, k)
-            if not math.isfinite(v) or v <= 0:
-                raise ValueError(f"{k} must be finite and > 0, got {v!r}")
-        if not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
-        for k in ("eps_lo", "eps_hi", "weight_decay"):
-            v = getattr(self, k)
-            if v is not None and (not math.isfinite(v) or v < 0):
-                raise ValueError(f"{k} must be finite and >= 0, got {v!r}")
-        for k in ("lora_rank", "lora_alpha", "keep_checkpoints"):  # keep_checkpoints=0 would keep all (done[:-0])
-            if getattr(self, k) < 1:
-                raise ValueError(f"{k} must be >= 1")
-        if self.rollout_concurrency is not None and self.rollout_concurrency < 1:
-            raise ValueError("rollout_concurrency must be >= 1 or None")
-        if not _DEVICE.fullmatch(self.device):
-            raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}")
-        if self.dtype is not None and self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be None or one of {DTYPES}, got {self.dtype!r}")
-        return self
-
-    def resolved_dump(self) -> dict[str, Any]:
-        """``model_dump()`` with ``eps_lo`` / ``eps_hi`` resolved: ``None`` becomes the algorithm's clip range
-        (:data:`kit.rl.objective.ALGORITHMS`, from the recipes), the values the loss really used (for manifests)."""
-        spec = algorithm(self.algorithm)
-        out = self.model_dump()
-        out["eps_lo"] = spec.eps_lo if self.eps_lo is None else self.eps_lo
-        out["eps_hi"] = spec.eps_hi if self.eps_hi is None else self.eps_hi
-        return out
-
 
 @dataclass
 class _Item:
@@ -371,7 +284,7 @@ class RLTrainer:
         items, _ = self._encode(trajs)
         temperature = knobs.temperature
         items, chunks, ents = self._old_logprobs(items, temperature)  # items: still eligible
-        adv = group_advantages(batch.rewards(), batch.eligible())
+        adv = estimate_advantages(self.spec, batch.rewards(), batch.eligible())
         weights = adv.weights()
         for it in items:
             g, i = it.traj.group, batch.groups[it.traj.group].index(it.traj)

@@ -41,6 +41,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from kit.recipes import paper_default as _P  # defaults: kit/recipes/weagent_mmsearch.yaml, section sft
+from kit.recipes.sections import register_section
 from kit.train.sft_data import SFTCollator, SFTExample
 
 Backend = Literal["auto", "trl", "unsloth"]
@@ -151,6 +152,9 @@ class SFTTrainConfig(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict (``sft_config.json``)."""
         return self.model_dump()
+
+
+register_section("sft", SFTTrainConfig)  # the recipes' sft section (kit.recipes.sections)
 
 
 def points_seeker_sft_config(*, world_size: int = 1, per_device_batch_size: int = 8, **overrides) -> SFTTrainConfig:
@@ -361,6 +365,16 @@ def tracking_callback(tracker, *, step_offset: int = 0, extra: dict[str, Any] | 
     return TrackingCallback()
 
 
+def _checkpointing_field(trl_config_cls) -> str:
+    """The TrainingArguments field that turns on activation (gradient) checkpointing: transformers >= 5.2x names it
+    ``activation_checkpointing`` (the old name a deprecated alias); 5.17, the GPU image's version, only has
+    ``gradient_checkpointing`` and refuses the new name."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(trl_config_cls)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
+
+
 def make_trainer(model, examples: list[SFTExample], pad_token_id: int, out_dir: str | Path, cfg: SFTTrainConfig,
                  eval_examples: list[SFTExample] | None = None, processing_class=None, callbacks=None):
     """Build the TRL trainer (also used on top of an Unsloth model) with the kit collator.
@@ -375,14 +389,14 @@ def make_trainer(model, examples: list[SFTExample], pad_token_id: int, out_dir: 
     from kit.progress import use_kit_progress
 
     bf16 = cfg.bf16 if cfg.bf16 is not None else bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    args = TRLConfig(
+    args = TRLConfig(**{_checkpointing_field(TRLConfig): cfg.gradient_checkpointing},
         output_dir=str(out_dir), num_train_epochs=cfg.epochs, max_steps=cfg.max_steps,
         per_device_train_batch_size=cfg.per_device_batch_size, gradient_accumulation_steps=cfg.grad_accum,
         learning_rate=cfg.lr_language, weight_decay=cfg.weight_decay, warmup_steps=cfg.warmup_ratio,
         lr_scheduler_type=cfg.lr_scheduler, logging_steps=cfg.logging_steps, save_steps=cfg.save_steps,
         save_total_limit=cfg.save_total_limit, seed=cfg.seed, bf16=bf16,
         report_to="none",  # tracking goes through kit.tracking (TrackingCallback): the same rows, global steps
-        activation_checkpointing=cfg.gradient_checkpointing, remove_unused_columns=False,
+        remove_unused_columns=False,
         dataset_kwargs={"skip_prepare_dataset": True}, max_length=None, use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0, per_device_eval_batch_size=1,
         # not sensible for a masked multimodal batch: TRL's entropy/accuracy would decode every token

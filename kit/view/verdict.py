@@ -16,18 +16,31 @@ the same fields as the run's own summary:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kit.eval.judges import rule_match
 
-if TYPE_CHECKING:
-    from kit.view.load import Item
+if TYPE_CHECKING:  # types only: what an item holds (kit.view.load.Item satisfies VerdictItem)
+    from kit.eval.metrics import ItemResult
+    from kit.harness.episode import EpisodeRecord
 
 JUDGED = "judge"  # ItemResult.correct / score of the evaluation's predictions
 RULE = "rule"  # kit.eval.judges.rule_match(final_response, task.answers), as notebook 01's summary
 NONE = "none"
 RULE_NAME = "rule_match (normalized containment; kit.eval.judges, as the run summary)"
+
+
+class VerdictItem(Protocol):
+    """What a verdict reads from an item (:class:`kit.view.load.Item` is one; its ``verdict`` property calls
+    :func:`verdict_of`, so this module names the fields it reads instead of importing that class)."""
+
+    run: str
+    benchmark: str
+    configuration: str
+    record: EpisodeRecord | None
+    prediction: ItemResult | None
 
 
 @dataclass(frozen=True)
@@ -58,7 +71,7 @@ class Verdict:
         return (self.source, self.correct, self.exact, self.score)
 
 
-def verdict_of(it: Item) -> Verdict:
+def verdict_of(it: VerdictItem) -> Verdict:
     """The verdict of one item (see the module docstring)."""
     p = it.prediction
     if p is not None:
@@ -85,10 +98,10 @@ class VerdictRow:
     accuracy_pct: float | None  # 100 * mean(score) as kit.eval.runner.summary_rows (judged rows only)
 
 
-def verdict_rows(items: list[Item]) -> list[VerdictRow]:
+def verdict_rows(items: Sequence[VerdictItem]) -> list[VerdictRow]:
     """Per run × benchmark × configuration (judged items) or run × configuration (rule verdicts; notebook
     01's summary is per policy over all its tasks): counts as the run's ``summary.csv`` has them."""
-    groups: dict[tuple[str, str, str, str], list[tuple[Item, Verdict]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, str], list[tuple[VerdictItem, Verdict]]] = defaultdict(list)
     for it in items:
         v = verdict_of(it)
         if v.source == NONE:
@@ -108,4 +121,4 @@ def verdict_rows(items: list[Item]) -> list[VerdictRow]:
     return rows
 
 
-__all__ = ["JUDGED", "NONE", "RULE", "RULE_NAME", "Verdict", "VerdictRow", "verdict_of", "verdict_rows"]
+__all__ = ["JUDGED", "NONE", "RULE", "RULE_NAME", "Verdict", "VerdictItem", "VerdictRow", "verdict_of", "verdict_rows"]

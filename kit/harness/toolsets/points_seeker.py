@@ -34,12 +34,15 @@ What the paper leaves open and the kit decided (each also listed in docs/tools.m
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import StringConstraints
+from pydantic.json_schema import SkipJsonSchema
 
 from kit.harness.config import HarnessConfig
 from kit.harness.errors import ToolError
 from kit.harness.events import EventType
-from kit.harness.tool_spec import Observation, ToolContext, ToolSpec
+from kit.harness.tool_spec import Observation, ToolContext, ToolSpec, tool
 from kit.harness.tools import _backend
 from kit.recipes import paper_default as _P
 from kit.types import SearchHit
@@ -65,11 +68,19 @@ def _hit_lines(i: int, h: SearchHit) -> str:
     return f"{i}. {h.title}\n   URL: {h.url}" + (f"\n   Snippet: {h.snippet}" if h.snippet else "")
 
 
-def make_web_search(top_k: int = WEB_SEARCH_TOP_K):
-    """The web_search executor: one query, the top ``top_k`` hits (title, URL, snippet)."""
+Text = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]  # a non-blank string
 
-    async def web_search(args: dict[str, Any], ctx: ToolContext) -> Observation:
-        query = args["query"]
+
+def make_web_search(top_k: int = WEB_SEARCH_TOP_K):
+    """The web_search function (for :func:`~kit.harness.tool_spec.tool`): one query, the top ``top_k``
+    hits (title, URL, snippet)."""
+
+    async def web_search(ctx: ToolContext, query: Text) -> Observation:
+        """Web search.
+
+        Args:
+            query: search query
+        """
         hits = (await _backend(ctx.backend.search(query, top_k), f"search {query!r}"))[:top_k]
         lines = [f"## Query: {query}"] + ([_hit_lines(i, h) for i, h in enumerate(hits, 1)] or ["No results."])
         return Observation("\n".join(lines), data={"query": query, "results": [h.model_dump() for h in hits]})
@@ -91,15 +102,21 @@ async def _read_page(ctx: ToolContext, url: str, goal: str, max_chars: int) -> d
 
 def make_image_search(top_k: int = IMAGE_SEARCH_TOP_K, max_calls: int = IMAGE_SEARCH_MAX_CALLS,
                       summary_chars: int = IMAGE_PAGE_SUMMARY_CHARS):
-    """The image_search executor: a search by a question image, its top ``top_k`` pages fetched and
-    summarized for ``goal`` (at most ``summary_chars`` characters each), at most ``max_calls`` per
-    episode.
+    """The image_search function (for :func:`~kit.harness.tool_spec.tool`): a search by a question image,
+    its top ``top_k`` pages fetched and summarized for ``goal`` (at most ``summary_chars`` characters each),
+    at most ``max_calls`` per episode.
 
     Raises (as observations): ``tool_limit`` (already used ``max_calls`` times), ``no_query_image``
     (the task has no image), ``bad_image_ref`` (``image`` is not a question image), ``backend_error``.
     """
 
-    async def image_search(args: dict[str, Any], ctx: ToolContext) -> Observation:
+    async def image_search(ctx: ToolContext, goal: Text, image: Text | SkipJsonSchema[None] = None) -> Observation:
+        """Image search with the question's image.
+
+        Args:
+            goal: what you need to find on the pages (the summary keeps what bears on it)
+            image: which question image to search with (default: the first, user_image_1)
+        """
         used = _used(ctx)
         if len(used) >= max_calls:
             raise ToolError("tool_limit", f"image_search can be used at most {max_calls} time(s) per question and "
@@ -110,14 +127,13 @@ def make_image_search(top_k: int = IMAGE_SEARCH_TOP_K, max_calls: int = IMAGE_SE
             raise ToolError("no_query_image", "image_search searches by the question's image, and this question has none; "
                             "use web_search instead")
         entry = question_images[0]
-        if args.get("image"):
-            entry = ctx.registry.resolve(args["image"])  # ImageError (bad_image_ref) for an unknown name
+        if image:
+            entry = ctx.registry.resolve(image)  # ImageError (bad_image_ref) for an unknown name
             if entry.kind != "user_image":
                 raise ToolError("bad_image_ref", f"image_search searches by a question image; {entry.filename} is not one",
                                 question_images=[e.filename for e in question_images])
         data = ctx.registry.read(entry.filename)  # sha256-checked
         res = await _backend(ctx.backend.reverse_image_search(data, top_k), f"image search of {entry.filename}")
-        goal = args["goal"]
         pages = await asyncio.gather(*(_read_page(ctx, h.url, goal, summary_chars) for h in res.pages[:top_k]))
         # recorded once the model gets a result: a search that failed does not use up the call
         ctx.event(EventType.TOOL_NOTE, name=USED_NOTE, image=entry.filename, pages=len(pages))
@@ -135,18 +151,22 @@ def make_image_search(top_k: int = IMAGE_SEARCH_TOP_K, max_calls: int = IMAGE_SE
 
 
 def make_visit(summary_chars: int = VISIT_SUMMARY_CHARS):
-    """The visit executor: one URL, its content summarized for ``goal`` (at most ``summary_chars``)."""
+    """The visit function (for :func:`~kit.harness.tool_spec.tool`): one URL, its content summarized for
+    ``goal`` (at most ``summary_chars``)."""
 
-    async def visit(args: dict[str, Any], ctx: ToolContext) -> Observation:
-        p = await _read_page(ctx, args["url"], args["goal"], summary_chars)
+    async def visit(ctx: ToolContext, url: Text, goal: Text) -> Observation:
+        """Visits a web page.
+
+        Args:
+            url: the page's URL
+            goal: what you need to find on the pages (the summary keeps what bears on it)
+        """
+        p = await _read_page(ctx, url, goal, summary_chars)
         if "error" in p:
             raise ToolError("backend_error", p["error"])
-        return Observation(f"## {p['title']}\nURL: {p['url']}\nGoal: {args['goal']}\n\n{p['summary']}", data={"pages": [p]})
+        return Observation(f"## {p['title']}\nURL: {p['url']}\nGoal: {goal}\n\n{p['summary']}", data={"pages": [p]})
 
     return visit
-
-
-_TEXT = {"type": "string", "minLength": 1, "pattern": r"\S"}
 
 
 def points_seeker_tools(*, web_top_k: int = WEB_SEARCH_TOP_K, image_top_k: int = IMAGE_SEARCH_TOP_K,
@@ -165,42 +185,27 @@ def points_seeker_tools(*, web_top_k: int = WEB_SEARCH_TOP_K, image_top_k: int =
            if isinstance(v, bool) or not isinstance(v, int) or v < 1}
     if bad:
         raise ValueError(f"POINTS-Seeker tool limits must be integers >= 1: {bad}")
-    goal = dict(_TEXT, description="what you need to find on the pages (the summary keeps what bears on it)")
+    # the descriptions carry the limits, so they are given here; the parameters' come from the Args: sections
     return [
-        ToolSpec(
-            "web_search",
-            f"Web search. Returns the titles, URLs and snippets of the top {web_top_k} web pages for the query.",
-            {"type": "object", "properties": {"query": dict(_TEXT, description="search query")}, "required": ["query"]},
-            make_web_search(web_top_k), refeed_limit=0, persist_exempt=True,
-            aliases=("search", "google_search", "text_search", "websearch"),
-            param_aliases={"query": ("q", "search_query", "keywords")},
-        ),
-        ToolSpec(
-            "image_search",
-            f"Image search with the question's image: finds web pages showing that image and returns a "
-            f"goal-focused summary of each of the top {image_top_k}. Can be used at most "
-            f"{'once' if image_search_max_calls == 1 else f'{image_search_max_calls} times'} per question.",
-            {"type": "object", "properties": {
-                "goal": goal,
-                "image": dict(_TEXT, description="which question image to search with (default: the first, "
-                                                 "user_image_1)")},
-             "required": ["goal"]},
-            make_image_search(image_top_k, image_search_max_calls, image_page_summary_chars),
-            refeed_limit=0, persist_exempt=True,
-            aliases=("reverse_image_search", "search_image", "search_by_image", "lens_search"),
-            param_aliases={"goal": ("purpose", "objective", "instruction"),
-                           "image": ("image_path", "image_file", "filename", "img")},
-        ),
-        ToolSpec(
-            "visit",
-            f"Visits a web page (a URL returned by a search) and returns a summary of its content focused on "
-            f"the goal (at most {visit_summary_chars} characters).",
-            {"type": "object", "properties": {"url": dict(_TEXT, description="the page's URL"), "goal": goal},
-             "required": ["url", "goal"]},
-            make_visit(visit_summary_chars), refeed_limit=0, persist_exempt=True,
-            aliases=("browse", "open_url", "visit_page", "read_url", "fetch_url", "open_page"),
-            param_aliases={"url": ("link", "uri", "page_url", "website"), "goal": ("purpose", "objective", "instruction")},
-        ),
+        tool(make_web_search(web_top_k), name="web_search", refeed_limit=0, persist_exempt=True,
+             description=f"Web search. Returns the titles, URLs and snippets of the top {web_top_k} web pages for "
+                         "the query.",
+             aliases=("search", "google_search", "text_search", "websearch"),
+             param_aliases={"query": ("q", "search_query", "keywords")}),
+        tool(make_image_search(image_top_k, image_search_max_calls, image_page_summary_chars), name="image_search",
+             refeed_limit=0, persist_exempt=True,
+             description=f"Image search with the question's image: finds web pages showing that image and returns a "
+                         f"goal-focused summary of each of the top {image_top_k}. Can be used at most "
+                         f"{'once' if image_search_max_calls == 1 else f'{image_search_max_calls} times'} per question.",
+             aliases=("reverse_image_search", "search_image", "search_by_image", "lens_search"),
+             param_aliases={"goal": ("purpose", "objective", "instruction"),
+                            "image": ("image_path", "image_file", "filename", "img")}),
+        tool(make_visit(visit_summary_chars), name="visit", refeed_limit=0, persist_exempt=True,
+             description=f"Visits a web page (a URL returned by a search) and returns a summary of its content "
+                         f"focused on the goal (at most {visit_summary_chars} characters).",
+             aliases=("browse", "open_url", "visit_page", "read_url", "fetch_url", "open_page"),
+             param_aliases={"url": ("link", "uri", "page_url", "website"),
+                            "goal": ("purpose", "objective", "instruction")}),
     ]
 
 

@@ -25,17 +25,24 @@ Policy loss ``kit_grpo`` (POINTS-Seeker §3.2.4, the kit's GRPO): :func:`kit.rl.
 (token-level ratios clipped per token, averaged over each trajectory's model-generated tokens) with the
 same row weights and aggregation as ``fa_gspo``; the advantages come from the same ``fa_gspo`` estimator
 (eligible-only, Eq. 7 weights folded in), as :mod:`kit.rl.objective` weights GRPO like Eq. 7.
+
+Both are read from the kit's registry (:mod:`kit.rl.registry`), and so is every policy loss registered there
+before this module is imported: yours is registered with verl as ``kit_<name>``
+(:func:`kit.rl.verl.recipe_config.verl_loss_name`), with the same plumbing.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
 import torch
 from verl.trainer.ppo.core_algos import register_adv_est, register_policy_loss
 
-from kit.rl.objective import group_advantages, grpo_loss, gspo_loss
+from kit.rl.objective import group_advantages
+from kit.rl.registry import POLICY_LOSSES, registered
+from kit.rl.verl.recipe_config import verl_loss_name
 
 NAME = "fa_gspo"
 GRPO_NAME = "kit_grpo"
@@ -109,29 +116,29 @@ def _empty(name: str, log_prob):
     return (log_prob * 0.0).sum(), {"actor/pg_clipfrac": 0.0, "actor/ppo_kl": 0.0, f"actor/{name}_rows": 0}
 
 
-@register_policy_loss(NAME)
-def compute_fa_gspo_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
-                                response_mask: torch.Tensor, loss_agg_mode: str = "seq-mean-token-mean",
-                                config: Any = None, rollout_is_weights: torch.Tensor | None = None
-                                ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Sequence-level clipped FA-GSPO loss (module docstring). Shapes ``[B, T]``; returns
-    ``(loss, metrics)``. ``loss_agg_mode`` is ignored: Eq. 7 fixes the aggregation."""
-    mask, live, a, weights, lo, hi = _rows(advantages, response_mask, log_prob, config, rollout_is_weights)
-    if not bool(live.any()):
-        return _empty(NAME, log_prob)
-    neg_sum, stats = gspo_loss(log_prob, old_log_prob, mask, a, weights, eps_lo=lo, eps_hi=hi, max_log_ratio=MAX_LOG_RATIO)
-    return _aggregate(NAME, neg_sum, stats, mask, live, log_prob, old_log_prob, config)
+def _verl_loss(spec) -> Any:
+    """verl's policy-loss function for the kit loss ``spec`` (:mod:`kit.rl.registry`), registered with verl under
+    :func:`kit.rl.verl.recipe_config.verl_loss_name`. Shapes ``[B, T]``; returns ``(loss, metrics)``;
+    ``loss_agg_mode`` is ignored: Eq. 7 fixes the aggregation."""
+    name = verl_loss_name(spec.name)
+    clamp = {"max_log_ratio": MAX_LOG_RATIO} if "max_log_ratio" in inspect.signature(spec.fn).parameters else {}
+
+    def compute(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
+                response_mask: torch.Tensor, loss_agg_mode: str = "seq-mean-token-mean",
+                config: Any = None, rollout_is_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+        mask, live, a, weights, lo, hi = _rows(advantages, response_mask, log_prob, config, rollout_is_weights)
+        if not bool(live.any()):
+            return _empty(name, log_prob)
+        neg_sum, stats = spec.fn(log_prob, old_log_prob, mask, a, weights, eps_lo=lo, eps_hi=hi, **clamp)
+        return _aggregate(name, neg_sum, stats, mask, live, log_prob, old_log_prob, config)
+
+    compute.__name__ = compute.__qualname__ = f"compute_{name}_policy_loss"
+    compute.__doc__ = f"{spec.name} ({spec.equation}, level {spec.level}) for verl: {_verl_loss.__doc__}"
+    return register_policy_loss(name)(compute)
 
 
-@register_policy_loss(GRPO_NAME)
-def compute_kit_grpo_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
-                                 response_mask: torch.Tensor, loss_agg_mode: str = "seq-mean-token-mean",
-                                 config: Any = None, rollout_is_weights: torch.Tensor | None = None
-                                 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Token-level clipped GRPO loss (module docstring, :func:`kit.rl.objective.grpo_loss`). Shapes
-    ``[B, T]``; returns ``(loss, metrics)``; ``loss_agg_mode`` is ignored."""
-    mask, live, a, weights, lo, hi = _rows(advantages, response_mask, log_prob, config, rollout_is_weights)
-    if not bool(live.any()):
-        return _empty(GRPO_NAME, log_prob)
-    neg_sum, stats = grpo_loss(log_prob, old_log_prob, mask, a, weights, eps_lo=lo, eps_hi=hi)
-    return _aggregate(GRPO_NAME, neg_sum, stats, mask, live, log_prob, old_log_prob, config)
+# every kit policy loss (the papers' and any registered before this import), under its verl name
+registered()
+VERL_LOSSES = {spec.name: _verl_loss(spec) for spec in list(POLICY_LOSSES.values())}
+compute_fa_gspo_policy_loss = VERL_LOSSES["gspo"]  # Eq. 7 (verl name fa_gspo)
+compute_kit_grpo_policy_loss = VERL_LOSSES["grpo"]  # POINTS-Seeker §3.2.4 (verl name kit_grpo)

@@ -37,15 +37,34 @@ from typing import Any
 
 from kit.recipes import Recipe, load_recipe
 from kit.recipes import paper_default as _P
-from kit.rl.objective import ALGORITHMS
+from kit.rl.objective import ALGORITHMS, algorithm
 
 #: WeAgent recipe's ``verl.prompt_tokens`` (kit choice): tokens of the first user turn (system prompt with the
 #: tool schemas + the question); the rest of a stage's context is verl's response budget. Each launch reads
 #: its own recipe's value (:func:`verl_settings`).
 PROMPT_TOKENS = int(_P("verl.prompt_tokens"))
-#: (verl advantage estimator, verl policy loss mode) per kit algorithm (module docstring).
-VERL_LOSS: dict[str, tuple[str, str]] = {"fa_gspo": ("fa_gspo", "fa_gspo"), "gspo": ("fa_gspo", "fa_gspo"),
-                                         "grpo": ("fa_gspo", "kit_grpo")}
+#: the verl policy-loss name of each kit policy loss (kit.rl.registry): the papers' keep their verl names, a loss
+#: registered by you is ``kit_<name>`` (kit.rl.verl.algos registers every kit loss with verl under it)
+VERL_LOSS_NAMES = {"gspo": "fa_gspo", "grpo": "kit_grpo"}
+#: the kit advantage estimators verl can run (kit.rl.verl.algos: verl's estimator of that name)
+VERL_ADVANTAGE = {"eligible_group_norm": "fa_gspo"}
+
+
+def verl_loss_name(loss: str) -> str:
+    """The name kit policy loss ``loss`` is registered under in verl."""
+    return VERL_LOSS_NAMES.get(loss, f"kit_{loss}")
+
+
+def verl_mapping(algorithm_name: str) -> tuple[str, str] | None:
+    """(verl advantage estimator, verl policy loss mode) of a registered kit algorithm; None when its advantage
+    estimator has no verl counterpart. Raises ``ValueError`` for an unregistered algorithm."""
+    spec = ALGORITHMS[algorithm_name] if algorithm_name in ALGORITHMS else algorithm(algorithm_name)
+    est = VERL_ADVANTAGE.get(spec.advantage)
+    return None if est is None else (est, verl_loss_name(spec.loss))
+
+
+#: (verl advantage estimator, verl policy loss mode) per kit algorithm registered at import (module docstring).
+VERL_LOSS: dict[str, tuple[str, str]] = {a: m for a in sorted(ALGORITHMS) if (m := verl_mapping(a)) is not None}
 
 
 class VerlConfigError(ValueError):
@@ -135,10 +154,11 @@ def verl_settings(recipe: str | Recipe, overlays: Iterable[str] = (), stage: str
     rl = r.build("rl")
     if rl.finetune != "full":
         raise VerlConfigError(f"recipe {r.label}: rl.finetune={rl.finetune!r}; the verl path trains the full model")
-    if rl.algorithm not in VERL_LOSS:
+    mapping = verl_mapping(rl.algorithm)
+    if mapping is None:
         raise VerlConfigError(f"recipe {r.label}: algorithm {rl.algorithm!r} has no verl mapping ({sorted(VERL_LOSS)})")
-    algo = ALGORITHMS[rl.algorithm]
-    est, loss = VERL_LOSS[rl.algorithm]
+    algo = algorithm(rl.algorithm)
+    est, loss = mapping
     kit = {**_kit_cfg(r), "stages": spec, "stage": pick.name, "algorithm": rl.algorithm}
     hc = harness_config(kit)  # what the agent loop will build: its context sets verl's lengths
     prompt = int(r.get("verl.prompt_tokens"))
@@ -262,5 +282,5 @@ def missing_values(config: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-__all__ = ["PROMPT_TOKENS", "VERL_LOSS", "VerlConfigError", "VerlStage", "apply_overrides", "hydra_value",
+__all__ = ["PROMPT_TOKENS", "VERL_LOSS", "VERL_LOSS_NAMES", "verl_loss_name", "verl_mapping", "VerlConfigError", "VerlStage", "apply_overrides", "hydra_value",
            "merged_config", "missing_values", "verl_overrides", "verl_settings", "verl_stages"]

@@ -393,22 +393,37 @@ class LocalZimWeb:
             BackendError: ``num`` < 1.
         """
         self._check_num(num)
-        try:
-            img = decode_image(image)
-        except BackendError as e:  # the query image itself: the same bytes are always refused
-            raise RequestRejected(str(e)) from e
-        if _is_decorative(*img.size):
-            raise RequestRejected(
-                f"image of {img.size[0]}x{img.size[1]} pixels is too small to search by "
-                f"(needs at least {MIN_IMAGE_LONG_SIDE} px on its long side and "
-                f"{MIN_IMAGE_SIDE} px on its short side)"
-            )
-        if not has_structure(img):  # a flat colour hashes like every other flat image: no match would mean anything
-            raise RequestRejected("the image has no spatial structure to search by (a flat colour or a blank "
-                                  "pictogram): its perceptual hash matches any other such image")
+        img = _query_image(image)
         self.ensure_ready()
-        ph, dh = image_hashes(img)
-        matches = []  # (distance, archive index, image index)
+        matches = self._hash_matches(*image_hashes(img))
+        recs: dict[int, dict[int, _ImageRecord]] = {}  # archive -> image -> record, as the steps read them
+        shown = self._ranked_pages(matches, num, recs)
+        thumb_occs = []
+        for _dist, ai, idx in matches[:num]:
+            rec = recs[ai][idx]
+            thumb_occs.append((ai, rec, min(rec.occurrences,
+                                            key=lambda o: (o.get("position", 0), o["doc"]))))
+        for ai in {k[2] for k, _ in shown} | {ai for ai, _, _ in thumb_occs}:
+            self._add_pages(self.archives[ai], [o for k, o in shown if k[2] == ai]
+                            + [o for a, _, o in thumb_occs if a == ai])
+        pages = []
+        for (_, _, ai, _), occ in shown:
+            arch = self.archives[ai]
+            snippet = occ["caption"] or occ["page_first"]
+            pages.append(SearchHit(title=occ["page_title"], url=arch.url(occ["page_path"]),
+                                   snippet=_clip(snippet, SNIPPET_CHARS)))
+        kg = None
+        if shown and shown[0][0][0] <= STRONG_DISTANCE:
+            (_, _, ai, _), occ = shown[0]
+            kg = KnowledgeGraph(title=occ["page_title"], description=occ["page_first"],
+                                url=self.archives[ai].url(occ["page_path"]))
+        thumbs = [self._image_hit(self.archives[ai], rec, occ) for ai, rec, occ in thumb_occs]
+        return ReverseImageResult(pages=pages, knowledge_graph=kg, thumbnails=thumbs)
+
+    def _hash_matches(self, ph, dh) -> list[tuple[int, int, int]]:
+        """Step of :meth:`reverse_image_search_sync`: every indexed image within :data:`MATCH_DISTANCE` of the
+        query's hashes, as ``(distance, archive index, image index)``, closest first."""
+        matches: list[tuple[int, int, int]] = []
         for ai, arch in enumerate(self.archives):
             if not len(arch.hashes):
                 continue
@@ -416,11 +431,17 @@ class LocalZimWeb:
             found, best = archive_hash_index(arch, MATCH_DISTANCE).search(ph, dh, MATCH_DISTANCE)
             matches.extend((int(d), ai, int(i)) for i, d in zip(found, best, strict=True))
         matches.sort()
-        # Pages are ordered by (distance, position, archive, document): once a distance's
-        # matches are in and ``num`` pages and matches are held, no later (farther) match can
-        # place a page among the first ``num``, so their records are not read (a common picture
-        # has near-duplicates by the thousand). Only the pages shown are read (their blocks).
-        recs: dict[int, dict[int, _ImageRecord]] = {}
+        return matches
+
+    def _ranked_pages(self, matches: list[tuple[int, int, int]], num: int,
+                      recs: dict[int, dict[int, _ImageRecord]]) -> list[tuple[tuple, dict]]:
+        """Step of :meth:`reverse_image_search_sync`: the first ``num`` pages showing a match, as
+        ``((distance, position, archive, document), occurrence)``; the records read go into ``recs``.
+
+        Pages are ordered by (distance, position, archive, document): once a distance's matches are in and
+        ``num`` pages and matches are held, no later (farther) match can place a page among the first ``num``,
+        so their records are not read (a common picture has near-duplicates by the thousand). Only the pages
+        shown are read (their blocks)."""
         ranked: list[tuple[tuple, dict]] = []
         seen_pages: set[tuple[int, int]] = set()
         done = 0
@@ -443,28 +464,7 @@ class LocalZimWeb:
                     ranked.append(((dist, occ.get("position", 0), ai, occ["doc"]), occ))
             done = end
         ranked.sort(key=lambda t: t[0])
-        shown = ranked[:num]
-        thumb_occs = []
-        for _dist, ai, idx in matches[:num]:
-            rec = recs[ai][idx]
-            thumb_occs.append((ai, rec, min(rec.occurrences,
-                                            key=lambda o: (o.get("position", 0), o["doc"]))))
-        for ai in {k[2] for k, _ in shown} | {ai for ai, _, _ in thumb_occs}:
-            self._add_pages(self.archives[ai], [o for k, o in shown if k[2] == ai]
-                            + [o for a, _, o in thumb_occs if a == ai])
-        pages = []
-        for (_, _, ai, _), occ in shown:
-            arch = self.archives[ai]
-            snippet = occ["caption"] or occ["page_first"]
-            pages.append(SearchHit(title=occ["page_title"], url=arch.url(occ["page_path"]),
-                                   snippet=_clip(snippet, SNIPPET_CHARS)))
-        kg = None
-        if shown and shown[0][0][0] <= STRONG_DISTANCE:
-            (_, _, ai, _), occ = shown[0]
-            kg = KnowledgeGraph(title=occ["page_title"], description=occ["page_first"],
-                                url=self.archives[ai].url(occ["page_path"]))
-        thumbs = [self._image_hit(self.archives[ai], rec, occ) for ai, rec, occ in thumb_occs]
-        return ReverseImageResult(pages=pages, knowledge_graph=kg, thumbnails=thumbs)
+        return ranked[:num]
 
     async def reverse_image_search(self, image: bytes, num: int) -> ReverseImageResult:
         """Async :meth:`reverse_image_search_sync`."""
@@ -527,3 +527,26 @@ class LocalZimWeb:
         """Async :meth:`fetch_sync` (Wikipedia URLs may need the title table: loaded off-loop)."""
         await self._aready()
         return await asyncio.to_thread(self.fetch_sync, url)
+
+
+def _query_image(image: bytes):
+    """Step of :meth:`LocalZimWeb.reverse_image_search_sync`: the query image decoded and checked.
+
+    Raises:
+        RequestRejected: bytes that are not a usable image, too small to search by, or without spatial
+            structure (a flat colour hashes like every other flat image: no match would mean anything).
+    """
+    try:
+        img = decode_image(image)
+    except BackendError as e:  # the query image itself: the same bytes are always refused
+        raise RequestRejected(str(e)) from e
+    if _is_decorative(*img.size):
+        raise RequestRejected(
+            f"image of {img.size[0]}x{img.size[1]} pixels is too small to search by "
+            f"(needs at least {MIN_IMAGE_LONG_SIDE} px on its long side and "
+            f"{MIN_IMAGE_SIDE} px on its short side)"
+        )
+    if not has_structure(img):
+        raise RequestRejected("the image has no spatial structure to search by (a flat colour or a blank "
+                              "pictogram): its perceptual hash matches any other such image")
+    return img

@@ -5,7 +5,7 @@ Wikipedia article URL -> (archive, final entry). Paths are tried decoded, as giv
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import unquote, urlsplit
 
 from kit.types import BackendError
@@ -15,7 +15,17 @@ from kit.web.zim.text import analyzer_language
 
 if TYPE_CHECKING:
     from kit.web.zim.archive import _ZimArchive
-    from kit.web.zim.backend import LocalZimWeb
+
+
+class ZimArchives(Protocol):
+    """What :func:`resolve_entry` reads from the local web (:class:`kit.web.zim.LocalZimWeb` is one, and calls
+    it: this module names what it reads instead of importing that class)."""
+
+    archives: list[_ZimArchive]
+
+    def _archive(self, stem: str) -> _ZimArchive: ...
+
+    def ensure_ready(self) -> object: ...
 
 
 def check_unicode(text: str, what: str) -> None:
@@ -54,9 +64,9 @@ def lookup_title(arch: _ZimArchive, title: str, ensure_ready: Callable[[], objec
         return arch.entry(store.record(idx)[0]) if idx is not None else None
 
 
-def resolve_entry(web: LocalZimWeb, url: str):
+def resolve_entry(web: ZimArchives, url: str):
     """(archive, final entry) for a ``zim://`` URL, a bare entry path or a Wikipedia URL:
-    :meth:`LocalZimWeb.resolve_url` without its archive-internal check. Raises
+    :meth:`kit.web.zim.LocalZimWeb.resolve_url` without its archive-internal check. Raises
     :class:`~kit.types.BackendError` like it."""
     if not isinstance(url, str):
         raise BackendError(f"a URL must be a string, got {type(url).__name__}", retryable=False)

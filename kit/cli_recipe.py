@@ -7,6 +7,9 @@ the recipe's own value (``preflight 3 <- recipe 20 [weagent_mmsearch]``). ``--js
 every row with value, paper, source, kit, origin and ``replaced`` (the recipe's own entry under an overlay).
 ``--verl`` / ``--verl-stages``: :mod:`kit.rl.verl.recipe_config` (``--stages``, refused without them: a named schedule such as
 ``weagent`` or a stage list, default the recipe's ``rl_run.stages``).
+
+A command-line view of the recipes, beside the other ``kit.cli_*`` modules (it was ``kit/recipes/show.py``): the
+recipes package stays data and imports nothing from the RL code this view reads.
 """
 
 from __future__ import annotations
