@@ -32,9 +32,9 @@ from typing import Any
 from kit.harness.config import HarnessConfig
 from kit.harness.episode import Task
 from kit.harness.events import RunEventType as R
+from kit.rl.config import DTYPES, RLConfig  # noqa: F401  (re-exported: kit.rl.trainer.RLConfig)
 from kit.rl.eligibility import Eligibility, exclusion_counts, harness_config_for
 from kit.rl.logprobs import masked_log_softmax, masked_mean, token_logprobs
-from kit.rl.config import DTYPES, RLConfig  # noqa: F401  (re-exported: kit.rl.trainer.RLConfig)
 from kit.rl.objective import AlgorithmSpec, algorithm, estimate_advantages, policy_loss
 from kit.rl.rollout import (
     RolloutBatch,
@@ -45,6 +45,7 @@ from kit.rl.rollout import (
 )
 from kit.rl.staging import RescueConfig, RunLog, Stage, StageSchedule
 from kit.types import SamplingParams, SearchBackend
+
 
 @dataclass
 class _Item:
