@@ -283,4 +283,5 @@ def missing_values(config: dict[str, Any], prefix: str = "") -> list[str]:
 
 
 __all__ = ["PROMPT_TOKENS", "VERL_LOSS", "VERL_LOSS_NAMES", "VerlConfigError", "VerlStage", "apply_overrides",
-           "hydra_value", "verl_loss_name", "verl_mapping", "merged_config", "missing_values", "verl_overrides", "verl_settings", "verl_stages"]
+           "hydra_value", "merged_config", "missing_values", "verl_loss_name", "verl_mapping", "verl_overrides",
+           "verl_settings", "verl_stages"]
