@@ -205,6 +205,38 @@ def _served_name(policy) -> str:
     return policy_name(policy)
 
 
+def _resolve_audit(P, j, akind: str, recipe_audit: str, audit_model: str, auditor: LLMLabelAuditor | None,
+                   tag: str) -> tuple[str, LLMLabelAuditor | None, str]:
+    """``(kind, auditor, label)`` of the RL filter's label audit ``akind`` (see :func:`resolve_filter_setup`)."""
+    from kit.eval.judge_factory import JudgeConfigError
+    from kit.eval.judges import LLMJudge
+    from kit.profiles import stand_in_name, stand_in_policy
+
+    if akind not in LABEL_AUDITS:
+        raise ValueError(f"label_audit={akind!r}: must be one of {LABEL_AUDITS}")
+    aud = auditor
+    if akind == "llm" and aud is None:
+        if isinstance(j, LLMJudge):
+            aud = LLMLabelAuditor(j.policy, model=j.model)
+        elif P.preflight:
+            aud = LLMLabelAuditor(stand_in_policy("expert"), model=stand_in_name(audit_model))
+        else:
+            raise JudgeConfigError(
+                f"the {P.name} profile audits the RL queries' reference labels with a model (recipe "
+                f"data.rl_label_audit; WeAgent §4.5: \"We additionally use Kimi K2.6 to audit the reference labels\"): "
+                "pass auditor= or judge_endpoint (the LLM judge's model audits too), or choose label_audit='rule', "
+                "labelled 'rule label audit (fallback)'")
+    if aud is not None and aud.model is None and getattr(aud.policy, "stand_in_for", None):
+        aud.model = stand_in_name(audit_model)  # a preflight's stand-in is named as one, not as the paper's model
+    if akind == "llm":
+        alabel = aud.name
+    else:
+        alabel = "rule label audit" + (tag or (" (fallback)" if recipe_audit != "rule" else ""))
+        if aud is not None:  # a caller's model audit after the rule pass (notebook 02 with a named expert)
+            alabel += f" + {aud.name}"
+    return akind, aud, alabel
+
+
 def resolve_filter_setup(profile, *, judge=None, label_audit: str | None = None,
                          auditor: LLMLabelAuditor | None = None, judge_endpoint: str = "", judge_model: str = "",
                          judge_api_key: str | None = None, judge_policy=None,
@@ -231,7 +263,6 @@ def resolve_filter_setup(profile, *, judge=None, label_audit: str | None = None,
     """
     from kit.eval.judge_factory import JudgeConfigError, make_answer_judge
     from kit.eval.judges import LLMJudge, RuleJudge
-    from kit.profiles import stand_in_name, stand_in_policy
 
     P, found = _profile_of_run(profile)
     recipe_judge = str(P.value("data.rl_filter_judge", None) or P.value("eval.judge", "rule"))
@@ -270,29 +301,7 @@ def resolve_filter_setup(profile, *, judge=None, label_audit: str | None = None,
             j = make_answer_judge("llm", profile=P, endpoint=judge_endpoint, model=model, api_key=judge_api_key,
                                   cache_path=cache_path, policy=policy)
             label = j.name
-    akind = label_audit or recipe_audit
-    if akind not in LABEL_AUDITS:
-        raise ValueError(f"label_audit={akind!r}: must be one of {LABEL_AUDITS}")
-    aud = auditor
-    if akind == "llm" and aud is None:
-        if isinstance(j, LLMJudge):
-            aud = LLMLabelAuditor(j.policy, model=j.model)
-        elif P.preflight:
-            aud = LLMLabelAuditor(stand_in_policy("expert"), model=stand_in_name(audit_model))
-        else:
-            raise JudgeConfigError(
-                f"the {P.name} profile audits the RL queries' reference labels with a model (recipe "
-                f"data.rl_label_audit; WeAgent §4.5: \"We additionally use Kimi K2.6 to audit the reference labels\"): "
-                "pass auditor= or judge_endpoint (the LLM judge's model audits too), or choose label_audit='rule', "
-                "labelled 'rule label audit (fallback)'")
-    if aud is not None and aud.model is None and getattr(aud.policy, "stand_in_for", None):
-        aud.model = stand_in_name(audit_model)  # a preflight's stand-in is named as one, not as the paper's model
-    if akind == "llm":
-        alabel = aud.name
-    else:
-        alabel = "rule label audit" + (tag or (" (fallback)" if recipe_audit != "rule" else ""))
-        if aud is not None:  # a caller's model audit after the rule pass (notebook 02 with a named expert)
-            alabel += f" + {aud.name}"
+    akind, aud, alabel = _resolve_audit(P, j, label_audit or recipe_audit, recipe_audit, audit_model, auditor, tag)
     return FilterSetup(P, found, kind, j, label, akind, aud, alabel, via)
 
 

@@ -161,6 +161,44 @@ class EvalOutcome:
     trials: dict[tuple[str, str], int] = field(default_factory=dict)  # (benchmark, config) -> runs (protocol rule)
 
 
+def _check_protocols(benchmarks: dict[str, LoadResult], configs: dict[str, EvalConfig]) -> None:
+    """Raise :class:`ProtocolError` if a benchmark was loaded under another protocol than a configuration runs."""
+    for bench, lr in benchmarks.items():
+        loaded_under = (lr.info.get("protocol") or {}).get("name")
+        for cname, cfg in configs.items():
+            if loaded_under is not None and loaded_under != cfg.protocol:
+                raise ProtocolError(f"{bench} was loaded under protocol {loaded_under!r} but configuration {cname!r} "
+                                    f"runs {cfg.protocol!r}: load and run under one protocol")
+
+
+def _trial_harness(policy, web: SearchBackend, cfg: EvalConfig, cname: str, r: int, *, temperature: float, seed: int,
+                   summarizer, labels: list[str] | tuple[str, ...]) -> Harness:
+    """The harness of repeat ``r`` of configuration ``cname`` (seed ``seed + 1000 * r``, labelled by both)."""
+    return Harness(policy, web, cfg.harness,
+                   sampling=SamplingParams(temperature=temperature, seed=seed + 1000 * r),
+                   summarizer=summarizer, context_builder=cfg.context_builder(),
+                   labels=list(labels) + [f"config:{cname}", f"repeat:{r}"])
+
+
+async def _run_trial(harness: Harness, tasks: list[Task], run_dir: Path,
+                     concurrency: int) -> tuple[list[EpisodeRecord], int]:
+    """``(records, n_new)``: every task's episode record in ``run_dir`` and how many were run now (not resumed)."""
+    fresh: list[str] = []
+    records = await run_batch(harness, tasks, run_dir, concurrency=concurrency, progress=False,
+                              on_episode=lambda rec: fresh.append(rec.id))
+    return records, len(fresh)
+
+
+def _record_run(outcome: EvalOutcome, out: Path, bench: str, cname: str, r: int, run_dir: Path,
+                items: list[ItemResult]) -> None:
+    """Write one run's judged items to ``out/predictions/<bench>__<config>__r<r>.jsonl`` and add them to ``outcome``."""
+    pred = out / "predictions" / f"{bench}__{cname}__r{r}.jsonl"
+    _atomic_write_lines(pred, [it.model_dump_json() for it in items])
+    outcome.items += items
+    outcome.run_dirs[(bench, cname, r)] = run_dir
+    outcome.prediction_files.append(pred)
+
+
 async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, EvalConfig], *, policy,
                          backend: SearchBackend, out_dir: str | Path, repeats: int = 3, seed: int = 0,
                          temperature: float = 0.6, judge=None, image_judge=None,
@@ -196,18 +234,13 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
     """
     from kit.eval.judges import PerceptualImageJudge
 
-    for bench, lr in benchmarks.items():
-        loaded_under = (lr.info.get("protocol") or {}).get("name")
-        for cname, cfg in configs.items():
-            if loaded_under is not None and loaded_under != cfg.protocol:
-                raise ProtocolError(f"{bench} was loaded under protocol {loaded_under!r} but configuration {cname!r} "
-                                    f"runs {cfg.protocol!r}: load and run under one protocol")
+    _check_protocols(benchmarks, configs)
     out = Path(out_dir)
     judge = judge if judge is not None else RuleJudge()
     image_judge = image_judge if image_judge is not None else PerceptualImageJudge()
     private = Path(private_dir) if private_dir else default_private_dir(out)
-    problems = [json.dumps(p, ensure_ascii=False, default=str) for lr in benchmarks.values() for p in lr.problems]
-    _atomic_write_lines(out / "problems.jsonl", problems)
+    _atomic_write_lines(out / "problems.jsonl", [json.dumps(p, ensure_ascii=False, default=str)
+                                                 for lr in benchmarks.values() for p in lr.problems])
     outcome = EvalOutcome()
     opened: list[CachedBackend] = []  # the default private cache, opened on first use
 
@@ -229,26 +262,17 @@ async def run_evaluation(benchmarks: dict[str, LoadResult], configs: dict[str, E
             continue
         sensitive = is_sensitive(lr.tasks)
         for cname, cfg in configs.items():
-            trials = n_trials(bench, cfg)
-            outcome.trials[(bench, cname)] = trials
+            trials = outcome.trials[(bench, cname)] = n_trials(bench, cfg)
             for r in range(trials):
                 run_dir = (private if sensitive else out / "runs") / bench / cname / f"r{r}"
                 web = sensitive_web() if sensitive else backend
-                harness = Harness(policy, web, cfg.harness,
-                                  sampling=SamplingParams(temperature=temperature, seed=seed + 1000 * r),
-                                  summarizer=summarizer, context_builder=cfg.context_builder(),
-                                  labels=list(labels) + [f"config:{cname}", f"repeat:{r}"])
-                fresh: list[str] = []
-                records = await run_batch(harness, lr.tasks, run_dir, concurrency=concurrency, progress=False,
-                                          on_episode=lambda rec, fresh=fresh: fresh.append(rec.id))  # type: ignore[misc]  # the default binds the loop value (B023)
-                outcome.new_episodes += len(fresh)
+                harness = _trial_harness(policy, web, cfg, cname, r, temperature=temperature, seed=seed,
+                                         summarizer=summarizer, labels=labels)
+                records, n_new = await _run_trial(harness, lr.tasks, run_dir, concurrency)
+                outcome.new_episodes += n_new
                 items = [await score_record(rec, bench, cname, r, judge, image_judge) for rec in records]
                 bar.update(len(lr.tasks))
-                pred = out / "predictions" / f"{bench}__{cname}__r{r}.jsonl"
-                _atomic_write_lines(pred, [it.model_dump_json() for it in items])
-                outcome.items += items
-                outcome.run_dirs[(bench, cname, r)] = run_dir
-                outcome.prediction_files.append(pred)
+                _record_run(outcome, out, bench, cname, r, run_dir, items)
                 if on_run is not None:
                     on_run(bench, cname, r, items)
     bar.close()

@@ -196,6 +196,12 @@ def decode_json_object(text: str, *, at_eof: bool = False, length_cut: bool = Fa
         pass
     except RecursionError:
         return None, "non_json", "JSON nested too deeply", repairs
+    return _repaired_object(s, tags, repairs)
+
+
+def _repaired_object(s: str, tags: TurnTags | None,
+                     repairs: list[str]) -> tuple[dict | None, str | None, str, list[str]]:
+    """Decode ``s`` (not strict JSON) with json-repair, kept only if it holds exactly the keys and values written."""
     if len(s) > MAX_REPAIR_CHARS:
         return None, "non_json", (f"not strict JSON, and a {len(s)}-character call is too long to repair (limit "
                                   f"{MAX_REPAIR_CHARS}): write strict JSON"), repairs

@@ -140,6 +140,33 @@ def _find_eval_dir(run_dir: Path) -> Path | None:
     return None
 
 
+def _plan_cache(plan: PublishPlan, src_dir: Path, cache_repo: str, manifest: dict[str, Any], *, tag: str,
+                private: bool) -> None:
+    """Stage a consistent snapshot of ``src_dir``'s tool cache and add its upload to ``plan``.
+
+    Raises:
+        PublishError: no cache file in ``src_dir`` or a bad repo id.
+    """
+    from kit.web.cache import ToolCache
+
+    run = plan.run
+    src = src_dir / CACHE_FILE
+    if not src.is_file():
+        raise PublishError(f"no tool-cache {src} to snapshot")
+    plan.staging = tempfile.mkdtemp(prefix="kit_publish_")
+    # a consistent copy through SQLite's backup API (the live file may have a WAL beside it)
+    cache = ToolCache(src, mode="readwrite")
+    try:
+        snap = cache.snapshot(Path(plan.staging) / CACHE_FILE)
+    finally:
+        cache.close()
+    sha = file_sha256(snap)
+    card = cards.cache_card(snap, sha, _manifest(src_dir) or manifest, repo_id=cache_repo, tag=tag, run=run)
+    plan.uploads.append(RepoUpload(_check_repo(cache_repo), "dataset", "cache", tag,
+                                   [PlannedFile(str(snap), CACHE_FILE, snap.stat().st_size, sha)], card, private,
+                                   f"Tool-response cache snapshot of run {run} ({tag})"))
+
+
 def plan_run(run_dir: str | Path, *, tag: str, results_repo: str | None = None, cache_repo: str | None = None,
              dataset_repos: dict[str, str] | None = None, checkpoint_repos: dict[str, str] | None = None,
              private: bool = False) -> PublishPlan:
@@ -159,8 +186,6 @@ def plan_run(run_dir: str | Path, *, tag: str, results_repo: str | None = None, 
         PublishError: bad repo id or tag, nothing to publish, no evaluation / cache where one is asked
             for, or a file containing the current Hugging Face token.
     """
-    from kit.web.cache import ToolCache
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"results folder {run_dir} does not exist")
@@ -186,21 +211,7 @@ def plan_run(run_dir: str | Path, *, tag: str, results_repo: str | None = None, 
                                        f"Evaluation results of run {run} ({tag})"))
     try:  # whatever fails after the cache snapshot was staged must not leave it behind
         if cache_repo:
-            src = (eval_dir or run_dir) / CACHE_FILE
-            if not src.is_file():
-                raise PublishError(f"no tool-cache {src} to snapshot")
-            plan.staging = tempfile.mkdtemp(prefix="kit_publish_")
-            # a consistent copy through SQLite's backup API (the live file may have a WAL beside it)
-            cache = ToolCache(src, mode="readwrite")
-            try:
-                snap = cache.snapshot(Path(plan.staging) / CACHE_FILE)
-            finally:
-                cache.close()
-            sha = file_sha256(snap)
-            card = cards.cache_card(snap, sha, _manifest(eval_dir or run_dir) or manifest, repo_id=cache_repo, tag=tag, run=run)
-            plan.uploads.append(RepoUpload(_check_repo(cache_repo), "dataset", "cache", tag,
-                                           [PlannedFile(str(snap), CACHE_FILE, snap.stat().st_size, sha)], card, private,
-                                           f"Tool-response cache snapshot of run {run} ({tag})"))
+            _plan_cache(plan, eval_dir or run_dir, cache_repo, manifest, tag=tag, private=private)
         kind = cards.smoke_kind(manifest)  # datasets: any smoke-profile run; checkpoints: a tiny model's only
         for rel, repo in dataset_repos.items():
             folder = _inside(run_dir, rel)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from pydantic import BaseModel, ValidationError, field_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
@@ -190,6 +191,39 @@ SEARCH_DEFAULT, SEARCH_MAX = 5, 10
 SEARCH_FIELDS = ("q", "num", "count", "respondWith", "retainImages", "noCache", "timeout")
 
 
+class JinaSearchRequest(BaseModel):
+    """The result count of a Jina search: ``num`` (or ``count``), an integer 1..SEARCH_MAX written without sign,
+    padding zeros or a fraction (surrounding spaces allowed); a JSON boolean is never a count."""
+
+    num: int
+
+    @field_validator("num", mode="before")
+    @classmethod
+    def _strict_count(cls, raw: Any) -> int:
+        """``raw`` as an int, or ValueError with the service's message (not an exact integer, or out of range)."""
+        try:
+            n = int(raw)
+            if isinstance(raw, bool) or str(raw).strip() != str(n):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ValueError(f"num must be an integer from 1 to {SEARCH_MAX}, got {raw!r}") from None
+        if not 1 <= n <= SEARCH_MAX:
+            raise ValueError(f"num must be from 1 to {SEARCH_MAX}, got {n}")
+        return n
+
+    @classmethod
+    def of(cls, raw: Any) -> JinaSearchRequest:
+        """``raw`` validated as the count.
+
+        Raises:
+            ServiceError: 400 with the validator's message.
+        """
+        try:
+            return cls.model_validate({"num": raw})
+        except ValidationError as e:
+            raise ServiceError(400, str(e.errors()[0]["ctx"]["error"])) from None
+
+
 def search_request(query_path: str, params: dict[str, Any]) -> tuple[str, int]:
     """``(query, results)`` of a Jina search: the query from the path (``/s/<query>``, percent-decoded) or ``q``;
     the count from ``num`` or ``count`` (default :data:`SEARCH_DEFAULT`).
@@ -205,16 +239,7 @@ def search_request(query_path: str, params: dict[str, Any]) -> tuple[str, int]:
         raise ServiceError(400, "no query: GET /s/<query>, GET /s?q=..., or POST /s with {\"q\": ...}")
     if len(q) > 1000:
         raise ServiceError(400, f"query of {len(q)} characters is over the 1000-character limit")
-    raw = params.get("num", params.get("count", SEARCH_DEFAULT))
-    try:
-        n = int(raw)
-        if isinstance(raw, bool) or str(raw).strip() != str(n):
-            raise ValueError
-    except (TypeError, ValueError):
-        raise ServiceError(400, f"num must be an integer from 1 to {SEARCH_MAX}, got {raw!r}") from None
-    if not 1 <= n <= SEARCH_MAX:
-        raise ServiceError(400, f"num must be from 1 to {SEARCH_MAX}, got {n}")
-    return q, n
+    return q, JinaSearchRequest.of(params.get("num", params.get("count", SEARCH_DEFAULT))).num
 
 
 def search_answer(results: list[tuple[str, str, str, str]], opts: ReaderOptions) -> Response:

@@ -420,6 +420,12 @@ class CodeSandbox:
                            "space; variables are kept.")
             return CodeResult(caps[1].text(), stderr, bool(response.get("ok")), None if response.get("ok") else error)
 
+        return await self._report_lost(proc, failure, pumps, caps)
+
+    async def _report_lost(self, proc: asyncio.subprocess.Process, failure: str | None,
+                           pumps: Mapping[int, asyncio.Future[bool]],
+                           caps: dict[int, _Capture]) -> CodeResult:
+        """Kill the interpreter after a timeout, an output overflow or a lost channel, and report the call as failed."""
         # The interpreter is gone or must go: kill everything, report, restart lazily next call.
         if failure == "lost":
             await _wait_exit(proc, 2.0)
