@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) requirements/qwen-vocab.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -c $(CONSTRAINTS) torch==2.13.0
-	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev,train,docs]"
+	$(PIP) install -q -c $(CONSTRAINTS) -e ".[all,dev,docs]"
 	$(PIP) install -q --no-deps -r requirements/qwen-vocab.txt   # the Qwen vocabulary file only (no web stack)
 	$(PY) -m ipykernel install --sys-prefix --name mmsearch-kit --display-name "Python 3 (mmsearch-kit)" >/dev/null   # kit.kernel; never shadows python3
 	grep -qs mmsearch-kit $(VENV)/share/jupyter/kernels/python3/kernel.json && rm -rf $(VENV)/share/jupyter/kernels/python3 || true   # the old name of it

@@ -156,6 +156,9 @@ def _checked_params(name: str, src: Path, profile: str, params: dict, *, preflig
 def _execute(src: Path, dest: Path, parameters: dict[str, Any], kernel: str, nb_dir: Path, *, progress: bool) -> None:
     """Step 3 of :func:`run_notebook`: Papermill runs ``src`` into ``dest`` with the kit's kernel, cells in
     ``nb_dir``."""
+    from kit.extras import require
+
+    require("notebooks", "papermill", "nbformat", "ipykernel", feature="kit notebook / sequence")
     import papermill as pm
 
     _quiet_papermill_name_check()

@@ -139,7 +139,12 @@ def check_sandbox(isolation: str | None = None) -> Check:
 
 
 def check_fonts(font_path: str | None = None) -> Check:
-    from kit.vfold.fonts import default_chain
+    from kit.extras import MissingExtraError
+
+    try:
+        from kit.vfold.fonts import default_chain
+    except MissingExtraError as e:  # a core install: V-Fold is the 'vfold' extra
+        return Check("fonts", "skip", str(e))
 
     try:
         chain = default_chain(9, font_path)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kit.extras import require
+
 log = logging.getLogger(__name__)
 
 SMOKE_WORD = "smoke"
@@ -138,6 +140,7 @@ def save_figure(fig: Any, path_stem: str | Path, *, smoke: bool = False, plotlyj
 
 
 def _kaleido_write(fig: Any, paths: list[Path], width: int, height: int) -> None:
+    require("figures", "plotly", "kaleido", feature="static figures")
     import plotly.io as pio
 
     if not os.environ.get("BROWSER_PATH") and (p := chromium_path()):
@@ -171,6 +174,7 @@ def display_figure(fig: Any, files: FigureFiles | None = None) -> None:
     """Show ``fig`` in a notebook as one output with the plotly JSON (JupyterLab draws it
     interactively) and the static PNG (nbconvert HTML and GitHub previews show it). Without ``files``
     only the interactive part and a text line are shown."""
+    require("figures", "plotly", "IPython", feature="notebook figures")
     import plotly.io as pio
     from IPython.display import display
 

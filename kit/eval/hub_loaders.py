@@ -417,7 +417,7 @@ def _rows(src: HubSource, local_path: Path | None, revision: str | None, cache_d
         try:
             import datasets
         except ImportError as e:
-            raise BenchmarkError("loading benchmarks by hub name needs `datasets`: pip install 'mmsearch-kit[train]'") from e
+            raise BenchmarkError("loading benchmarks by hub name needs `datasets`: pip install 'mmsearch-kit[eval]'") from e
         return datasets
 
     if local_path is not None:

@@ -3,6 +3,9 @@
 their cards (:mod:`kit.hub.cards`), and an in-process Hub for offline checks (:mod:`kit.hub.localhub`)."""
 
 from kit._lazy import lazy_exports
+from kit.extras import require
+
+require("hub", "huggingface_hub", feature="kit.hub (publish, download)")
 
 # public names, imported on first use (``import kit.hub`` stays cheap)
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {

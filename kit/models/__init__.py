@@ -5,9 +5,13 @@ Importing this package registers :class:`~kit.models.processor.QwenVLImageOnlyPr
 otherwise transformers silently returns only the tokenizer).
 """
 
-from kit.models.processor import QwenVLImageOnlyProcessor, load_image_only_processor
-from kit.models.qwen_tokenizer import QWEN_VL_CHAT_TEMPLATE, load_qwen_tokenizer, shared_qwen_tokenizer
-from kit.models.tiny import ARCHS, build_tiny_checkpoint, tiny_metadata
+from kit.extras import require
+
+require("models", "transformers", "tokenizers", feature="kit.models")
+
+from kit.models.processor import QwenVLImageOnlyProcessor, load_image_only_processor  # noqa: E402
+from kit.models.qwen_tokenizer import QWEN_VL_CHAT_TEMPLATE, load_qwen_tokenizer, shared_qwen_tokenizer  # noqa: E402
+from kit.models.tiny import ARCHS, build_tiny_checkpoint, tiny_metadata  # noqa: E402
 
 __all__ = [
     "ARCHS",

@@ -70,6 +70,10 @@ class QwenTokenCounter:
         if not (0 < min_pixels <= max_pixels):
             raise ValueError(f"need 0 < min_pixels <= max_pixels, got {min_pixels}, {max_pixels}")
         if tokenizer is None:
+            from kit.extras import require
+
+            require("models", "transformers", "tokenizers", feature="the Qwen token counter (the API policy's default; "
+                    "pass token_counter= to count otherwise)")
             from kit.models.qwen_tokenizer import shared_qwen_tokenizer
 
             tokenizer = shared_qwen_tokenizer(flavor)

@@ -4,3 +4,7 @@ JSON and Jina's reader text over HTTP (``python -m kit.cli serve-web``; docs/ser
 
 Importing this package is light: the service stacks load with the submodules.
 """
+
+from kit.extras import require
+
+require("serve", "starlette", "uvicorn", "mcp", feature="kit.serve (serve-web, serve-mcp)")

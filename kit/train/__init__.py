@@ -15,6 +15,9 @@ Nothing here imports ``trl``, ``peft`` or ``unsloth`` at module import time (``t
 """
 
 from kit._lazy import lazy_exports
+from kit.extras import require
+
+require("train", "torch", "transformers", "datasets", feature="kit.train")   # one line naming the extra, not a deep traceback
 
 # public names, imported on first use (``import kit.train`` stays cheap)
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {

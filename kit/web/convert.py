@@ -10,6 +10,7 @@ import io
 import re
 from urllib.parse import urljoin, urlsplit
 
+from kit.extras import require
 from kit.types import BackendError
 
 __all__ = ["HTML_TYPES", "PDF_TYPES", "TEXT_TYPES", "extract_markdown_images", "html_to_markdown",
@@ -70,6 +71,7 @@ def _decode(data: bytes, charset: str | None) -> str:
             return data.decode(charset, errors="replace")
         except LookupError:
             pass
+    require("fetch", "trafilatura", feature="live-web page conversion")
     from trafilatura.utils import decode_file  # charset detection
 
     return decode_file(data)
@@ -85,6 +87,7 @@ def html_to_markdown(data: bytes | str, url: str, charset: str | None = None) ->
     Raises:
         BackendError: the document is empty or not parseable HTML.
     """
+    require("fetch", "trafilatura", feature="live-web page conversion")
     import lxml.html
     import trafilatura
     from markdownify import markdownify
@@ -137,6 +140,7 @@ def pdf_to_markdown(data: bytes, max_pages: int, url: str = "") -> tuple[str, st
     Raises:
         BackendError: pypdf cannot read the file (damaged, encrypted without an empty password).
     """
+    require("fetch", "pypdf", feature="live-web PDF conversion")
     from pypdf import PdfReader, apply_configuration
     from pypdf.errors import LimitReachedError, PyPdfError
 

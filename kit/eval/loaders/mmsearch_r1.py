@@ -71,7 +71,7 @@ def read_parquet_rows(path: str | Path) -> list[dict[str, Any]]:
     try:
         import pyarrow.parquet as pq
     except ImportError as e:  # the loader must say how to fix it, not fail obscurely
-        raise BenchmarkError("reading parquet needs pyarrow: pip install 'mmsearch-kit[train]' (datasets brings it)") from e
+        raise BenchmarkError("reading parquet needs pyarrow: pip install 'mmsearch-kit[eval]'") from e
     try:
         return pq.read_table(str(path)).to_pylist()
     except Exception as e:  # pyarrow raises ArrowInvalid / OSError subclasses for damaged files
