@@ -17,7 +17,7 @@
 from kit._lazy import lazy_exports
 from kit.extras import require
 
-require("vfold", "matplotlib", "PIL", feature="kit.vfold (page rendering)")
+require("vfold", "PIL", "fontTools", feature="kit.vfold (page rendering)")  # fonts: matplotlib's DejaVu or $MMSEARCH_KIT_FONT
 
 # public names, imported on first use (``import kit.vfold`` stays cheap)
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
