@@ -75,3 +75,17 @@ def data_dir() -> Path:
     if d is None:
         pytest.skip("real data not found: set MMSEARCH_KIT_DATA or place ../shared/data beside the checkout")
     return d
+
+
+@pytest.fixture
+def recipe_dir(tmp_path, monkeypatch):
+    """A copy of the shipped recipes as ``kit.recipes.RECIPE_DIR`` (config defaults read them), so a test can write a
+    bad or probing recipe beside them; the recipe caches are cleared before and after."""
+    from kit import recipes
+
+    for f in recipes.RECIPE_DIR.glob("*.yaml"):
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    monkeypatch.setattr(recipes, "RECIPE_DIR", tmp_path)
+    recipes._clear_caches()
+    yield tmp_path
+    recipes._clear_caches()

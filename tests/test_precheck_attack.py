@@ -103,19 +103,6 @@ def test_image_judge_endpoint_with_phash_is_a_clear_error():
 
 
 # -------------------------------------------------------------------------------------------- recipes R1-R5
-@pytest.fixture
-def recipe_dir(tmp_path, monkeypatch):
-    for f in recipes.RECIPE_DIR.glob("*.yaml"):
-        (tmp_path / f.name).write_bytes(f.read_bytes())
-    monkeypatch.setattr(recipes, "RECIPE_DIR", tmp_path)
-    caches = (recipes._raw, recipes._entries, recipes._load)
-    for c in caches:
-        c.cache_clear()
-    yield tmp_path
-    for c in caches:
-        c.cache_clear()
-
-
 @pytest.mark.parametrize("body, match", [
     ("eval:\n  judgee: {value: rule, kit: x}\n", r"unknown key 'eval.judgee' \(did you mean 'judge'\?\)"),      # R1
     ("harnes:\n  max_turns: {value: 3, kit: x}\n", r"unknown section 'harnes' \(did you mean 'harness'\?\)"),

@@ -36,21 +36,14 @@ class _Probe(BaseModel):
 
 
 @pytest.fixture
-def probe_section(tmp_path, monkeypatch):
-    for f in recipes.RECIPE_DIR.glob("*.yaml"):
-        (tmp_path / f.name).write_bytes(f.read_bytes())
-    monkeypatch.setattr(recipes, "RECIPE_DIR", tmp_path)
-    caches = (recipes._raw, recipes._entries, recipes._load)
-    for c in caches:
-        c.cache_clear()
+def probe_section(recipe_dir):
     register_section("probe", _Probe)
-    yield tmp_path
+    yield recipe_dir
     from kit.recipes import sections
 
     SECTION_MODELS.pop("probe", None)
     sections._REGISTERED.pop("probe", None)
-    for c in caches:
-        c.cache_clear()
+    recipes._clear_caches()
 
 
 def test_a_section_registered_from_outside_is_checked_and_built(probe_section):

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import kit.recipes as recipes
 from kit.recipes import Entry, RecipeError, load_recipe, paper_default, recipe_names, recipes_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,18 +33,6 @@ def test_entry_needs_a_source_or_a_reason():
     with pytest.raises(ValueError, match="empty"):
         Entry(value=1, source="  ")
     assert Entry(value=1, source="Table 5").cited and not Entry(value=1, source="T", kit="why").cited
-
-
-@pytest.fixture
-def recipe_dir(tmp_path, monkeypatch):
-    for f in recipes.RECIPE_DIR.glob("*.yaml"):  # the real recipes beside the bad one (config defaults read them)
-        (tmp_path / f.name).write_bytes(f.read_bytes())
-    monkeypatch.setattr(recipes, "RECIPE_DIR", tmp_path)
-    for f in (recipes._raw, recipes._entries, recipes._load):
-        f.cache_clear()
-    yield tmp_path
-    for f in (recipes._raw, recipes._entries, recipes._load):
-        f.cache_clear()
 
 
 @pytest.mark.parametrize("body, match", [

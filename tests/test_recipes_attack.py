@@ -17,19 +17,6 @@ import kit.recipes as recipes
 from kit.recipes import RecipeError, load_recipe, recipe_names
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHES = ("_raw", "_entries", "_load")
-
-
-@pytest.fixture
-def recipe_dir(tmp_path, monkeypatch):
-    for f in recipes.RECIPE_DIR.glob("*.yaml"):  # the real recipes beside the bad one (config defaults read them)
-        (tmp_path / f.name).write_bytes(f.read_bytes())
-    monkeypatch.setattr(recipes, "RECIPE_DIR", tmp_path)
-    for f in CACHES:
-        getattr(recipes, f).cache_clear()
-    yield tmp_path
-    for f in CACHES:
-        getattr(recipes, f).cache_clear()
 
 
 # ------------------------------------------------------------------------------------------- hostile files
