@@ -1,42 +1,52 @@
-"""Benchmark: the local ZIM web at scale, on generated archives of real Wikipedia HTML (issue 17, parts 1, 5).
+"""Benchmark: the local ZIM web at scale, on generated archives of real Wikipedia HTML (issues 17, 32).
 
-Not a test: prints a report and a final ``BENCH {json}`` line; exits 1 when a target that applies
-at the sizes run is missed, 2 without the shared ZIM archives. Run from the project root:
+Not a test: prints a report and a final ``BENCH {json}`` line. Run from the project root:
 
     nice .venv/bin/python benchmarks/bench_zim_scale.py [--sizes 20000,200000,1000000]
-        [--work DIR] [--queries 200] [--seed 0]
+        [--work DIR] [--queries 200] [--seed 0] [--simple] [--no-compress] [--hub-pages N]
 
 For each size N (default 20,000): ``gen_zim_archive.py`` writes (or reuses, in ``--work``) an
-archive of N articles recombined from the shared archives' real HTML and near-duplicate images;
-then, each step in a NEW process so memory and cold start are measured alone:
+archive of N articles, by default in its realistic mode (pages of real weight and structure: ~47 KB
+of HTML with infoboxes, navboxes, reference lists and TemplateStyles, 30 % redirects, images shared
+by thousands of pages and one "hub" picture on 10 % of the pages, at most 10^5; ``--simple``: the
+issue-17 generator, ~4.5 KiB pages); then, each step in a NEW process so memory and cold start are
+measured alone:
 
-- build: wall and CPU time (the process and its workers), peak RSS, on-disk index bytes per article;
+- build: wall time; CPU time of the build process AND of every process it started (the extraction
+  pool's workers are the forkserver's children: this process is made a child subreaper, so
+  orphaned workers are reparented to it and reaped, and ``getrusage(RUSAGE_CHILDREN)`` here counts
+  them all), beside the build process's own CPU and the psutil-sampled workers' CPU; peak RSS of
+  all processes (sampled sum) and of the largest single one; load average before and after;
+  on-disk index bytes per article;
 - cold start: wall time and RSS of ``LocalZimWeb(...).ensure_ready()`` plus one search;
 - per-query wall p50/p99 (``--queries``, fixed seed; half article titles, half text phrases) of
   ``search_sync`` (ranking + snippets + result objects), ``rank_sync`` (ranking only),
-  ``image_search_sync``, ``reverse_image_search_sync`` (query images: other crops of the source
-  images, so near-duplicates of the indexed ones; the first call builds the hash index and is
-  reported apart) and ``fetch_sync`` (pages of the search hits);
+  ``image_search_sync`` (also queries for the hub picture, shown on up to 10^5 pages),
+  ``reverse_image_search_sync`` (query images: other crops of the source images; the first call
+  builds the hash index and is reported apart) and ``fetch_sync`` (pages of the search hits);
 - side by side, the same texts in a raw tantivy index (title + body, ``en_stem``, nothing stored
-  but the id): build wall time, on-disk bytes per article, query p50/p99; and at N <= 20,000 a
-  ``rank_bm25.BM25Okapi`` baseline with the kit's tokenization and tantivy's IDF
-  (``bench_search.Baseline``): queries/s by CPU time of the full search call against it, top-5
-  agreement (target: tie-aware; strict, within 5 % and with rank_bm25's own Okapi IDF as
-  figures), empty results where BM25 matches.
+  but the id): build time, bytes per article, query p50/p99 (the ranking target's reference); and
+  at N <= 20,000 a ``rank_bm25.BM25Okapi`` baseline with the kit's tokenization and tantivy's IDF
+  (``bench_search.Baseline``): CPU time of the full search call against it, top-5 agreement.
 
-Growth is fitted linearly through the two largest sizes run (with one size, a calibration run at a tenth of it is
-added, ``--fit-size``; without one, proportional: upper bounds) and extrapolated to English
-Wikipedia (6.9 M articles). Targets (issue 17 "Measure"), PASS/MISS/n/a: extrapolated build <= 6 h
-wall on this machine, peak RSS <= 4 GB, index <= 2 KB per article; cold start <= 2 s and <= 1 GB
-(at every size run; the issue's bound is at 1 M); search p99 <= 50 ms (applies at >= 1 M);
-full search >= 10x rank-bm25 with agreement >= 0.85 and 0 empty (applies at 20 k). Reverse
-search at 5 M images is out of reach of these sizes: its p99 is reported as a figure.
+**Targets are judged only at sizes >= 200,000** (issue 32: a fit against a small calibration size
+read load and fixed costs as growth and gave MISS at 20k). Below that, every number is printed as
+a figure, without PASS/MISS, and the exit status is 0 unless something broke. Extrapolations to
+English Wikipedia (6.9 M articles) are least-squares lines through the sizes >= 200,000 run (at
+least two of them; with one, they are n/a). Targets (issue 32): build <= 3 h wall on 2 cores, peak
+RSS (all processes) <= 2 GB, index <= 2 KB per article (extrapolated); ranking p50 <= 1.3x raw
+tantivy's, reverse p99 <= 10 ms, fetch p50 <= 5 ms (largest size >= 200k); search p99 <= 30 ms
+(measured at >= 1 M); image search p99 <= 10 ms with an image on >= 10^5 pages (the hub, at
+>= 1 M articles or with ``--hub-pages``); cold start <= 2 s and <= 1 GB. Exit 1 when a judged
+target is missed, 2 without the shared ZIM archives.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import random
 import re
 import resource
@@ -56,6 +66,42 @@ from kit.paths import zim_paths  # noqa: E402
 
 WIKIPEDIA_EN = 6_900_000
 BM25_MAX = 20_000  # rank-bm25 keeps Python dicts per document: only at the sizes it can hold
+JUDGED_FROM = 200_000  # targets are judged at (and extrapolated from) sizes >= this only
+HUB_TARGET_PAGES = 100_000
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux): descendants orphaned by their parent (the
+    extraction pool's workers and forkserver, once the build process exits) are reparented here,
+    so :func:`reap_orphans` can wait for them and ``RUSAGE_CHILDREN`` counts their CPU."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(timeout: float = 30.0) -> int:
+    """Wait for every remaining descendant (reparented orphans) to exit, up to ``timeout`` s;
+    returns how many were reaped."""
+    reaped, end = 0, time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped  # none left
+        if pid == 0:
+            time.sleep(0.05)
+        else:
+            reaped += 1
+    return reaped
+
+
+def _children_usage() -> tuple[float, float]:
+    """(CPU seconds, largest ru_maxrss MB) of this process's waited-for descendants so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime, r.ru_maxrss / 1024
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,7 +165,9 @@ def child_build(zim: str, index_dir: str) -> dict:
     wall = time.perf_counter() - t0
     own_cpu = own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime
     cpu = max(_cpu_s() - c0, own_cpu + sum(worker_cpu.values()))
-    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": max(peak["all"], _peak_rss_mb()),
+    return {"wall_s": wall, "cpu_s": cpu, "cpu_own_s": own_cpu,
+            "cpu_workers_sampled_s": sum(worker_cpu.values()),
+            "peak_rss_mb": max(peak["all"], _peak_rss_mb()),
             "peak_rss_one_process_mb": _peak_rss_mb(), "peak_rss_main_mb": peak["main"],
             "peak_anon_mb": peak["all_anon"], "peak_anon_main_mb": peak["main_anon"]}
 
@@ -162,18 +210,23 @@ def child_raw_tantivy(zim: str, index_dir: str, out: str, queries: list[str]) ->
     index.reload()
     searcher = index.searcher()
     lat = []
-    for q in queries:
-        clean = " ".join(re.findall(r"\w+", q)) or "the"
-        t = time.perf_counter()
-        hits = searcher.search(index.parse_query(clean, ["title", "body"]), 5).hits
-        for _, addr in hits:
-            searcher.doc(addr)["id"]
-        lat.append(time.perf_counter() - t)
+    # Two passes, the second timed: the kit's ranking is timed after its search pass over the same
+    # queries (posting lists warm), so raw tantivy is compared warm too.
+    for timed in (False, True):
+        for q in queries:
+            clean = " ".join(re.findall(r"\w+", q)) or "the"
+            t = time.perf_counter()
+            hits = searcher.search(index.parse_query(clean, ["title", "body"]), 5).hits
+            for _, addr in hits:
+                searcher.doc(addr)["id"]
+            if timed:
+                lat.append(time.perf_counter() - t)
     size = sum(f.stat().st_size for f in Path(out).rglob("*") if f.is_file())
     return {"build_s": build_s, "bytes": size, "docs": n + 1, "lat": lat}
 
 
-def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: bool) -> dict:
+def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: bool,
+                  hub_caption: str = "") -> dict:
     """Per-query latencies of the five operations (and the rank-bm25 comparison when asked)."""
     from bench_search import Baseline, make_queries, timed_qps, top_k_agreement
     from gen_zim_archive import load_sources, near_duplicate
@@ -208,6 +261,15 @@ def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: boo
     out["search"] = lat(lambda q: web.search_sync(q, 5), texts)
     out["rank"] = lat(lambda q: web.rank_sync(q, 5), texts)
     out["image"] = lat(lambda q: web.image_search_sync(q, 5), texts)
+    if hub_caption:  # the picture shown on the most pages: its caption plus a query word
+        hub_q = [f"{hub_caption} {t.split()[0]}" for t in texts[:max(20, n_queries // 2)]]
+        hub_found = 0
+
+        def hub(q: str) -> None:
+            nonlocal hub_found
+            hub_found += any("Location_map" in h.image_url for h in web.image_search_sync(q, 5))
+        out["image_hub"] = lat(hub, hub_q)
+        out["image_hub_found"] = hub_found / len(hub_q)
     urls = [h.url for q in texts[: max(10, n_queries // 4)] for h in web.search_sync(q, 1)]
     out["fetch"] = lat(web.fetch_sync, urls)
     _, _, _, images = load_sources([p for p in zim_paths() if p.name.startswith("wikipedia_en_")])
@@ -257,12 +319,19 @@ def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: boo
 
 
 def _run_child(args: list[str], timeout: float) -> dict:
-    """Run this script as ``--child ...`` in a new process; its last stdout line is the JSON."""
+    """Run this script as ``--child ...`` in a new process; its last stdout line is the JSON,
+    plus ``tree_cpu_s`` (CPU of that process and of every descendant, reaped here as a subreaper)
+    and ``tree_max_rss_mb`` (the largest single descendant's peak RSS)."""
+    cpu0, _ = _children_usage()
     proc = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True,
                           text=True, timeout=timeout)
+    reaped = reap_orphans()
+    cpu1, maxrss = _children_usage()
     if proc.returncode != 0:
         raise RuntimeError(f"child {args[0]} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res.update(tree_cpu_s=cpu1 - cpu0, tree_max_rss_mb=maxrss, orphans_reaped=reaped)
+    return res
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,6 +355,12 @@ def du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def _archive_name(n: int, seed: int, simple: bool, compress: bool) -> str:
+    if simple:
+        return f"gen_en_{n}_s{seed}.zim"  # the issue-17 generator's archives, as before
+    return f"gen_en_realistic{'' if compress else '_nz'}_{n}_s{seed}.zim"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="20000", help="comma-separated article counts")
@@ -294,10 +369,17 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--images-per-article", type=float, default=0.3)
-    ap.add_argument("--fit-size", type=int, default=None,
-                    help="calibration size run first when --sizes has one size (default: a tenth "
-                         "of it; 0: none, extrapolate proportionally)")
+    ap.add_argument("--simple", action="store_true",
+                    help="the issue-17 generator (~4.5 KiB pages, no redirects, infoboxes, ...)")
+    ap.add_argument("--no-compress", action="store_true",
+                    help="realistic archives with uncompressed clusters (fast to generate: libzim's "
+                         "zstd costs ~14 s CPU a 1,000 pages; fetch then skips cluster decompression)")
+    ap.add_argument("--hub-pages", type=int, default=None,
+                    help="pages showing the hub picture (default 10%% of the articles, at most 10^5)")
     ap.add_argument("--keep-index", action="store_true", help="reuse an existing index (no build)")
+    ap.add_argument("--judge-from", type=int, default=JUDGED_FROM,
+                    help="smallest size whose figures are judged (default 200,000; smaller only "
+                         "to test the report: targets are meant for sizes >= 200,000)")
     ap.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -308,7 +390,8 @@ def main() -> int:
         elif kind == "raw":
             res = child_raw_tantivy(rest[0], rest[1], rest[2], json.loads(rest[3]))
         else:
-            res = child_queries(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4] == "1")
+            res = child_queries(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4] == "1",
+                                rest[5] if len(rest) > 5 else "")
         print(json.dumps(res))
         return 0
 
@@ -316,60 +399,83 @@ def main() -> int:
     if not [p for p in zim_paths() if p.name.startswith("wikipedia_en_")]:
         print("no English shared ZIM archives found (set MMSEARCH_KIT_DATA)")
         return summary.skip("no shared ZIM archives")
-    from gen_zim_archive import generate
+    from gen_zim_archive import describe_mix, generate
 
-    sizes = sorted(int(s) for s in args.sizes.split(","))
-    if len(sizes) == 1 and args.fit_size != 0:
-        # One size cannot show growth (fixed costs would be extrapolated as per-article ones):
-        # a smaller calibration size gives the line its intercept.
-        sizes.insert(0, args.fit_size or max(100, sizes[0] // 10))
+    subreaper = become_subreaper()
+    print(f"cores: {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}; child subreaper: "
+          f"{subreaper} (worker CPU {'counted by getrusage' if subreaper else 'sampled only'})",
+          flush=True)
+    mode = "simple" if args.simple else "realistic"
+    sizes = sorted({int(s) for s in args.sizes.split(",")})
     rows = []
     for n in sizes:
-        zim = args.work / f"gen_en_{n}_s{args.seed}.zim"
-        if not zim.exists():
-            g = generate(zim, n, args.seed, args.images_per_article)
+        zim = args.work / _archive_name(n, args.seed, args.simple, not args.no_compress)
+        meta_file = zim.with_suffix(".gen.json")
+        if not zim.exists() or not meta_file.exists():
+            g = generate(zim, n, args.seed, args.images_per_article, mode=mode,
+                         hub_pages=args.hub_pages, compress=not args.no_compress)
+            meta_file.write_text(json.dumps(g))
             print(f"[{n}] generated {zim.name}: {g['images']} images, {g['bytes'] / 2**20:.0f} MB "
-                  f"in {g['seconds']:.0f} s", flush=True)
-        idx = args.work / f"index_{n}_s{args.seed}"
+                  f"in {g['seconds']:.0f} s ({10_000 * g['seconds'] / n:.0f} s per 10,000 articles)",
+                  flush=True)
+        g = json.loads(meta_file.read_text())
+        print(f"[{n}] {describe_mix(g)}", flush=True)
+        idx = args.work / f"index_{zim.stem}"
         if idx.exists() and not args.keep_index:
             subprocess.run(["rm", "-rf", str(idx)], check=True)
-        timeout = 60 + n * 0.05  # generous: 50 ms an article
+        timeout = 300 + n * 0.3  # generous: 300 ms an article (a loaded machine)
+        load0 = os.getloadavg()[0]
         build = _run_child(["build", str(zim), str(idx)], timeout)
-        print(f"[{n}] build: {build['wall_s']:.0f} s wall, {build['cpu_s']:.0f} s CPU, "
-              f"peak {build['peak_rss_mb']:.0f} MB (all processes; this one "
-              f"{build.get('peak_rss_main_mb', 0):.0f} MB, the rest its extraction pool); "
-              f"anonymous {build.get('peak_anon_mb', 0):.0f} MB (this one "
-              f"{build.get('peak_anon_main_mb', 0):.0f} MB)", flush=True)
+        build["load_before"], build["load_after"] = load0, os.getloadavg()[0]
+        if subreaper:  # every process of the build, waited for here
+            build["cpu_s"] = max(build["cpu_s"], build["tree_cpu_s"])
+        print(f"[{n}] build: {build['wall_s']:.0f} s wall, CPU {build['cpu_s']:.0f} s in all "
+              f"(all processes: {build['tree_cpu_s']:.0f} s by getrusage(RUSAGE_CHILDREN) here, "
+              f"{build['orphans_reaped']} orphans reaped; the build process {build['cpu_own_s']:.0f} s, "
+              f"its pool workers sampled {build['cpu_workers_sampled_s']:.0f} s); load average "
+              f"{load0:.1f} -> {build['load_after']:.1f}; peak RSS {build['peak_rss_mb']:.0f} MB (all "
+              f"processes; build process {build.get('peak_rss_main_mb', 0):.0f} MB, largest single "
+              f"{max(build['peak_rss_one_process_mb'], build['tree_max_rss_mb']):.0f} MB); anonymous "
+              f"{build.get('peak_anon_mb', 0):.0f} MB (build process {build.get('peak_anon_main_mb', 0):.0f} MB)",
+              flush=True)
         index_bytes = du(idx)
         cold = _run_child(["cold", str(zim), str(idx)], timeout)
+        if cold["built"]:  # the kit's code (its index format) changed since the build step
+            print(f"[{n}] WARNING: the cold start rebuilt {cold['built']} in {cold['wall_s']:.0f} s "
+                  f"(kit code changed during the run?): cold start measured again", flush=True)
+            cold = {**_run_child(["cold", str(zim), str(idx)], timeout),
+                    "rebuilt_first": cold["built"], "rebuild_s": cold["wall_s"]}
         print(f"[{n}] cold start: {cold['wall_s']:.2f} s, {cold['rss_mb']:.0f} MB", flush=True)
         q = _run_child(["queries", str(zim), str(idx), str(args.queries), str(args.seed),
-                        "1" if n <= BM25_MAX else "0"], timeout * 4)
-        raw_dir = args.work / f"raw_tantivy_{n}"
+                        "1" if n <= BM25_MAX else "0", g.get("hub_caption", "")], timeout * 4)
+        raw_dir = args.work / f"raw_tantivy_{zim.stem}"
         subprocess.run(["rm", "-rf", str(raw_dir)], check=True)
         raw = _run_child(["raw", str(zim), str(idx), str(raw_dir), json.dumps(q["queries"])],
                          timeout)
         rows.append({"n": n, "build": build, "index_bytes": index_bytes, "cold": cold, "q": q,
-                     "raw": raw})
+                     "raw": raw, "gen": g, "hub_pages": g.get("mix", {}).get("hub_pages", 0)})
         print(f"[{n}] queries done", flush=True)
 
     print()
     print(f"{'articles':>10}{'build s':>9}{'CPU s':>8}{'peak MB':>9}{'B/art':>7}{'cold s':>8}"
-          f"{'cold MB':>8} | p50/p99 ms: {'search':>13}{'rank':>13}{'image':>13}{'reverse':>13}"
-          f"{'fetch':>13}{'raw tantivy':>13}")
+          f"{'cold MB':>8} | p50/p99 ms: {'search':>13}{'rank':>13}{'raw tantivy':>13}{'image':>13}"
+          f"{'image hub':>13}{'reverse':>13}{'fetch':>13}")
     for r in rows:
         q = r["q"]
-        cells = "".join(f"{pct(q[k], 50):>6.2f}/{pct(q[k], 99):<6.2f}"
-                        for k in ("search", "rank", "image", "reverse", "fetch"))
+        series = [q["search"], q["rank"], r["raw"]["lat"], q["image"], q.get("image_hub", []),
+                  q["reverse"], q["fetch"]]
+        cells = "".join(f"{pct(xs, 50):>6.2f}/{pct(xs, 99):<6.2f}" for xs in series)
         print(f"{r['n']:>10,}{r['build']['wall_s']:>9.0f}{r['build']['cpu_s']:>8.0f}"
               f"{r['build']['peak_rss_mb']:>9.0f}{r['index_bytes'] / r['n']:>7.0f}"
-              f"{r['cold']['wall_s']:>8.2f}{r['cold']['rss_mb']:>8.0f} | {cells}"
-              f"{pct(r['raw']['lat'], 50):>6.2f}/{pct(r['raw']['lat'], 99):<6.2f}")
+              f"{r['cold']['wall_s']:>8.2f}{r['cold']['rss_mb']:>8.0f} | {cells}")
     for r in rows:
         q, raw = r["q"], r["raw"]
-        print(f"[{r['n']:,}] images {q['n_images']:,}; reverse: first call {q['reverse_first_s']:.2f} s "
-              f"(hash index build), near-duplicate queries matched {q['reverse_matched']:.0%}; "
-              f"empty snippets {q['empty_snippets']}; raw tantivy build {raw['build_s']:.0f} s, "
+        print(f"[{r['n']:,}] images {q['n_images']:,}; hub picture on {r['hub_pages']:,} pages "
+              f"(found by {q.get('image_hub_found', 0):.0%} of its queries); reverse: first call "
+              f"{q['reverse_first_s']:.2f} s (hash index build), near-duplicate queries matched "
+              f"{q['reverse_matched']:.0%}; empty snippets {q['empty_snippets']}; ranking / raw tantivy "
+              f"p50 {pct(q['rank'], 50) / pct(raw['lat'], 50):.2f}x, p99 "
+              f"{pct(q['rank'], 99) / pct(raw['lat'], 99):.2f}x; raw tantivy build {raw['build_s']:.0f} s, "
               f"{raw['bytes'] / r['n']:.0f} B/article")
         if "full_vs_bm25" in q:
             print(f"[{r['n']:,}] vs rank-bm25 ({q['bm25_ms']:.1f} ms a query, CPU): full search "
@@ -378,77 +484,95 @@ def main() -> int:
                   f"5th BM25 score {q['bm25_agreement_near']:.3f}; rank_bm25's Okapi idf "
                   f"{q['bm25_agreement_okapi']:.3f}); empty where BM25 matches {q['bm25_empty']}")
 
-    # Extrapolation to English Wikipedia: a line through the two largest sizes run (the smaller ones
-    # carry start-up costs, e.g. a process pool not yet at its working set, that a fit over them
-    # reads as per-article growth: 2k -> 20k extrapolated a flat 0.47 GB peak to 38 GB).
-    top = sorted(rows, key=lambda r: r["n"])[-2:]
-    fns = [r["n"] for r in top]
-
-    def grow(get, at: int = WIKIPEDIA_EN) -> float:
-        return fit(fns, [get(r) for r in top], at)
-
-    ext_wall_h = grow(lambda r: r["build"]["wall_s"]) / 3600
-    ext_cpu_h = grow(lambda r: r["build"]["cpu_s"]) / 3600
-    ext_rss_gb = grow(lambda r: r["build"]["peak_rss_mb"]) / 1024
-    ext_anon_gb = grow(lambda r: r["build"].get("peak_anon_mb", 0.0)) / 1024
-    ext_kb = grow(lambda r: r["index_bytes"]) / WIKIPEDIA_EN / 1024
-    cold_1m_s = grow(lambda r: r["cold"]["wall_s"], 1_000_000)
-    cold_1m_mb = grow(lambda r: r["cold"]["rss_mb"], 1_000_000)
-    one = len(fns) < 2
-    print()
-    print(f"extrapolated to English Wikipedia ({WIKIPEDIA_EN:,} articles, "
-          f"{'proportional to one size: upper bounds' if one else 'linear fit over ' + str(fns)}): build "
-          f"{ext_wall_h:.1f} h wall ({ext_cpu_h:.1f} h CPU), peak RSS {ext_rss_gb:.1f} GB"
-          f" (anonymous {ext_anon_gb:.1f} GB)"
-          f", index {ext_kb:.2f} KB/article "
-          f"({ext_kb * WIKIPEDIA_EN / 2**20:.0f} GB); cold start at 1 M: {cold_1m_s:.2f} s, "
-          f"{cold_1m_mb:.0f} MB")
-
-    largest = rows[-1]
-    summary.figure("wikipedia_peak_anon_gb", ext_anon_gb)
-    summary.target("wikipedia_build_wall_h", ext_wall_h, "<=", 6)
-    summary.target("wikipedia_peak_rss_gb", ext_rss_gb, "<=", 4)
-    summary.target("index_kb_per_article", ext_kb, "<=", 2)
-    summary.target("cold_start_s", max(r["cold"]["wall_s"] for r in rows), "<=", 2)
-    summary.target("cold_start_mb", max(r["cold"]["rss_mb"] for r in rows), "<=", 1024)
-    big = [r for r in rows if r["n"] >= 1_000_000]
-    if big:
-        summary.target("search_p99_ms_1m", pct(big[-1]["q"]["search"], 99), "<=", 50)
-    at20k = [r for r in rows if r["n"] == 20_000 and "full_vs_bm25" in r["q"]]
-    if at20k:
-        q = at20k[0]["q"]
-        summary.target("full_search_vs_bm25_20k", q["full_vs_bm25"], ">=", 10)
-        summary.target("top5_agreement_20k", q["bm25_agreement_ties"], ">=", 0.85)
-        summary.target("empty_where_bm25_matches_20k", q["bm25_empty"], "==", 0)
-        summary.figure("top5_agreement_strict_20k", q["bm25_agreement"])
-        summary.figure("top5_agreement_okapi_idf_20k", q["bm25_agreement_okapi"])
-        summary.figure("top5_agreement_within_5pct_20k", q["bm25_agreement_near"])
+    # Figures at every size.
     for r in rows:
-        n, q = r["n"], r["q"]
-        for k in ("search", "rank", "image", "reverse", "fetch"):
-            summary.figure(f"{k}_p50_ms_{n}", pct(q[k], 50))
-            summary.figure(f"{k}_p99_ms_{n}", pct(q[k], 99))
+        n, q, b = r["n"], r["q"], r["build"]
+        for k in ("search", "rank", "image", "image_hub", "reverse", "fetch"):
+            if q.get(k):
+                summary.figure(f"{k}_p50_ms_{n}", pct(q[k], 50))
+                summary.figure(f"{k}_p99_ms_{n}", pct(q[k], 99))
+        summary.figure(f"raw_tantivy_p50_ms_{n}", pct(r["raw"]["lat"], 50))
         summary.figure(f"raw_tantivy_p99_ms_{n}", pct(r["raw"]["lat"], 99))
+        summary.figure(f"rank_vs_raw_tantivy_p50_{n}", pct(q["rank"], 50) / pct(r["raw"]["lat"], 50))
         summary.figure(f"raw_tantivy_bytes_per_article_{n}", r["raw"]["bytes"] / n)
-        summary.figure(f"build_wall_s_{n}", r["build"]["wall_s"])
-        summary.figure(f"build_cpu_s_{n}", r["build"]["cpu_s"])
-        summary.figure(f"peak_rss_mb_{n}", r["build"]["peak_rss_mb"])
-        summary.figure(f"peak_rss_main_mb_{n}", r["build"].get("peak_rss_main_mb", 0.0))
-        summary.figure(f"peak_anon_mb_{n}", r["build"].get("peak_anon_mb", 0.0))
-        summary.figure(f"peak_anon_main_mb_{n}", r["build"].get("peak_anon_main_mb", 0.0))
+        summary.figure(f"build_wall_s_{n}", b["wall_s"])
+        summary.figure(f"build_cpu_s_{n}", b["cpu_s"])
+        summary.figure(f"build_cpu_all_processes_getrusage_s_{n}", b["tree_cpu_s"])
+        summary.figure(f"build_cpu_own_s_{n}", b["cpu_own_s"])
+        summary.figure(f"build_load_average_{n}", [b["load_before"], b["load_after"]])
+        summary.figure(f"peak_rss_mb_{n}", b["peak_rss_mb"])
+        summary.figure(f"peak_rss_main_mb_{n}", b.get("peak_rss_main_mb", 0.0))
+        summary.figure(f"peak_anon_mb_{n}", b.get("peak_anon_mb", 0.0))
         summary.figure(f"index_bytes_per_article_{n}", r["index_bytes"] / n)
+        summary.figure(f"cold_start_s_{n}", r["cold"]["wall_s"])
+        summary.figure(f"cold_start_mb_{n}", r["cold"]["rss_mb"])
         summary.figure(f"empty_snippets_{n}", q["empty_snippets"])
-    summary.figure("reverse_p99_ms_largest", pct(largest["q"]["reverse"], 99))
-    summary.figure("images_largest", largest["q"]["n_images"])
+        summary.figure(f"images_{n}", q["n_images"])
+        summary.figure(f"hub_pages_{n}", r["hub_pages"])
+        if "full_vs_bm25" in q:
+            summary.figure(f"full_search_vs_bm25_cpu_{n}", q["full_vs_bm25"])
+            summary.figure(f"top5_agreement_ties_{n}", q["bm25_agreement_ties"])
+            summary.figure(f"empty_where_bm25_matches_{n}", q["bm25_empty"])
+        mix = r["gen"].get("mix")
+        if mix:
+            summary.figure(f"gen_html_bytes_{n}", mix["html_bytes"])
+            summary.figure(f"gen_redirect_share_{n}", mix["redirect_share"])
+            summary.figure(f"gen_pages_per_image_{n}", mix["pages_per_image"])
+
+    # Targets: only from sizes >= JUDGED_FROM (fits need two of them).
+    judged = [r for r in rows if r["n"] >= args.judge_from]
     print()
+    if not judged:
+        print(f"no size >= {args.judge_from:,}: figures only, no target judged (issue 32: targets are "
+              f"judged from fits over sizes >= {JUDGED_FROM:,})")
+        return summary.finish()
+    fns = [r["n"] for r in judged]
+    na: list[str] = []
+    if len(judged) >= 2:
+        def grow(get, at: int = WIKIPEDIA_EN) -> float:
+            return fit(fns, [get(r) for r in judged], at)
+
+        ext_wall_h = grow(lambda r: r["build"]["wall_s"]) / 3600
+        ext_cpu_h = grow(lambda r: r["build"]["cpu_s"]) / 3600
+        ext_rss_gb = grow(lambda r: r["build"]["peak_rss_mb"]) / 1024
+        ext_kb = grow(lambda r: r["index_bytes"]) / WIKIPEDIA_EN / 1024
+        print(f"extrapolated to English Wikipedia ({WIKIPEDIA_EN:,} articles, line through {fns}): "
+              f"build {ext_wall_h:.1f} h wall on {os.cpu_count()} cores ({ext_cpu_h:.1f} h CPU: "
+              f"{ext_cpu_h / 2:.1f} h on 2 idle cores), peak RSS {ext_rss_gb:.1f} GB, index "
+              f"{ext_kb:.2f} KB/article ({ext_kb * WIKIPEDIA_EN / 2**20:.0f} GB)")
+        summary.figure("wikipedia_build_cpu_h", ext_cpu_h)
+        summary.target("wikipedia_build_wall_h", ext_wall_h, "<=", 3)
+        summary.target("wikipedia_peak_rss_gb", ext_rss_gb, "<=", 2)
+        summary.target("index_kb_per_article", ext_kb, "<=", 2)
+    else:
+        na.append(f"build <= 3 h, peak <= 2 GB, <= 2 KB/article at {WIKIPEDIA_EN:,} (needs two sizes "
+                  f">= {args.judge_from:,} to fit; ran {fns})")
+    top = judged[-1]
+    tq = top["q"]
+    summary.figure("judged_at_articles", top["n"])  # the size the three targets below are read at
+    summary.target("rank_vs_raw_tantivy_p50", pct(tq["rank"], 50) / pct(top["raw"]["lat"], 50),
+                   "<=", 1.3)
+    summary.target("reverse_p99_ms", pct(tq["reverse"], 99), "<=", 10)
+    summary.target("fetch_p50_ms", pct(tq["fetch"], 50), "<=", 5)
+    summary.target("cold_start_s", max(r["cold"]["wall_s"] for r in judged), "<=", 2)
+    summary.target("cold_start_mb", max(r["cold"]["rss_mb"] for r in judged), "<=", 1024)
+    big = [r for r in judged if r["n"] >= 1_000_000]
+    if big:
+        summary.target("search_p99_ms_1m", pct(big[0]["q"]["search"], 99), "<=", 30)
+    else:
+        na.append(f"search p99 <= 30 ms at 1 M (largest run {top['n']:,})")
+    hubbed = [r for r in judged if r["hub_pages"] >= HUB_TARGET_PAGES and r["q"].get("image_hub")]
+    if hubbed:
+        hq = hubbed[-1]["q"]
+        summary.target("image_search_p99_ms_hub_1e5", max(pct(hq["image"], 99), pct(hq["image_hub"], 99)),
+                       "<=", 10)
+    else:
+        na.append(f"image search p99 <= 10 ms with an image on 10^5 pages (hub on "
+                  f"{top['hub_pages']:,} pages)")
     for key, t in summary.targets.items():
         print(f"  {'PASS' if t['met'] else 'MISS'}  {key} = {t['value']} (target {t['target']})")
-    if not big:
-        print("  n/a   search p99 <= 50 ms at 1 M (not run at 1 M)")
-    print("  n/a   reverse p99 <= 20 ms at 5 M images (largest run: "
-          f"{largest['q']['n_images']:,} images)")
-    if not at20k:
-        print("  n/a   full search >= 10x rank-bm25 at 20 k (20000 not in --sizes)")
+    for line in na:
+        print(f"  n/a   {line}")
     return summary.finish()
 
 

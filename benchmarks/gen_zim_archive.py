@@ -1,151 +1,90 @@
 """Generate a ZIM archive of N articles from the real article HTML and images of the shared archives.
 
-Not a test: a data generator for ``benchmarks/bench_zim_scale.py`` (issue 17, part 1). Run from the
-project root:
+Not a test: a data generator for ``benchmarks/bench_zim_scale.py`` (issue 17, part 1; issue 32,
+part 1). Run from the project root:
 
     .venv/bin/python benchmarks/gen_zim_archive.py OUT.zim [--articles 20000] [--seed 0]
-        [--images-per-article 0.3]
+        [--images-per-article 0.3] [--hub-pages N] [--no-compress] [--simple]
 
 Source material: every article of the English shared archives (``<data>/zim/wikipedia_en_*.zim``,
-real Wikipedia HTML: ~320 articles) and their raster images. Each generated article:
+real Wikipedia HTML: ~320 articles) and their raster images, read with python-libzim; written with
+python-libzim's ``libzim.writer.Creator`` (no Xapian index: the kit builds its own). Deterministic
+by ``--seed`` (the archive's UUID and timestamps come from libzim). Prints a ``MIX`` line (the
+measured mix below) and a ``GEN {json}`` line (articles, redirects, images, bytes, seconds,
+seconds per 10,000 articles, ``mix``).
 
-- a unique title: a source title plus a qualifier word from another source title and the article
-  number (``Ray Charles (Georgia 1234)``);
-- 4-12 paragraphs under 1-3 real section headings: 30 % real ``<p>`` elements (links and
-  reference marks stripped, inline markup kept) of random source articles, 70 % runs of 2-5
-  consecutive real sentences starting anywhere in the source text (so paragraphs are rarely exact
-  copies), so the word statistics are those of Wikipedia text, recombined;
-- with probability ``--images-per-article`` (repeated for values > 1) a figure with a near-duplicate
-  of a real image: a 1-4 % crop on each side, resized to 180-320 px wide and recompressed (JPEG
-  quality 70-92 or WebP), stored as its own entry, with a caption from the source article's text.
+**Realistic mode (the default; issue 32).** Pages carry the weight and structure of current
+English Wikipedia pages as mwoffliner 2023 writes them (the ``wikipedia_en_ray_charles_maxi_2023-09``
+layout: Minerva skin head, ``<details>`` sections, licence footer), recombined from real fragments:
 
-Deterministic by ``--seed``: the same articles, titles and image pixels (the archive's UUID and
-timestamps come from libzim). Written with python-libzim's ``libzim.writer.Creator`` (zstd, no
-Xapian index: the kit builds its own). Prints a ``GEN {json}`` line (articles, images, bytes, s).
+- a real infobox (of 360, images removed; 70 % of pages) with a shared logo/map picture and 0-3
+  ``flagicon`` flags; a hatnote on 25 %; the TemplateStyles each component uses, as real
+  ``<style data-mw-deduplicate>`` blocks, later uses as ``<link rel="mw-deduplicated-inline-style">``;
+- paragraphs (30 % real ``<p>`` with their links and reference marks, 70 % runs of 2-5 real
+  sentences with ``mw-ref`` marks) under real section headings, sometimes a real wikitable;
+- a reference list of real ``<li>`` citations (of 2,614), 0-3 real navboxes (of 314) with a
+  ``noviewer`` icon;
+- ``--images-per-article`` (0.3) own pictures (near-duplicates of the real images, shown on that
+  page only), shared pictures drawn with Zipf weights (s = 1.1): 200 flags (23x15 px) and 40 icons
+  (16 px), decorative for the kit, and max(20, N / 400) logos/maps at content size; one "hub"
+  picture (a location map, content size) on 10 % of the pages, at most 10^5 (``--hub-pages``);
+- a page-length factor, lognormal (mu -0.1, sigma 0.85, at most 8), scales paragraphs, references
+  and tables; redirects (a geometric number a page) make ~30 % of the HTML entries.
+
+The mix, 20,000 articles, seed 0 (what ``MIX`` prints; 300 articles are checked by
+``tests/test_gen_zim_realistic.py``):
+
+- HTML per article: mean 46.9 KB, p50 41.4 KB, p90 76.5 KB, p99 137.9 KB, max 196 KB (the shared
+  maxi 2023 archive: mean 46.7 KB, p50 38.4 KB, max 278 KB); prose ~7.4k characters (p50 5.1k);
+- redirects: 29.8 % of HTML entries (8,510);
+- images: 6,330 shown, 3.04 image references a page; pages per image: mean 9.6, p50 1, p90 1,
+  p99 156, max 6,829 (a flag); hub on 2,000 pages; 11 images on >= 1,000 pages. At 200,000
+  articles: HTML mean 46.8 KB, p50 41.5 KB, p99 139.1 KB, max 213 KB; redirects 29.9 % (85,458);
+  60,969 images, pages per image mean 10.0, p50 1, p99 31, max 68,181; hub on 20,000 pages; 82
+  images on >= 1,000 pages. At 10^6 articles the hub is on 10^5 pages.
+
+Generation time: libzim compresses clusters with zstd at a fixed high level, ~14 s CPU a 1,000
+of these pages (~3.3 MB/s), by far the largest cost: 10,000 articles took 406 s wall with
+compression (2 compression threads; a 99 MB archive) and 14-27 s per 10,000 with ``--no-compress``
+(uncompressed clusters: 20k in 54 s, 1.0 GB; 200k in 433 s, 21.7 s per 10k, 10.3 GB); 2026-12-04,
+2 cores shared with other jobs, load ~7-13. Pages are streamed: nothing is held per article but
+its size and its images' use counts.
+
+**Simple mode (``--simple``; issue 17).** ~4.5 KiB pages: a unique title (a source title plus a
+qualifier word from another source title and the article number, ``Ray Charles (Georgia 1234)``);
+4-12 paragraphs under 1-3 real section headings: 30 % real ``<p>`` elements (links and reference
+marks stripped, inline markup kept) of random source articles, 70 % runs of 2-5 consecutive real
+sentences; with probability ``--images-per-article`` (repeated for values > 1) a figure with a
+near-duplicate of a real image: a 1-4 % crop on each side, resized to 180-320 px wide and
+recompressed (JPEG quality 70-92 or WebP), stored as its own entry, with a caption from the source
+article's text. No redirects, infoboxes, navboxes or reference lists, about one page per image.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import random
-import re
 import sys
 import time
 from html import escape
 from pathlib import Path
 
 import lxml.html
-from libzim.reader import Archive
-from libzim.writer import Creator, Hint, Item, StringProvider
-from PIL import Image
+from libzim.writer import Creator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gen_zim_common import _RECOMBINE, _SENTENCE_END, _Item, load_sources, near_duplicate  # noqa: E402
+from gen_zim_realistic import HUB_MAX, HUB_SHARE, generate_realistic  # noqa: E402
+
 from kit.paths import zim_paths  # noqa: E402
 
-_RASTER = ("image/jpeg", "image/png", "image/webp")
-_MIN_PARAGRAPH = 80  # characters of text: shorter <p> are mostly empty layout paragraphs
-#: Share of paragraphs rebuilt from a run of sentences (the rest are real <p> with their markup): with
-#: ~1,800 source paragraphs, whole-paragraph reuse alone would give every paragraph ~90 copies at 20k
-#: articles, i.e. exact BM25 ties that no real archive has.
-_RECOMBINE = 0.7
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"“])")
 
-
-class _Item(Item):
-    """One entry for the Creator (path, title, mimetype, bytes; front article or not)."""
-
-    def __init__(self, path: str, title: str, mime: str, content: bytes | str, front: bool):
-        super().__init__()
-        self._path, self._title, self._mime = path, title, mime
-        self._content, self._front = content, front
-
-    def get_path(self) -> str:
-        return self._path
-
-    def get_title(self) -> str:
-        return self._title
-
-    def get_mimetype(self) -> str:
-        return self._mime
-
-    def get_contentprovider(self) -> StringProvider:
-        return StringProvider(self._content)
-
-    def get_hints(self) -> dict:
-        return {Hint.FRONT_ARTICLE: self._front, Hint.COMPRESS: self._mime.startswith("text/")}
-
-
-def load_sources(paths: list[Path]) -> tuple[list[str], list[str], list[str], list[Image.Image]]:
-    """(titles, paragraph HTML snippets, section headings, decoded images) of the source archives.
-
-    Raises:
-        SystemExit: no English shared archive, or no paragraph/image could be read from them.
-    """
-    titles: list[str] = []
-    paragraphs: list[str] = []
-    headings: list[str] = []
-    images: list[Image.Image] = []
-    for p in paths:
-        arch = Archive(str(p))
-        for eid in range(arch.all_entry_count):
-            entry = arch._get_entry_by_id(eid)
-            if entry.is_redirect:
-                continue
-            item = entry.get_item()
-            mime = item.mimetype.split(";")[0].strip()
-            if mime == "text/html" and entry.title and "/" not in entry.path.removeprefix("A/"):
-                try:
-                    root = lxml.html.fromstring(bytes(item.content))
-                except (ValueError, lxml.etree.ParserError):
-                    continue
-                found = 0
-                for el in root.iter("p"):
-                    for sup in el.xpath(".//sup"):
-                        sup.drop_tree()
-                    lxml.etree.strip_tags(el, "a", "span")
-                    if len(el.text_content().strip()) >= _MIN_PARAGRAPH:
-                        el.attrib.clear()
-                        paragraphs.append(lxml.html.tostring(el, encoding="unicode").strip())
-                        found += 1
-                if found:
-                    titles.append(entry.title)
-                    headings.extend(h.text_content().strip() for h in root.iter("h2")
-                                    if 3 <= len(h.text_content().strip()) <= 60)
-            elif mime in _RASTER:
-                try:
-                    img = Image.open(io.BytesIO(bytes(item.content)))
-                    img.load()
-                except (OSError, ValueError):
-                    continue
-                if min(img.size) >= 100:
-                    images.append(img.convert("RGBA").convert("RGB"))  # palette + transparency
-    if not paragraphs or not images:
-        raise SystemExit(f"no article paragraphs or images in {[str(p) for p in paths]}")
-    headings = sorted(set(headings) - {"References", "External links", "See also", "Notes"})
-    return titles, paragraphs, headings or ["History"], images
-
-
-def near_duplicate(img: Image.Image, rng: random.Random) -> tuple[bytes, str, str]:
-    """(bytes, mimetype, extension) of a small crop of ``img``, resized and recompressed."""
-    w, h = img.size
-    box = tuple(int(f * s) for f, s in ((rng.uniform(.01, .04), w), (rng.uniform(.01, .04), h),
-                                        (rng.uniform(.96, .99), w), (rng.uniform(.96, .99), h)))
-    out = img.crop(box)
-    width = rng.randint(180, 320)
-    out = out.resize((width, max(1, round(out.size[1] * width / out.size[0]))))
-    buf = io.BytesIO()
-    if rng.random() < 0.7:
-        out.save(buf, "JPEG", quality=rng.randint(70, 92))
-        return buf.getvalue(), "image/jpeg", "jpg"
-    out.save(buf, "WEBP", quality=rng.randint(70, 92))
-    return buf.getvalue(), "image/webp", "webp"
-
-
-def generate(out: Path, n_articles: int, seed: int, images_per_article: float,
-             sources: list[Path] | None = None) -> dict:
-    """Write ``out`` (replaced if present) with ``n_articles`` articles; returns the GEN figures."""
+def generate_simple(out: Path, n_articles: int, seed: int, images_per_article: float,
+                    sources: list[Path] | None = None) -> dict:
+    """The simple mode (``--simple``, issue 17): ~4.5 KiB pages of paragraphs and one figure per
+    ~3 articles, no redirects, infoboxes, navboxes or reference lists. Writes ``out`` (replaced if
+    present) with ``n_articles`` articles; returns the GEN figures."""
     t0 = time.perf_counter()
     sources = sources or [p for p in zim_paths() if p.name.startswith("wikipedia_en_")]
     if not sources:
@@ -193,8 +132,40 @@ def generate(out: Path, n_articles: int, seed: int, images_per_article: float,
             creator.add_item(_Item(path, title, "text/html", html, True))
     figs = {"articles": n_articles, "images": n_images, "bytes": out.stat().st_size,
             "seconds": round(time.perf_counter() - t0, 1), "seed": seed,
-            "source_paragraphs": len(paragraphs), "source_images": len(images)}
+            "source_paragraphs": len(paragraphs), "source_images": len(images), "mode": "simple"}
     return figs
+
+
+# ---------------------------------------------------------------------------------------------
+# Realistic mode (issue 32, part 1): real page weight and structure
+# ---------------------------------------------------------------------------------------------
+
+def generate(out: Path, n_articles: int, seed: int, images_per_article: float = 0.3,
+             sources: list[Path] | None = None, *, mode: str = "realistic",
+             hub_pages: int | None = None, progress: bool = True, compress: bool = True) -> dict:
+    """Write ``out`` in ``mode`` ``"realistic"`` (default) or ``"simple"``; returns the GEN figures.
+    ``compress=False`` (realistic mode) stores the clusters uncompressed (see the module docstring)."""
+    if mode == "simple":
+        return generate_simple(out, n_articles, seed, images_per_article, sources)
+    if mode != "realistic":
+        raise ValueError(f"unknown generator mode {mode!r} (realistic or simple)")
+    return generate_realistic(out, n_articles, seed, images_per_article, sources, hub_pages, progress,
+                              compress)
+
+
+def describe_mix(g: dict) -> str:
+    """One line stating a realistic archive's measured mix (sizes, redirects, image sharing)."""
+    if g.get("mode") != "realistic":
+        return f"simple mode: {g['articles']:,} articles, {g['images']:,} images, no redirects"
+    m = g["mix"]
+    h, c, o = m["html_bytes"], m["prose_chars"], m["pages_per_image"]
+    return (f"MIX {g['articles']:,} articles: HTML mean {h['mean'] / 1e3:.1f} KB, p50 "
+            f"{h['p50'] / 1e3:.1f} KB, p99 {h['p99'] / 1e3:.1f} KB, max {h['max'] / 1e3:.0f} KB; prose "
+            f"~{c['mean'] / 1e3:.1f}k characters; redirects {m['redirect_share']:.0%} of HTML entries "
+            f"({g['redirects']:,}); {m['images_shown']:,} images shown, pages per image mean "
+            f"{o['mean']:.1f}, p50 {o['p50']}, p90 {o['p90']}, p99 {o['p99']}, max {o['max']:,} "
+            f"(hub {m['hub_pages']:,}); {m['images_on_1000_pages_or_more']} images on >= 1,000 pages; "
+            f"{m['image_refs_per_page']} image references a page")
 
 
 def main() -> int:
@@ -202,11 +173,23 @@ def main() -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--articles", type=int, default=20_000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--images-per-article", type=float, default=0.3)
+    ap.add_argument("--images-per-article", type=float, default=0.3,
+                    help="each page's own pictures (near-duplicates shown on that page only)")
+    ap.add_argument("--simple", action="store_true",
+                    help="the simple generator of issue 17 (~4.5 KiB pages, no redirects/infoboxes)")
+    ap.add_argument("--hub-pages", type=int, default=None,
+                    help=f"pages showing the hub picture (default {HUB_SHARE:.0%} of the articles, "
+                         f"at most {HUB_MAX:,})")
+    ap.add_argument("--no-compress", action="store_true",
+                    help="store clusters uncompressed (libzim's zstd level costs ~14 s CPU a 1,000 pages)")
     args = ap.parse_args()
     if args.articles < 1:
         ap.error("--articles must be at least 1")
-    print("GEN " + json.dumps(generate(args.out, args.articles, args.seed, args.images_per_article)))
+    g = generate(args.out, args.articles, args.seed, args.images_per_article,
+                 mode="simple" if args.simple else "realistic", hub_pages=args.hub_pages,
+                 compress=not args.no_compress)
+    print(describe_mix(g))
+    print("GEN " + json.dumps(g))
     return 0
 
 

@@ -21,6 +21,7 @@ import libzim.writer
 import numpy as np
 import pytest
 import tantivy
+from conftest import ZimItem as _Item
 from PIL import Image
 
 from kit.web import zim as zimmod
@@ -32,27 +33,6 @@ from kit.web.zim.store import STORE_FILE
 WORDS = ("river", "castle", "engine", "violin", "harbor", "glacier", "orchard", "comet", "bridge",
          "lantern", "meadow", "falcon", "quartz", "canyon", "tundra", "basalt")
 N_IMAGES = 12
-
-
-class _Item(libzim.writer.Item):
-    def __init__(self, path: str, title: str, mime: str, data: str | bytes):
-        super().__init__()
-        self.path, self.title, self.mime, self.data = path, title, mime, data
-
-    def get_path(self):
-        return self.path
-
-    def get_title(self):
-        return self.title
-
-    def get_mimetype(self):
-        return self.mime
-
-    def get_contentprovider(self):
-        return libzim.writer.StringProvider(self.data)
-
-    def get_hints(self):
-        return {libzim.writer.Hint.FRONT_ARTICLE: self.mime == "text/html"}
 
 
 def _png(seed: int) -> bytes:

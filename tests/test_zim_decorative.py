@@ -16,6 +16,7 @@ from pathlib import Path
 import libzim.writer
 import lxml.html
 import pytest
+from conftest import ZimItem as _Item
 from PIL import Image, ImageDraw
 
 from kit.web.zim import LocalZimWeb
@@ -23,27 +24,6 @@ from kit.web.zim import build as build_mod
 from kit.web.zim.decorative import decorative_role, is_decorative
 
 LABELS = Path(__file__).parent / "fixtures" / "zim_decorative_labels.json"
-
-
-class _Item(libzim.writer.Item):
-    def __init__(self, path: str, title: str, mime: str, data: str | bytes):
-        super().__init__()
-        self.path, self.title, self.mime, self.data = path, title, mime, data
-
-    def get_path(self):
-        return self.path
-
-    def get_title(self):
-        return self.title
-
-    def get_mimetype(self):
-        return self.mime
-
-    def get_contentprovider(self):
-        return libzim.writer.StringProvider(self.data)
-
-    def get_hints(self):
-        return {libzim.writer.Hint.FRONT_ARTICLE: self.mime == "text/html"}
 
 
 def picture(seed: int, size: tuple[int, int], fmt: str = "WEBP") -> bytes:

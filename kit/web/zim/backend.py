@@ -33,12 +33,20 @@ from kit.web.zim.snippets import SNIPPET_CHARS, make_snippet, snippet_keys
 from kit.web.zim.store import _ImageRecord
 from kit.web.zim.text import Analyzer, _clip, filename_words
 
+#: Occurrences read an image hit (its first, in page order): image search picks the hit's page
+#: and reverse search lists pages among these (issue 32: an icon or flag is on 10^4-10^5
+#: Wikipedia pages; reading and analyzing all of them made a search's cost grow with them). On
+#: the shared archives an image is on at most 3 pages, on generated ones ~1 to ~83.
+OCC_SAMPLE = 64
+
 
 def _top_past_ties(searcher, query, num: int, n_docs: int) -> list:
     """tantivy's top ``num`` hits [(score, DocAddress)], extended past every hit tied with the
     ``num``-th score: which of several tied documents tantivy keeps at the cut follows its segment
-    layout (a multi-threaded or resumed build differs), so the caller sorts ties by key and cuts."""
-    limit = min(num, n_docs)
+    layout (a multi-threaded or resumed build differs), so the caller sorts ties by key and cuts.
+    The first search asks for ``num + 1`` hits: one search a query unless the ``num``-th ties with
+    the next (asking for ``num`` always needed a second one to see past the cut)."""
+    limit = min(num + 1, n_docs)
     while True:
         hits = searcher.search(query, limit=limit, count=False).hits
         if len(hits) < limit or limit >= n_docs or hits[-1][0] != hits[num - 1][0]:
@@ -211,16 +219,22 @@ class LocalZimWeb:
         The score is the document's BM25 in its language index divided by :func:`bm25_bound` of
         the query there (comparable across languages; the BM25 order within a language). Archives
         of the same language share collection statistics; ties break by archive sha256 order,
-        then document order. Raises like :meth:`search_sync`.
+        then document order. Paths come from the collection's heads table
+        (:class:`~kit.web.zim.index.Heads`): no record block is read. Raises like
+        :meth:`search_sync` (a damaged heads table: BackendError naming the folder to delete).
         """
         query = self._check_query(query)
         self._check_num(num)
         self.ensure_ready()
         ranked = self._rank(query, num)
-        records = self._hit_records(ranked)
-        members = self.collection.members
-        return [(members[key >> 40].stem, records[key >> 40][key & _ITEM_MASK][0], -s)
-                for s, key, _, _ in ranked]
+        self._check_members({key >> 40 for _, key, _, _ in ranked})
+        members, heads = self.collection.members, self.collection.heads
+        try:  # the collection's heads table: no record block is decompressed
+            return [(members[key >> 40].stem, heads[key >> 40].get(key & _ITEM_MASK)[0], -s)
+                    for s, key, _, _ in ranked]
+        except ValueError as exc:
+            raise BackendError(f"{exc}: the BM25 index is damaged; delete "
+                               f"{self.collection.dir} to rebuild it") from exc
 
     def _hit_records(self, ranked: list) -> dict[int, dict]:
         """{member: {article: record}} of ``_rank``'s hits, each member's read in one store
@@ -302,13 +316,15 @@ class LocalZimWeb:
                                f"{self.collection.dir} to rebuild it")
 
     @staticmethod
-    def _records(arch: _ZimArchive, ids) -> dict[int, _ImageRecord]:
-        """Image records of ``ids`` with their pages' titles (no page's block read): one store
-        statement per 500 ids. Raises BackendError when the store disagrees or is damaged."""
+    def _records(arch: _ZimArchive, ids, sample: int | None = None) -> dict[int, _ImageRecord]:
+        """Image records of ``ids`` with their first ``sample`` (default :data:`OCC_SAMPLE`)
+        occurrences (page order) and those pages' titles (no page's block read): one store
+        statement per 500 ids, whatever the pages an image is on. Raises BackendError when the
+        store disagrees or is damaged."""
         if not ids:
             return {}
         with arch.store_reads() as store:
-            return store.images_with_pages(ids)
+            return store.images_with_pages(ids, sample=OCC_SAMPLE if sample is None else sample)
 
     @staticmethod
     def _add_pages(arch: _ZimArchive, occurrences: list[dict]) -> None:
@@ -323,7 +339,8 @@ class LocalZimWeb:
         BM25 over each image's caption and alt text (boost 2), file-name words (1.5), page titles
         (1) and surrounding context (section heading + next paragraph, 0.5). Each image appears
         once (deduplicated by entry path); its page is the one whose caption, alt text and title
-        share most words with the query. Several language indexes merge on scores divided by the
+        share most words with the query, among the image's first :data:`OCC_SAMPLE` pages (so
+        the cost does not grow with the pages that show it). Several language indexes merge on scores divided by the
         query's :func:`bm25_bound` summed over the weighted fields. Hits carry the image bytes.
         Raises like
         :meth:`search_sync`.
@@ -354,15 +371,7 @@ class LocalZimWeb:
         shown = []
         for _, mi, idx in top:
             arch, rec = self.collection.members[mi], recs[mi][idx]
-            qtok = set(arch.analyzer.analyze(query))
-            # Most query words in caption/alt/title; then the page where it is the lead image.
-            best = min(
-                rec.occurrences,
-                key=lambda o: (-len(qtok & set(arch.analyzer.analyze(
-                    f"{o['caption']} {o['alt']} {o['page_title']}"))),
-                    o.get("position", 0), o["doc"]),
-            )
-            shown.append((mi, rec, best))
+            shown.append((mi, rec, _best_occurrence(arch.analyzer, query, rec.occurrences)))
         for mi in recs:  # only the pages shown are read (their blocks), one statement an archive
             self._add_pages(self.collection.members[mi], [o for m, _, o in shown if m == mi])
         return [self._image_hit(self.collection.members[mi], rec, occ) for mi, rec, occ in shown]
@@ -381,8 +390,11 @@ class LocalZimWeb:
         variant. Images within :data:`MATCH_DISTANCE` are matches, found through each archive's
         multi-index hash (:mod:`kit.web.zim.hash_index`: exact, sublinear; built on the first
         reverse search and stored beside the archive's extract). ``pages``: the pages showing a
-        match, closest first (ties: lead image first, then document order), at most ``num``;
-        ``thumbnails``: the matched images with bytes, at most ``num``; ``knowledge_graph``: the
+        match, closest first (ties: lead image first, then document order), at most ``num``, an
+        image's pages taken among its first ``max(num, OCC_SAMPLE)`` (page order: the cost does not
+        grow with the pages that show a picture); faiss runs single-threaded for the query
+        (:func:`~kit.web.zim.hash_index.faiss_threads`); ``thumbnails``: the matched images with
+        bytes, at most ``num``; ``knowledge_graph``: the
         best page's title and first sentence when the best distance is within
         :data:`STRONG_DISTANCE`. No match gives an empty result.
 
@@ -453,7 +465,8 @@ class LocalZimWeb:
             group = matches[done:end]
             for ai in {a for _, a, _ in group}:
                 recs.setdefault(ai, {}).update(self._records(
-                    self.archives[ai], [i for _, a, i in group if a == ai]))
+                    self.archives[ai], [i for _, a, i in group if a == ai],
+                    max(num, OCC_SAMPLE)))
             for dist, ai, idx in group:
                 for occ in sorted(recs[ai][idx].occurrences,
                                   key=lambda o: (o.get("position", 0), o["doc"])):
@@ -527,6 +540,24 @@ class LocalZimWeb:
         """Async :meth:`fetch_sync` (Wikipedia URLs may need the title table: loaded off-loop)."""
         await self._aready()
         return await asyncio.to_thread(self.fetch_sync, url)
+
+
+def _best_occurrence(analyzer: Analyzer, query: str, occurrences: list[dict]) -> dict:
+    """Step of :meth:`LocalZimWeb.image_search_sync`: the occurrence whose caption, alt text and
+    page title share most analyzed words with ``query``, then the lowest (position, doc): the
+    page where the image is the lead one. Each distinct text is analyzed once (an icon's alt
+    text repeats on its pages). ``occurrences``: non-empty, as ``images_with_pages`` gives them."""
+    qtok = set(analyzer.analyze(query))
+    shared: dict[str, int] = {}
+
+    def key(o: dict) -> tuple[int, int, int]:
+        text = f"{o['caption']} {o['alt']} {o['page_title']}"
+        n = shared.get(text)
+        if n is None:
+            n = shared[text] = len(qtok.intersection(analyzer.analyze(text)))
+        return -n, o.get("position", 0), o["doc"]
+
+    return min(occurrences, key=key)
 
 
 def _query_image(image: bytes):

@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 #: (kit.web.zim.decorative: avatars, badges, sprites, icons), Greek/Cyrillic folding before the
 #: analyzer and an ``exact`` field (exact forms first), duplicate bodies indexed once (aliases).
 INDEX_FORMAT = 9
+#: Bump when the collection indexes' layout changes (``<root>/collections/<key>/``, part of the
+#: key, so those are rebuilt while the per-archive extracts are kept). 2 (issue 32): a
+#: ``heads_<member>.bin`` table of each member's article paths and titles, so ranking returns
+#: them without decompressing record blocks.
+COLLECTION_FORMAT = 2
 
 
 def _write_json_atomic(path: Path, obj: object) -> None:

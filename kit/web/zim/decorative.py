@@ -83,7 +83,7 @@ ICON_MAX_SIDE = 120
 _ROLE_DEPTH = 3  # ancestors of an <img> whose classes count
 
 
-def _shown_side(img: lxml.html.HtmlElement) -> int | None:
+def _shown_side(img: lxml.etree._Element) -> int | None:
     """The longer of the ``<img>``'s ``width``/``height`` attributes in px, ``None`` if absent."""
     sides = []
     for name in ("width", "height"):
@@ -103,7 +103,7 @@ def decorative_path(path: str | None) -> bool:
     return bool(DECORATIVE_NAME.search(_file_name(posixpath.basename(path))))
 
 
-def decorative_role(img: lxml.html.HtmlElement) -> bool:
+def decorative_role(img: lxml.etree._Element) -> bool:
     """True when the page shows ``img`` as interface (class, ARIA role, identicon placeholder)."""
     if (img.get("role") or "").strip().lower() == "presentation" \
             or (img.get("aria-hidden") or "").strip().lower() == "true" \
@@ -111,7 +111,7 @@ def decorative_role(img: lxml.html.HtmlElement) -> bool:
         return True
     shown = _shown_side(img)
     icon_sized = shown is None or shown <= ICON_MAX_SIDE
-    node: lxml.html.HtmlElement | None = img
+    node: lxml.etree._Element | None = img
     for _ in range(_ROLE_DEPTH + 1):
         if node is None or not isinstance(node.tag, str):
             return False

@@ -23,6 +23,7 @@ a corrupt store is rebuilt with a warning.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -31,6 +32,7 @@ import logging
 import os
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from math import comb
 from pathlib import Path
@@ -54,6 +56,26 @@ _WORD_BITS = 64
 #: Relative cost of one bucket probe, one candidate verification and one code of a linear scan
 #: (measured on this kit's 2-core machine: ~50 ns, ~50 ns and ~3 ns with faiss's flat scan).
 _PROBE_COST, _CANDIDATE_COST, _SCAN_COST = 50.0, 50.0, 3.0
+#: faiss (OpenMP) threads of one query's flat scan (issue 32: a query's scan is too short to
+#: split; with OpenMP's default of a thread a core, 13.4 ms wall against 5.1 ms on one thread at
+#: 30k articles, 57 against 13 ms on a busy machine). Batches of queries may use more.
+QUERY_THREADS = 1
+
+
+@contextlib.contextmanager
+def faiss_threads(n: int) -> Iterator[None]:
+    """Run the block with faiss's OpenMP thread count at ``n`` (>= 1), then restore the count it
+    had. OpenMP keeps the count per calling thread, so concurrent queries in other threads are
+    not affected."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(max(1, int(n)))
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
 
 
 def chunk_layout(k: int) -> list[tuple[int, int, int]]:
@@ -333,7 +355,8 @@ class HashIndex:
         return image[first], dist[first]
 
     def _scan(self, ph: int, dh: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
-        """Exact linear scan with faiss's ``IndexBinaryFlat`` (built on first use)."""
+        """Exact linear scan with faiss's ``IndexBinaryFlat`` (built on first use), on
+        :data:`QUERY_THREADS` OpenMP threads."""
         import faiss
 
         with self._flat_lock:
@@ -342,7 +365,8 @@ class HashIndex:
                 flat.add(_faiss_codes(self.codes))
                 self._flat = flat
         q = _faiss_codes(np.array([[ph, dh]], dtype=np.uint64))
-        _, dist, code_no = self._flat.range_search(q, radius + 1)  # faiss keeps distances < radius
+        with faiss_threads(QUERY_THREADS):  # one query: threads would only wait on each other
+            _, dist, code_no = self._flat.range_search(q, radius + 1)  # keeps distances < radius
         return self._best_per_image(code_no.astype(np.int64), dist.astype(np.int32))
 
 

@@ -14,7 +14,16 @@ from urllib.parse import unquote
 import lxml.etree
 import lxml.html
 
-from kit.web.text_clean import drop_boilerplate, flatten_headings, normalize_tree, plain_text
+from kit.web.text_clean import (
+    Tagged,
+    drop_boilerplate,
+    drop_tree,
+    flatten_headings,
+    normalize_tree,
+    plain_text,
+    tagged_elements,
+    text_content,
+)
 from kit.web.zim.decorative import decorative_path, decorative_role
 from kit.web.zim.text import _clip, _norm_ws, _one_line, first_sentence
 
@@ -45,42 +54,63 @@ def _class_xpath(classes: Sequence[str]) -> lxml.etree.XPath:
 
 
 _NOISE_SET = frozenset(_NOISE_CLASSES)
-_HAS_CLASS = lxml.etree.XPath(".//*[@class]")
-_CITE_XPATH = lxml.etree.XPath(".//sup[starts-with(@id, 'cite_ref')]")
 
 _CAPTION_XPATH = {
     name: _class_xpath([name]) for name in ("thumbcaption", "gallerytext", "infobox-caption")
 }
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
+#: libxml2's HTML parser, as ``lxml.html`` uses it, but building plain ``lxml.etree`` elements:
+#: the same tree without ``lxml.html``'s Python class look-up for every element touched (a
+#: quarter of the extraction time). ``collect_ids=False``: nothing here asks for ids by hash.
+_PARSER = lxml.etree.HTMLParser(collect_ids=False)
 
 
-def _parse_html(html: bytes) -> lxml.html.HtmlElement:
-    """Parse article HTML; raises ValueError on an empty or unparsable document."""
+def _parse_html(html: bytes) -> lxml.etree._Element:
+    """Parse article HTML into plain ``lxml.etree`` elements (the tree ``lxml.html.
+    document_fromstring`` builds; use :func:`~kit.web.text_clean.text_content` and
+    :func:`~kit.web.text_clean.drop_tree` on it). Raises ValueError on an empty or unparsable
+    document."""
     if not html.strip():
         raise ValueError("empty HTML")
     try:
-        return lxml.html.document_fromstring(html)
-    except (lxml.etree.ParserError, ValueError) as exc:
+        root = lxml.etree.fromstring(html, _PARSER)
+    except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
         raise ValueError(f"unparsable HTML: {exc}") from exc
+    if root is None:
+        raise ValueError("unparsable HTML: Document is empty")
+    return root
 
 
-def _clean_tree(root: lxml.html.HtmlElement) -> None:
-    """Remove non-content elements in place (scripts, styles, navigation, citation apparatus)."""
+def _clean_tree(root: lxml.etree._Element, tagged: list[Tagged]) -> None:
+    """Remove non-content elements in place (scripts, styles, navigation, citation apparatus).
+    ``tagged``: the page's :func:`~kit.web.text_clean.tagged_elements`, found before anything
+    was removed; one that has been removed since is only dropped from its removed subtree (no
+    change to ``root``), so the result is that of looking them up now."""
     for el in list(root.iter(*_NOISE_TAGS)):
-        el.drop_tree()
+        drop_tree(el)
     # One pass with a set test: an XPath of 20+ class tests per element is ~10x slower.
-    noisy = [el for el in _HAS_CLASS(root) if not _NOISE_SET.isdisjoint(el.get("class").split())]
+    noisy, cites = [], []
+    for el, id_, classes in tagged:
+        if el is root:
+            continue
+        if classes and not _NOISE_SET.isdisjoint(classes):
+            noisy.append(el)
+        elif id_ and id_.startswith("cite_ref") and el.tag == "sup":
+            cites.append(el)  # legacy citation markers: <sup id="cite_ref-3">[3]</sup>
     for el in noisy:
-        el.drop_tree()
-    for el in _CITE_XPATH(root):  # legacy citation markers: <sup id="cite_ref-3">[3]</sup>
-        el.drop_tree()
+        if el.getparent() is not None:
+            drop_tree(el)
+    for el in cites:
+        if el.getparent() is not None:
+            drop_tree(el)
     for el in list(root.iter(lxml.etree.Comment)):
-        el.drop_tree()
+        drop_tree(el)
 
 
-def _drop_noindex_regions(root: lxml.html.HtmlElement) -> None:
+def _drop_noindex_regions(root: lxml.etree._Element) -> int:
     """Drop what mwoffliner fences with ``<!--htdig_noindex-->`` (the licence footer): mwoffliner
-    marks it as not for indexing."""
+    marks it as not for indexing. Returns how many elements were dropped."""
+    dropped = 0
     for comment in list(root.iter(lxml.etree.Comment)):
         if (comment.text or "").strip() != "htdig_noindex":
             continue
@@ -90,27 +120,31 @@ def _drop_noindex_regions(root: lxml.html.HtmlElement) -> None:
             if (isinstance(sib, lxml.etree._Comment)
                     and (sib.text or "").strip() == "/htdig_noindex"):
                 break
-            sib.drop_tree()
+            drop_tree(sib)
+            dropped += 1
             sib = nxt
+    return dropped
 
 
-def _content_root(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
-    found = root.xpath("//*[@id='mw-content-text']")
-    if found:
-        return found[0]
+def _content_root(root: lxml.etree._Element,
+                  tagged: list[Tagged]) -> lxml.etree._Element:
+    """``#mw-content-text`` (the first one still in ``root``), else ``<body>``, else ``root``."""
+    for el, id_, _ in tagged:
+        if id_ == "mw-content-text" and _top(el) is root:
+            return el
     body = root.find("body")
     return body if body is not None else root
 
 
-def _element_text(el: lxml.html.HtmlElement) -> str:
+def _element_text(el: lxml.etree._Element) -> str:
     """Plain text of ``el`` with line breaks between block elements (lxml's ``text_content`` glues
     ``<td>a</td><td>b</td>`` into ``ab``). Modifies tails of ``el``'s descendants."""
-    for sub in el.iter():
-        if isinstance(sub.tag, str) and sub.tag in _BLOCK_TAGS and sub is not el:
+    for sub in el.iter(*_BLOCK_TAGS):  # libxml2 picks the block elements
+        if sub is not el:
             sub.tail = "\n" + (sub.tail or "")
             if sub.tag in ("td", "th"):
                 sub.text = " " + (sub.text or "")
-    return _norm_ws(el.text_content())
+    return _norm_ws(text_content(el))
 
 
 def resolve_href(page_path: str, href: str) -> str | None:
@@ -136,7 +170,7 @@ def resolve_href(page_path: str, href: str) -> str | None:
     return None if joined in ("", ".", "..") else joined
 
 
-def _image_caption(img: lxml.html.HtmlElement) -> str:
+def _image_caption(img: lxml.etree._Element) -> str:
     """Caption of an image: figcaption, thumbcaption, gallery text, infobox caption, or the text of
     the table cell holding it (legacy infoboxes put the caption beside the image in one cell)."""
     node = img.getparent()
@@ -148,22 +182,22 @@ def _image_caption(img: lxml.html.HtmlElement) -> str:
         if tag == "figure":
             cap = node.find(".//figcaption")
             if cap is not None:
-                return _clip(_one_line(cap.text_content()), 300)
+                return _clip(_one_line(text_content(cap)), 300)
         for cls, name in (("thumbinner", "thumbcaption"), ("thumb", "thumbcaption"),
                           ("gallerybox", "gallerytext")):
             if cls in classes:
                 caps = _CAPTION_XPATH[name](node)
                 if caps:
-                    return _clip(_one_line(caps[0].text_content()), 300)
+                    return _clip(_one_line(text_content(caps[0])), 300)
         if tag in ("td", "th"):
             caps = _CAPTION_XPATH["infobox-caption"](node)
-            text = _one_line(caps[0].text_content() if caps else node.text_content())
+            text = _one_line(text_content(caps[0] if caps else node))
             if not text:  # uncaptioned infobox image: the infobox's title names it
                 title = node.xpath("ancestor::table[contains(@class, 'infobox')][1]/caption")
                 if not title:
                     title = node.xpath("ancestor::table[contains(@class, 'infobox')][1]"
                                        "//th[1]")
-                text = _one_line(title[0].text_content()) if title else ""
+                text = _one_line(text_content(title[0])) if title else ""
             return _clip(text, 300)
         node = node.getparent()
     return ""
@@ -179,25 +213,25 @@ class _ImgRef:
     heading: str = ""
     paragraph: str = ""
     decorative: bool = False  # shown as interface (role) or at an interface path: never indexed
-    element: lxml.html.HtmlElement | None = field(default=None, repr=False)
+    element: lxml.etree._Element | None = field(default=None, repr=False)
 
     @property
     def context(self) -> str:
         return _clip(" ".join(p for p in (self.heading, self.paragraph) if p), 400)
 
 
-def _page_images(content: lxml.html.HtmlElement, page_path: str) -> list[_ImgRef]:
+def _page_images(content: lxml.etree._Element, page_path: str) -> list[_ImgRef]:
     """All ``<img>`` of a cleaned content tree in document order, with caption and context (the
     current section heading and the next paragraph), in one pass over the tree."""
     refs: list[_ImgRef] = []
     pending: list[_ImgRef] = []
     heading = ""
-    for el in content.iter():
-        tag = el.tag if isinstance(el.tag, str) else ""
+    for el in content.iter("h2", "h3", "h4", "h5", "h6", "p", "img"):  # in document order
+        tag = el.tag
         if tag in _HEADINGS:
-            heading = _one_line(el.text_content())
+            heading = _one_line(text_content(el))
         elif tag == "p" and pending:
-            text = _one_line(el.text_content())
+            text = _one_line(text_content(el))
             if text:
                 for ref in pending:
                     ref.paragraph = _clip(text, 300)
@@ -227,34 +261,44 @@ class _Article:
         return f"{self.title}\n{self.text}"
 
 
-def _prepare_tree(root: lxml.html.HtmlElement) -> None:
+def _top(el: lxml.etree._Element) -> lxml.etree._Element:
+    while (parent := el.getparent()) is not None:
+        el = parent
+    return el
+
+
+def _prepare_tree(root: lxml.etree._Element) -> list[Tagged]:
     """What indexing and fetch both do to a parsed page before reading it: NFC text, noindex
-    regions, licence footers and skin navigation, noise elements, plain-text headings."""
-    normalize_tree(root)
-    _drop_noindex_regions(root)
-    drop_boilerplate(root)
-    _clean_tree(root)
+    regions, licence footers and skin navigation, noise elements, plain-text headings. Returns
+    the elements that had an id or class (in document order, some now removed): one XPath
+    serves every step that looks for ids and classes."""
+    tagged = tagged_elements(root)
+    text = normalize_tree(root)  # the page's text when unchanged
+    if _drop_noindex_regions(root):
+        text = None
+    drop_boilerplate(root, tagged, text)
+    _clean_tree(root, tagged)
     flatten_headings(root)
+    return tagged
 
 
-def article_content(root: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+def article_content(root: lxml.etree._Element) -> lxml.etree._Element:
     """The content element of a parsed page, prepared (:func:`_prepare_tree`) and without its
     ``<h1>`` title heading: what indexing extracts and what fetch renders. Modifies ``root``."""
-    _prepare_tree(root)
-    content = _content_root(root)
+    content = _content_root(root, _prepare_tree(root))
     for h1 in list(content.iter("h1")):
-        h1.drop_tree()
+        drop_tree(h1)
     return content
 
 
-def page_title(entry_title: str, root: lxml.html.HtmlElement | None, path: str) -> str:
+def page_title(entry_title: str, root: lxml.etree._Element | None, path: str) -> str:
     """Plain-text title of a page: the ZIM entry title, else the HTML ``<title>``, else the path
     (legacy archives may put ``<i>`` or entities in either: see :func:`plain_text`)."""
     title = plain_text(entry_title or "")
     if not title and root is not None:
         t = root.find(".//title")
         # <title> is raw text to lxml: entities already decoded, tags left as written.
-        title = plain_text(t.text_content(), entities=False) if t is not None else ""
+        title = plain_text(text_content(t), entities=False) if t is not None else ""
     return title or path
 
 
@@ -266,7 +310,7 @@ def _extract_article(path: str, title: str, html: bytes) -> _Article:
     images = _page_images(content, path)
     lead = ""
     for p in content.iter("p"):
-        text = _one_line(p.text_content())
+        text = _one_line(text_content(p))
         if len(text) >= 30 and " " in text:
             lead = text
             break

@@ -351,7 +351,8 @@ class ArchiveStore:
         return self.images_with_pages([i], bare_ok=True)[i]
 
     def images_with_pages(self, ids: Sequence[int], *, pages: bool = False,
-                          bare_ok: bool = False) -> dict[int, _ImageRecord]:
+                          bare_ok: bool = False, sample: int | None = None
+                          ) -> dict[int, _ImageRecord]:
         """Images ``ids`` with their occurrences in (doc, position) order, each with its page's
         ``page_title`` (table ``page_titles``: no block is read), in one statement per
         :data:`IN_MAX` ids (issue 17: image and reverse search read their hits in one go, not
@@ -359,7 +360,10 @@ class ArchiveStore:
         and ``page_first`` (:meth:`add_pages`, one statement for the blocks not cached: an
         image on thousands of pages costs thousands of blocks, so search asks :meth:`add_pages`
         for the pages it shows only). ``bare_ok``: an image without occurrences is returned
-        (:meth:`image`) rather than refused.
+        (:meth:`image`) rather than refused. ``sample``: at most this many occurrences an image,
+        its first in (doc, position) order (at least one), read through the ``occurrences_image`` index (issue
+        32: the rows read do not grow with the pages that show an image, and an icon is on
+        10^4-10^5 Wikipedia pages); None: all of them.
 
         Raises:
             TypeError: an id that is not an int (``1.7``, ``"3"``, ``None``, ``True``).
@@ -381,14 +385,20 @@ class ArchiveStore:
         out: dict[int, _ImageRecord] = {}
         for lo in range(0, len(want), IN_MAX):
             part = want[lo: lo + IN_MAX]
+            if sample is None:
+                on, args = "o.image = i.id", part
+            else:  # a correlated LIMIT: an index range of at most ``sample`` entries an image
+                on = ("o.rowid IN (SELECT rowid FROM occurrences WHERE image = i.id"
+                      " ORDER BY doc, position LIMIT ?)")
+                args = [max(1, int(sample)), *part]
             with self.lock:
                 rows = self.db.execute(
                     "SELECT i.id, i.path, i.mime, i.width, i.height, o.doc, o.position, o.alt,"
                     " o.caption, o.context, t.title FROM images i"
-                    " LEFT JOIN occurrences o ON o.image = i.id"
+                    f" LEFT JOIN occurrences o ON {on}"
                     " LEFT JOIN page_titles t ON t.doc = o.doc"
                     f" WHERE i.id IN ({','.join('?' * len(part))}) ORDER BY i.id, o.doc, o.position",
-                    part).fetchall()
+                    args).fetchall()
             for i, path, mime, w, h, d, p, alt, cap, ctx, title in rows:
                 rec = out.get(i)
                 if rec is None:
