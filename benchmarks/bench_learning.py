@@ -17,14 +17,20 @@ each of 3 seeds:
   trajectories and reward (the direction of WeAgent Table 3, measured, whatever it shows).
 
 Tasks: the train claim checks of :mod:`kit.data.learning_tasks` (yes/no: a barely trained policy gets mixed group
-rewards); the SFT held-out set is the held-out claim and title tasks. The learning-rate-0 control: ``RLConfig``
-refuses ``lr <= 0`` (its validator), so the control trainer is built with the trained run's learning rate and its
-optimizer's learning rate is then set to 0 (every other part of the step runs: rollouts, scoring, old log-probs,
-loss, backward, clipping, ``AdamW.step`` with lr 0 leaves the weights as they are). SFT's control passes
-``lr=0.0`` to the warm-start loop (AdamW accepts it).
+rewards); the SFT held-out set is the held-out claim and title tasks. The learning-rate-0 controls of RL: per seed,
+one job samples the frozen warm start's rollouts of every step exactly as the trained runs' trainer samples its own
+(:meth:`kit.rl.trainer.RLTrainer.rollouts`: same seeds, prompts and harness) and scores them for FA-GSPO and for GRPO
+(:func:`kit.rl.rollout.score_groups`: each one's reward and filter). Both algorithms roll out with the same harness
+(self-recovery on), so their lr-0 rollouts are the same episodes; no update runs, since an update at learning rate
+0 (AdamW with lr 0) leaves every weight as it is: the measured numbers are those of two full lr-0 trainer runs
+(2026-12-04, when the controls were such runs: identical rollouts per seed for both), for about a fifth of their CPU.
+SFT's control passes ``lr=0.0`` to the warm-start loop (AdamW accepts it).
 
-Runs are independent processes (``--workers``, one torch thread each: :data:`THREADS`); each run prints its
-rollout, scoring (+ encoding and old log-probs) and update time per step. Writes ``results/learning/``:
+Runs are independent processes (``--workers``, one torch thread each: :data:`THREADS`; the longest first,
+:data:`COST`); each run prints its rollout, scoring (judge, encoding and the old log-probs' forward pass over the
+eligible trajectories: most of it) and update (forward + backward) time per step, and how its episodes ended. The
+report gives the wall time, the CPU time and an estimate for idle cores (the preparation's CPU plus the busiest
+worker's). Writes ``results/learning/``:
 ``learning.json`` (every step of every run, the settings, the verdicts), ``learning.md`` (the tables) and
 ``reward_curves.png`` (train reward vs step, each method beside its control, mean ± seed range). Exit status 1
 when a trained run is not better than its control by :data:`MARGINS` (mean over seeds), 2 without the shared data.
@@ -54,9 +60,16 @@ ARCHIVES = ("wikipedia_en_100_mini_2022-10", "wikipedia_en_ray_charles_2015-06",
 HARNESS = {"max_turns": 1, "tools_enabled": ["web_search"]}
 #: torch intra-op threads per run (tiny model: more threads only oversubscribe; kit.rl.warmstart.WARM_START_THREADS)
 THREADS = 1
-#: the RL algorithms and the controls they are compared with (method -> (algorithm, learning rate 0?))
-RL_METHODS = {"fa_gspo": ("fa_gspo", False), "fa_gspo_lr0": ("fa_gspo", True), "grpo": ("grpo", False),
-              "grpo_lr0": ("grpo", True), "gspo": ("gspo", False)}
+#: the trained RL runs (method -> algorithm)
+RL_METHODS = {"fa_gspo": "fa_gspo", "grpo": "grpo", "gspo": "gspo"}
+#: the learning-rate-0 controls (method -> the algorithm whose reward and filter score it). One job per seed
+#: (``lr0``) samples the frozen warm start's rollouts once and scores them for each: FA-GSPO and GRPO roll out
+#: with the same harness (self-recovery on), weights, seeds and prompts, so their lr-0 rollouts are the same
+#: episodes (measured: identical per seed when they were two runs, 2026-12-04), and an update at lr 0 changes no
+#: weight, so it is not run (it was ~45% of the benchmark's CPU)
+CONTROLS = {"fa_gspo_lr0": "fa_gspo", "grpo_lr0": "grpo"}
+#: relative CPU cost of a job (the longest start first, so the 2 workers finish together; measured 2026-12-04)
+COST = {"grpo": 225, "fa_gspo": 140, "lr0": 80, "gspo": 70, "sft": 15, "sft_lr0": 15}
 #: how much better than its control a trained run must be (mean over seeds of trained - control), picked from the
 #: seed spread measured on 2 cores (docs/benchmarks.md, 2026-12-04): RL: train reward over the last third of the steps
 #: (per-seed gaps FA-GSPO -0.08..+0.19, mean +0.09; GRPO +0.06..+0.19, mean +0.13: the margin is about half the
@@ -205,56 +218,115 @@ def run_sft(job: dict) -> dict:
             "losses": w["losses"]}
 
 
-def _tool_calls(run: Path, step: int) -> float:
+def _episodes(run: Path, step: int) -> dict:
+    """What a step's episodes did: tool calls per episode, how they ended (status counts), answered share."""
+    from collections import Counter
+
     from kit.harness.runner import read_episodes
 
     recs = list(read_episodes(run / "rollouts" / f"step_{step:05d}" / "episodes.jsonl"))
-    return sum(sum(m.role == "tool" for m in r.messages) for r in recs) / max(len(recs), 1)
+    n = max(len(recs), 1)
+    return {"tool_calls_per_episode": sum(sum(m.role == "tool" for m in r.messages) for r in recs) / n,
+            "statuses": dict(Counter(r.status for r in recs)),
+            "answered_frac": sum(bool(r.final_response) for r in recs) / n}
 
 
-def run_rl(job: dict) -> dict:
-    """``rl_steps`` steps of the trainer (:class:`kit.rl.trainer.RLTrainer`) from the warm start; a control sets
-    its optimizer's learning rate to 0 after construction (``RLConfig`` refuses ``lr <= 0``)."""
+def _row(batch, step: int, run: Path, spec, m: dict) -> dict:
+    """One step's row: the rollout batch's rewards and eligibility, the episodes' ends, the step's times."""
+    from kit.rl.objective import estimate_advantages
+
+    sm = batch.summary()
+    n = sm["trajectories"]
+    adv = None if "groups" in m else estimate_advantages(spec, batch.rewards(), batch.eligible())
+    groups = m["groups"] if adv is None else adv.summary()
+    if adv is not None and "skipped" not in m:  # a control: would the trainer have skipped this step?
+        m = {**m, "skipped": ("no_training_group" if not adv.train_groups else
+                              None if adv.has_signal() else "no_advantage_signal")}
+    return {"step": step, "reward_mean": sm["reward_mean"], "correct_rate": sm["correct_rate"],
+            "format_rate": sm["format_rate"], "eligible_frac": sm["eligible"] / max(n, 1),
+            "dropped_trajectories": n - sm["eligible"], "dropped_groups": groups.get("dropped_groups"),
+            **_episodes(run, step), "skipped": m.get("skipped"), "rollout_s": batch.wall_s,
+            "update_s": float(m.get("update_s") or 0.0), "scoring_s": m["scoring_s"], "step_s": m["step_s"]}
+
+
+def _print_row(method: str, seed: int, r: dict) -> None:
+    print(f"  {method} seed {seed} step {r['step']}: reward {r['reward_mean']:.3f} format {r['format_rate']:.2f} "
+          f"eligible {r['eligible_frac']:.2f} ends {r['statuses']} | rollout {r['rollout_s']:.1f} s, scoring+old "
+          f"log-probs {r['scoring_s']:.1f} s, update {r['update_s']:.1f} s"
+          f"{' (' + r['skipped'] + ')' if r['skipped'] else ''}", flush=True)
+
+
+def _trainer(job: dict, algo: str):
     from kit.data.learning_tasks import load_learning_tasks
     from kit.rl.trainer import RLConfig, RLTrainer
 
-    _threads()
-    t0 = time.process_time()
     s = job["sizes"]
-    algo, control = RL_METHODS[job["method"]]
     cfg = RLConfig(algorithm=algo, group_size=s["group"], prompts_per_step=s["prompts"], lr=s["rl_lr"],
                    temperature=s["temperature"], micro_batch=s["group"], seed=job["seed"], save_every=10**6)
     tasks = load_learning_tasks("train", kinds=["claim"])
     tasks = tasks[:s["rl_tasks"]] if s["rl_tasks"] else tasks
-    run = Path(job["out"])
-    tr = RLTrainer(job["start"], _web(), tasks, run, cfg, harness_config=_harness_config(), labels=["smoke"])
-    if control:
-        for g in tr.opt.param_groups:
-            g["lr"] = 0.0
+    return RLTrainer(job["start"], _web(), tasks, Path(job["out"]), cfg, harness_config=_harness_config(),
+                     labels=["smoke"])
+
+
+def run_rl(job: dict) -> dict:
+    """``rl_steps`` steps of the trainer (:class:`kit.rl.trainer.RLTrainer`) from the warm start."""
+    _threads()
+    t0 = time.process_time()
+    tr = _trainer(job, RL_METHODS[job["method"]])
     rows = []
-    for _ in range(s["rl_steps"]):
+    for _ in range(job["sizes"]["rl_steps"]):
         m = asyncio.run(tr.train_step())
-        n = m["rollout_trajectories"]
         upd = float(m.get("update_s") or 0.0)
-        rows.append({"step": m["step"], "reward_mean": m["rollout_reward_mean"], "correct_rate": m["rollout_correct_rate"],
-                     "format_rate": m["rollout_format_rate"], "eligible_frac": m["rollout_eligible"] / max(n, 1),
-                     "dropped_trajectories": n - m["rollout_eligible"],
-                     "dropped_groups": (m.get("groups") or {}).get("dropped_groups"),
-                     "tool_calls_per_episode": _tool_calls(run, m["step"]), "skipped": m.get("skipped"),
-                     "rollout_s": m["rollout_rollout_s"], "update_s": upd,
-                     "scoring_s": max(0.0, m["step_s"] - m["rollout_rollout_s"] - upd), "step_s": m["step_s"]})
-        print(f"  {job['method']} seed {job['seed']} step {m['step']}: reward {rows[-1]['reward_mean']:.3f} "
-              f"format {rows[-1]['format_rate']:.2f} eligible {rows[-1]['eligible_frac']:.2f} | rollout "
-              f"{rows[-1]['rollout_s']:.1f} s, scoring+old log-probs {rows[-1]['scoring_s']:.1f} s, update "
-              f"{upd:.1f} s{' (' + m['skipped'] + ')' if m.get('skipped') else ''}", flush=True)
+        batch = tr.last_batch
+        assert batch is not None
+        rows.append(_row(batch, m["step"], Path(job["out"]), tr.spec,
+                         {**m, "scoring_s": max(0.0, m["step_s"] - batch.wall_s - upd)}))
+        _print_row(job["method"], job["seed"], rows[-1])
     return {**job, "steps": rows, "cpu_s": time.process_time() - t0}
 
 
-def _run(job: dict) -> dict:
+def run_control(job: dict) -> list[dict]:
+    """The learning-rate-0 controls of one seed (:data:`CONTROLS`): the warm start's rollouts of every step,
+    sampled as the trained runs' trainer samples them (:meth:`kit.rl.trainer.RLTrainer.rollouts`: same seeds,
+    prompts, harness) and scored for each algorithm (:func:`kit.rl.rollout.score_groups`); no update (lr 0 leaves
+    the weights as they are). CPU time is shared evenly between the rows."""
+    from kit.rl.eligibility import harness_config_for
+    from kit.rl.objective import algorithm
+    from kit.rl.rollout import score_groups
+
+    _threads()
+    t0 = time.process_time()
+    tr = _trainer(job, "fa_gspo")
+    if any(harness_config_for(a, _harness_config()) != tr.base_config for a in CONTROLS.values()):
+        raise RuntimeError("the controls' algorithms roll out with different harnesses: one set of rollouts "
+                           "cannot stand for all of them")
+    rows: dict[str, list] = {m: [] for m in CONTROLS}
+    for step in range(job["sizes"]["rl_steps"]):
+        t = time.perf_counter()
+        batch = asyncio.run(tr.rollouts(step))
+        recs = [[x.record for x in g] for g in batch.groups]
+        for m, algo in CONTROLS.items():
+            spec = algorithm(algo)
+            b = batch if algo == tr.cfg.algorithm else asyncio.run(score_groups(
+                recs, batch.tasks, judge=tr.judge, spec=spec, protocol=tr.base_config.protocol, wall_s=batch.wall_s))
+            step_s = time.perf_counter() - t
+            rows[m].append(_row(b, step, Path(job["out"]), spec, {"scoring_s": max(0.0, step_s - batch.wall_s),
+                                                                 "step_s": step_s}))
+            _print_row(m, job["seed"], rows[m][-1])
+    cpu = time.process_time() - t0
+    return [{**job, "method": m, "steps": r, "cpu_s": cpu / len(CONTROLS), "cpu_shared": True}
+            for m, r in rows.items()]
+
+
+def _run(job: dict) -> list[dict]:
     t = time.perf_counter()
-    out = run_sft(job) if job["kind"] == "sft" else run_rl(job)
-    out["wall_s"] = time.perf_counter() - t
-    return out
+    out = run_sft(job) if job["kind"] == "sft" else run_control(job) if job["kind"] == "control" else run_rl(job)
+    outs = out if isinstance(out, list) else [out]
+    for o in outs:
+        o["wall_s"], o["pid"] = time.perf_counter() - t, os.getpid()
+        o["job"], o["job_cpu_s"] = f"{job['method']}_s{job['seed']}", sum(x["cpu_s"] for x in outs)
+    return outs
 
 
 # ------------------------------------------------------------------------------------------ aggregation
@@ -262,6 +334,18 @@ def _tail(rows: list[dict], key: str) -> float:
     """Mean of ``key`` over the last third of the steps (at least one)."""
     k = max(1, len(rows) // 3)
     return statistics.fmean(r[key] for r in rows[-k:])
+
+
+def _ends(runs: list[dict]) -> dict:
+    """How a method's episodes ended over all seeds and steps: status counts and the answered share."""
+    from collections import Counter
+
+    c: Counter = Counter()
+    for r in runs:
+        for st in r["steps"]:
+            c.update(st.get("statuses") or {})
+    return {"statuses": dict(c.most_common()),
+            "answered_frac": statistics.fmean(st.get("answered_frac", 0.0) for r in runs for st in r["steps"])}
 
 
 def _spread(xs: list[float]) -> dict:
@@ -294,7 +378,8 @@ def aggregate(results: list[dict], before: dict) -> dict:
                         "last_third": {k: _spread([_tail(r["steps"], k) for r in runs]) for k in keys},
                         "dropped_trajectories": _spread([sum(s["dropped_trajectories"] for s in r["steps"]) for r in runs]),
                         "skipped_steps": _spread([sum(bool(s["skipped"]) for s in r["steps"]) for r in runs]),
-                        "cpu_s": sum(r["cpu_s"] for r in runs),
+                        "cpu_s": sum(r["cpu_s"] for r in runs), "cpu_shared": any(r.get("cpu_shared") for r in runs),
+                        "ends": _ends(runs),
                         "time_per_step_s": {k: statistics.fmean(s[k] for r in runs for s in r["steps"])
                                             for k in ("rollout_s", "scoring_s", "update_s", "step_s")}}
     for m in ("fa_gspo", "grpo"):
@@ -302,7 +387,10 @@ def aggregate(results: list[dict], before: dict) -> dict:
             gaps = [_tail(t["steps"], "reward_mean") - _tail(c["steps"], "reward_mean")
                     for t, c in zip(by[m], by[f"{m}_lr0"])]
             out["verdicts"][f"{m}_vs_lr0_reward"] = {"gap": _spread(gaps), "margin": MARGINS["rl_reward"],
-                                                     "met": statistics.fmean(gaps) >= MARGINS["rl_reward"]}
+                                                     "met": statistics.fmean(gaps) >= MARGINS["rl_reward"],
+                                                     "per_seed": gaps, "seeds_above": sum(g > 0 for g in gaps),
+                                                     "sem": (statistics.stdev(gaps) / len(gaps) ** 0.5
+                                                             if len(gaps) > 1 else None)}
     if "fa_gspo" in by and "gspo" in by:  # Table 3's direction: reported, never a pass/fail
         out["table3"] = {k: {"fa_gspo": out["rl"]["fa_gspo"]["last_third"][k]["mean"],
                              "gspo": out["rl"]["gspo"]["last_third"][k]["mean"]}
@@ -316,8 +404,13 @@ def _fmt(s: dict) -> str:
 
 
 def markdown(agg: dict, sizes: Sizes, wall_s: float, workers: int) -> str:
+    t = agg.get("time", {})
     lines = ["# bench_learning (tiny-model CPU results: training direction, not model quality)", "",
-             f"Sizes: {asdict(sizes)}; {workers} worker process(es), {THREADS} torch thread each; wall {wall_s:.0f} s.",
+             f"Sizes: {asdict(sizes)}; {workers} worker process(es), {THREADS} torch thread each; wall {wall_s:.0f} s, "
+             f"CPU {t.get('cpu_s', 0):.0f} s (preparation {t.get('prep_cpu_s', 0):.0f} s, then per worker "
+             f"{', '.join(f'{x:.0f}' for x in t.get('worker_cpu_s', []))} s): on {t.get('idle_cores', 2)} idle cores about "
+             f"{t.get('idle_estimate_s', 0) / 60:.1f} min (an estimate: the preparation's CPU, then the runs' CPU "
+             f"dealt in order to {t.get('idle_cores', 2)} workers).",
              "Values: mean over seeds [min, max].", "", "## SFT (held-out demonstrations)", "",
              "| metric | before (warm start) | SFT after | lr 0 after |", "|---|---|---|---|"]
     sft = agg["sft"]
@@ -328,50 +421,90 @@ def markdown(agg: dict, sizes: Sizes, wall_s: float, workers: int) -> str:
               "| method | reward | format rate | correct rate | eligible fraction | tool calls / episode | dropped traj. | "
               "skipped steps | CPU s | rollout / scoring / update s per step |", "|---|---|---|---|---|---|---|---|---|---|"]
     for m, v in agg["rl"].items():
-        f, t = v["first"], v["last_third"]
+        f, tl = v["first"], v["last_third"]
         ts = v["time_per_step_s"]
-        lines.append(f"| {m} | {f['reward_mean']['mean']:.3f} -> {_fmt(t['reward_mean'])} | "
-                     f"{f['format_rate']['mean']:.2f} -> {_fmt(t['format_rate'])} | {_fmt(t['correct_rate'])} | "
-                     f"{_fmt(t['eligible_frac'])} | {_fmt(t['tool_calls_per_episode'])} | "
-                     f"{_fmt(v['dropped_trajectories'])} | {_fmt(v['skipped_steps'])} | {v['cpu_s']:.0f} | "
+        lines.append(f"| {m} | {f['reward_mean']['mean']:.3f} -> {_fmt(tl['reward_mean'])} | "
+                     f"{f['format_rate']['mean']:.2f} -> {_fmt(tl['format_rate'])} | {_fmt(tl['correct_rate'])} | "
+                     f"{_fmt(tl['eligible_frac'])} | {_fmt(tl['tool_calls_per_episode'])} | "
+                     f"{_fmt(v['dropped_trajectories'])} | {_fmt(v['skipped_steps'])} | {v['cpu_s']:.0f}"
+                     f"{' (shared)' if v.get('cpu_shared') else ''} | "
                      f"{ts['rollout_s']:.1f} / {ts['scoring_s']:.1f} / {ts['update_s']:.1f} |")
+    lines += ["", "The lr-0 controls are one set of rollouts of the frozen warm start per seed (same seeds, prompts and "
+              "harness as the trained runs' steps), scored with each algorithm's reward and filter; no update runs "
+              "(at lr 0 it changes no weight), so their CPU is shared and their update time is 0. Scoring = judge, "
+              "encoding and old log-probs (a forward pass over the eligible trajectories); update = forward + backward.",
+              "", "## How the episodes end (all seeds and steps)", "",
+              "| method | answered | statuses |", "|---|---|---|"]
+    lines += [f"| {m} | {v['ends']['answered_frac']:.2f} | "
+              f"{', '.join(f'{k} {n}' for k, n in v['ends']['statuses'].items())} |" for m, v in agg["rl"].items()]
     lines += ["", "## Verdicts (trained - control, mean over seeds; margins in benchmarks/bench_learning.py MARGINS)", ""]
     for k, v in agg["verdicts"].items():
-        lines.append(f"* {k}: {_fmt(v['gap'])} (margin {v['margin']}) -> {'met' if v['met'] else 'MISSED'}")
+        extra = ""
+        if "per_seed" in v:
+            extra = (f"; per seed {', '.join(f'{g:+.3f}' for g in v['per_seed'])}: {v['seeds_above']}/{len(v['per_seed'])}"
+                     f" seeds above the control" + (f"; standard error of the mean {v['sem']:.3f}, so the mean gap is "
+                                                    f"{v['gap']['mean'] / v['sem']:.1f} standard errors above 0 and "
+                                                    f"{(v['gap']['mean'] - v['margin']) / v['sem']:.1f} above the margin"
+                                                    if v["sem"] else ""))
+        lines.append(f"* {k}: {_fmt(v['gap'])} (margin {v['margin']}) -> {'met' if v['met'] else 'MISSED'}{extra}")
     if "table3" in agg:
         lines += ["", "## FA-GSPO vs vanilla GSPO (WeAgent Table 3's direction, measured)", ""]
         lines += [f"* {k}: FA-GSPO {v['fa_gspo']:.3f}, GSPO {v['gspo']:.3f}" for k, v in agg["table3"].items()]
+        lines += ["", _gspo_note(agg)]
     return "\n".join(lines) + "\n"
 
 
-def plot(results: list[dict], path: Path) -> None:
-    """Train reward vs step per RL method (mean line, seed range band) with its lr-0 control dashed."""
-    import matplotlib
+def _gspo_note(agg: dict) -> str:
+    """Why vanilla GSPO scores what it scores here, from how its episodes ended."""
+    g, fa = agg["rl"]["gspo"]["ends"], agg["rl"]["fa_gspo"]["ends"]
+    n = sum(g["statuses"].values())
+    if g["answered_frac"] > 0:
+        return (f"Vanilla GSPO's episodes: {', '.join(f'{k} {c}' for k, c in g['statuses'].items())} of {n}; answered "
+                f"{g['answered_frac']:.2f}.")
+    return (f"Vanilla GSPO's episodes: {', '.join(f'{k} {c}' for k, c in g['statuses'].items())} of {n}; answered "
+            f"{g['answered_frac']:.2f} (FA-GSPO: {', '.join(f'{k} {c}' for k, c in fa['statuses'].items())}; answered "
+            f"{fa['answered_frac']:.2f}). The harness here gives one regular turn ({HARNESS}) and the warm start "
+            "imitates the demonstrator, which searches in that turn and answers in the forced tool-free synthesis "
+            "turn. That turn is a self-recovery rule, which vanilla GSPO runs without (Table 3's baseline; "
+            "kit.rl.eligibility.harness_config_for), so a searching episode ends `budget_exhausted` with no answer, "
+            "and a malformed first turn ends `invalid_action` (no format prompt). No episode answers, so C = F = 0, every "
+            "group has one reward, there is no advantage and every step is skipped (`no_advantage_signal`). This is "
+            "the configuration's honest result (reward kind `weagent`, format read from the last assistant turn, as "
+            "for FA-GSPO), not a bug; it makes the Table 3 comparison degenerate here: it shows that the synthesis "
+            "turn is what lets this policy answer at all, not FA-GSPO's filtering.")
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    panels = [("fa_gspo", ["fa_gspo", "fa_gspo_lr0", "gspo"]), ("grpo", ["grpo", "grpo_lr0"])]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, (title, methods) in zip(axes, panels):
-        for m in methods:
-            runs = [r for r in results if r["method"] == m]
-            if not runs:
-                continue
-            steps = [s["step"] for s in runs[0]["steps"]]
-            ys = [[r["steps"][i]["reward_mean"] for r in runs] for i in range(len(steps))]
-            mean = [statistics.fmean(y) for y in ys]
-            (line,) = ax.plot(steps, mean, "--" if m.endswith("lr0") else "-", marker="o", ms=3,
-                              label=m.replace("_lr0", " (lr 0 control)"))
-            ax.fill_between(steps, [min(y) for y in ys], [max(y) for y in ys], color=line.get_color(), alpha=0.15)
-        ax.set_title(f"{title}: train reward (tiny model, CPU)")
-        ax.set_xlabel("RL step")
-        ax.set_ylabel("reward mean")
-        ax.legend(fontsize=8)
-    fig.suptitle("bench_learning: tiny-model CPU results (mean over seeds, band = seed range)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def _jobs(sizes: Sizes, methods: list[str] | None, work: Path, start: Path, sft_start: Path) -> list[dict]:
+    """Every run of every seed (``methods``: only these), the longest first (:data:`COST`)."""
+    jobs = []
+    base = {"sizes": asdict(sizes), "start": str(start), "train_demos": str(work / "demos_train" / "episodes.jsonl"),
+            "heldout_demos": str(work / "demos_heldout" / "episodes.jsonl")}
+    for seed in range(sizes.seeds):
+        for m in (x for x in RL_METHODS if not methods or x in methods):
+            jobs.append({**base, "kind": "rl", "method": m, "seed": seed, "out": str(work / f"{m}_s{seed}")})
+        if not methods or any(x in methods for x in ("lr0", *CONTROLS)):
+            jobs.append({**base, "kind": "control", "method": "lr0", "seed": seed, "out": str(work / f"lr0_s{seed}")})
+        for m, lr in ((x, lr) for x, lr in (("sft", sizes.sft_lr), ("sft_lr0", 0.0)) if not methods or x in methods):
+            jobs.append({**base, "kind": "sft", "method": m, "seed": seed, "lr": lr, "start": str(sft_start),
+                         "out": str(work / f"{m}_s{seed}")})
+    return sorted(jobs, key=lambda j: -COST[j["method"]])  # the longest first: the workers finish together
+
+
+def _timing(results: list[dict], prep_cpu: float, cores: int = 2) -> dict:
+    """CPU seconds: the preparation (this process), each worker's runs, all of it, and the wall time on ``cores``
+    idle cores it suggests: the preparation, then the jobs' CPU times (each one torch thread) dealt in their order
+    to the first free core, as a pool of ``cores`` workers takes them (whatever the number of workers that ran)."""
+    per_worker: dict[int, float] = {}
+    jobs: dict[str, float] = {}
+    for r in results:
+        per_worker[r["pid"]] = per_worker.get(r["pid"], 0.0) + r["cpu_s"]
+        jobs.setdefault(r.get("job", f"{r['method']}_s{r['seed']}"), r.get("job_cpu_s", r["cpu_s"]))
+    free = [0.0] * cores
+    for c in jobs.values():
+        free[free.index(min(free))] += c
+    return {"prep_cpu_s": prep_cpu, "cpu_s": prep_cpu + sum(r["cpu_s"] for r in results),
+            "worker_cpu_s": sorted(per_worker.values(), reverse=True), "idle_cores": cores,
+            "idle_estimate_s": prep_cpu + max(free)}
 
 
 def main() -> int:
@@ -381,7 +514,7 @@ def main() -> int:
     ap.add_argument("--out", default="results/learning")
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     ap.add_argument("--methods", nargs="*", default=None,
-                    help=f"only these runs (development; default all: {sorted(RL_METHODS)} sft sft_lr0)")
+                    help=f"only these runs (development; default all: {sorted(RL_METHODS)} lr0 sft sft_lr0)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override one of the sizes (e.g. --set rl_steps=20; fields of Sizes)")
     a = ap.parse_args()
@@ -403,7 +536,7 @@ def main() -> int:
         sizes = replace(sizes, **{k: type(getattr(sizes, k))(v)})
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    t_all = time.perf_counter()
+    t_all, c_all = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(a.work) if a.work else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -412,43 +545,38 @@ def main() -> int:
         demos = demonstrations(tiny, work)
         print(f"demonstrations: {len(demos['train'])} train, {len(demos['heldout'])} held-out "
               f"({time.perf_counter() - t:.0f} s)", flush=True)
-        t, c = time.perf_counter(), time.process_time()
+        t = time.perf_counter()
         start, sft_start = warm_start(tiny, demos["train"], work / "warm", sizes)
         before = _evaluate(sft_start, demos["heldout"])
         print(f"held-out at the RL start: {_evaluate(start, demos['heldout'])}", flush=True)
-        prep_cpu = time.process_time() - c
+        prep_cpu = time.process_time() - c_all  # this process: tiny model, web, demonstrations, warm start, evaluations
         print(f"held-out before SFT (warm start step {sizes.sft_from}): {before} "
               f"({time.perf_counter() - t:.0f} s with the warm start)", flush=True)
-        jobs = []
-        base = {"sizes": asdict(sizes), "start": str(start), "train_demos": str(work / "demos_train" / "episodes.jsonl"),
-                "heldout_demos": str(work / "demos_heldout" / "episodes.jsonl")}
-        for seed in range(sizes.seeds):
-            for m in (x for x in RL_METHODS if not a.methods or x in a.methods):
-                jobs.append({**base, "kind": "rl", "method": m, "seed": seed, "out": str(work / f"{m}_s{seed}")})
-            for m, lr in ((x, lr) for x, lr in (("sft", sizes.sft_lr), ("sft_lr0", 0.0))
-                          if not a.methods or x in a.methods):
-                jobs.append({**base, "kind": "sft", "method": m, "seed": seed, "lr": lr, "start": str(sft_start),
-                             "out": str(work / f"{m}_s{seed}")})
+        jobs = _jobs(sizes, a.methods, work, start, sft_start)
         t = time.perf_counter()
         if a.workers > 1:
             import multiprocessing as mp
 
             with ProcessPoolExecutor(a.workers, mp_context=mp.get_context("spawn")) as ex:
-                results = list(ex.map(_run, jobs))
+                results = [r for rs in ex.map(_run, jobs) for r in rs]
         else:
-            results = [_run(j) for j in jobs]
+            results = [r for j in jobs for r in _run(j)]
         runs_wall = time.perf_counter() - t
     wall = time.perf_counter() - t_all
     agg = aggregate(results, before)
     agg["prep_cpu_s"] = prep_cpu
+    agg["time"] = _timing(results, prep_cpu)
     (out / "learning.json").write_text(json.dumps({"sizes": asdict(sizes), "margins": MARGINS, "threads": THREADS,
                                                    "workers": a.workers, "wall_s": wall, "runs_wall_s": runs_wall,
                                                    "summary": agg, "runs": results}, indent=1, default=str))
     md = markdown(agg, sizes, wall, a.workers)
     (out / "learning.md").write_text(md)
-    plot(results, out / "reward_curves.png")
+    from kit.learning_plots import plot_reward_curves
+
+    plot_reward_curves(results, out / "reward_curves.png")
     print(md)
-    print(f"wall {wall:.0f} s ({runs_wall:.0f} s for the runs), CPU {prep_cpu + sum(r['cpu_s'] for r in results):.0f} s; "
+    print(f"wall {wall:.0f} s ({runs_wall:.0f} s for the runs), CPU {agg['time']['cpu_s']:.0f} s, idle estimate "
+          f"{agg['time']['idle_estimate_s']:.0f} s; "
           f"wrote {out}/learning.json, learning.md, reward_curves.png")
     for k, v in agg["verdicts"].items():
         summary.check(k, v["gap"]["mean"], v["met"], f">= {v['margin']}")

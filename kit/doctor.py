@@ -73,7 +73,10 @@ def check_endpoint(endpoint: str | None, model: str | None, api_key_env: str = "
 def check_zims(paths: list[str | Path] | None = None) -> list[Check]:
     from kit.paths import zim_paths
 
-    found = [Path(p) for p in paths] if paths else zim_paths()
+    try:
+        found = [Path(p) for p in paths] if paths else zim_paths()
+    except FileNotFoundError as e:
+        return [Check("zim", "FAIL", str(e))]
     if not found:
         return [Check("zim", "FAIL", "no ZIM archive found: set MMSEARCH_KIT_DATA (a folder with zim/), pass --zim, "
                                      "or run python -m kit.cli fetch-zim NAME")]

@@ -18,7 +18,8 @@ def shared_data_dir(explicit: str | os.PathLike | None = None) -> Path | None:
     """Return the real-data folder (ZIM archives, benchmark samples, trajectories) or ``None``.
 
     Raises:
-        FileNotFoundError: ``explicit`` was given but does not exist.
+        FileNotFoundError: ``explicit`` was given, or ``$MMSEARCH_KIT_DATA`` is set, and is not a folder (a
+            misspelt variable is an error, never silently the default).
     """
     if explicit is not None:
         p = Path(explicit).expanduser()
@@ -28,7 +29,10 @@ def shared_data_dir(explicit: str | os.PathLike | None = None) -> Path | None:
     env = os.environ.get("MMSEARCH_KIT_DATA")
     if env:
         p = Path(env).expanduser()
-        return p if p.is_dir() else None
+        if not p.is_dir():
+            raise FileNotFoundError(f"MMSEARCH_KIT_DATA={env} is not a folder: point it at the shared data folder "
+                                    "(with zim/) or unset it")
+        return p
     p = PROJECT_ROOT.parent / "shared" / "data"
     return p if p.is_dir() else None
 

@@ -17,7 +17,8 @@
 # MODEL_DIR: a Qwen2.5-VL / Qwen3-VL checkpoint (the SFT model, WeAgent §6.2 initializes RL from it).
 # *_PARQUET: from kit.rl.verl.data.tasks_to_parquet.
 # Environment: KIT_VERL_VENV (default <repo>/.venv-verl), NGPUS (default: all visible), NNODES (1),
-#   MMSEARCH_KIT_DATA (shared data with zim/ for the local web), RECIPE, PREFLIGHT, SCHEDULE, STAGE.
+#   MMSEARCH_KIT_DATA (shared data with zim/ for the local web), RECIPE, PREFLIGHT, SCHEDULE, STAGE,
+#   MMSEARCH_KIT_PLUGINS (your modules that register losses/rewards: imported in the driver and every worker).
 # Multi-node: start a Ray cluster first (ray start --head / --address=...), then run this on the head
 #   node with NNODES set; verl places rollout and training workers across the cluster.
 # Examples of overrides: kit.judge_endpoint=http://judge:8000/v1 kit.summarizer_endpoint=http://llm:8000/v1
@@ -26,7 +27,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${KIT_VERL_VENV:-$ROOT/.venv-verl}"
 if [ $# -lt 3 ]; then
-  sed -n '2,25p' "$0"; exit 2
+  sed -n '2,26p' "$0"; exit 2
 fi
 MODEL="$1"; TRAIN="$2"; VAL="$3"; shift 3
 [ -x "$VENV/bin/python" ] || { echo "no verl venv at $VENV: run scripts/setup_verl.sh" >&2; exit 1; }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import libzim.writer
 import pytest
 from PIL import Image
 
@@ -16,6 +17,29 @@ def png_bytes(color=(200, 30, 30), size=(64, 48)) -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", size, color).save(buf, format="PNG")
     return buf.getvalue()
+
+
+class ZimItem(libzim.writer.Item):
+    """One entry for python-libzim's ``Creator`` in the tests that write archives (HTML entries are front articles)."""
+
+    def __init__(self, path: str, title: str, mime: str, data: str | bytes):
+        super().__init__()
+        self.path, self.title, self.mime, self.data = path, title, mime, data
+
+    def get_path(self):
+        return self.path
+
+    def get_title(self):
+        return self.title
+
+    def get_mimetype(self):
+        return self.mime
+
+    def get_contentprovider(self):
+        return libzim.writer.StringProvider(self.data)
+
+    def get_hints(self):
+        return {libzim.writer.Hint.FRONT_ARTICLE: self.mime == "text/html"}
 
 
 class MemoryBackend:

@@ -117,3 +117,23 @@ def test_core_install_is_light_and_runs_an_episode():
     out = subprocess.run([str(py), "-c", _EPISODE, str(zim)], capture_output=True, text=True, timeout=180, cwd="/tmp")
     assert "EPISODE OK" in out.stdout, out.stdout + out.stderr
     assert "needs the 'train' extra" in out.stdout
+
+
+def test_rl_losses_without_torch_name_the_extra():
+    """A core install reads the RL registry (names, algorithms) but a loss asks for the 'train' extra in one line."""
+    import subprocess
+    import sys
+    code = ("import sys, importlib.abc\n"
+            "class Block(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'torch': raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from kit.rl.registry import algorithm, registered\n"
+            "print(algorithm('fa_gspo').loss, registered()['rewards'])\n"
+            "from kit.rl.objective import gspo_loss\n"
+            "try:\n    gspo_loss([[0.0]], [[0.0]], [[1]], [1.0], [1.0], eps_lo=0.2, eps_hi=0.2)\n"
+            "except ImportError as e:\n    print(type(e).__name__, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    lines = out.stdout.strip().split("\n")
+    assert lines[0] == "gspo ['points_seeker', 'weagent']", out.stderr[-2000:]
+    assert lines[1].startswith("MissingExtraError kit.rl (losses, log-probs, training) needs the 'train' extra"), lines

@@ -108,7 +108,10 @@ def test_transport_errors_retry_then_fail(tmp_path):
 
 
 def test_zim_paths_falls_back_to_downloaded_archives(tmp_path, monkeypatch, archive):
-    monkeypatch.setenv("MMSEARCH_KIT_DATA", str(tmp_path / "absent"))
+    import kit.paths
+
+    monkeypatch.delenv("MMSEARCH_KIT_DATA", raising=False)
+    monkeypatch.setattr(kit.paths, "PROJECT_ROOT", tmp_path / "checkout")  # no ../shared/data beside it
     monkeypatch.setenv("MMSEARCH_KIT_CACHE", str(tmp_path / "cache"))
     assert zim_paths() == []
     (tmp_path / "cache" / "zim").mkdir(parents=True)

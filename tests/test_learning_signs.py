@@ -130,3 +130,58 @@ def test_loss_gradient_has_minus_the_advantage_sign_on_masked_tokens_only(loss_f
     assert st["ratio_mean"] == pytest.approx(1.0)
     assert bool((g[0][mask[0]] < 0).all()) and bool((g[1][mask[1]] > 0).all())  # descent raises A>0, lowers A<0
     assert bool((g[~mask] == 0).all())  # prompt / observation tokens get no gradient
+
+
+# ----------------------------------------------------------------------------- the benchmark's harness (issue 33)
+def _search_then_answer_batch(algorithm_name: str, memory_backend, tmp_path):
+    """Rollouts of a policy that searches in its one regular turn and answers when asked, in the learning
+    benchmark's harness (smoke, one regular turn, web_search), as ``algorithm_name`` runs them."""
+    import asyncio
+
+    from kit.eval.judges import RuleJudge
+    from kit.harness.loop import Harness
+    from kit.policy.scripted import ScriptedPolicy, tool_call_text
+    from kit.rl.eligibility import harness_config_for
+    from kit.rl.objective import algorithm
+    from kit.rl.rollout import rollout_groups
+
+    cfg = harness_config_for(algorithm_name, HarnessConfig.smoke(max_turns=1, tools_enabled=["web_search"]))
+    script = [tool_call_text("web_search", {"query": "a"}), "<think>done</think><response>yes</response>"]
+
+    def factory(task, sample):
+        return Harness(ScriptedPolicy(list(script)), memory_backend, cfg)
+
+    return asyncio.run(rollout_groups(factory, [Task(id="q", question="Is it?", answers=["yes"])], 2, tmp_path,
+                                      judge=RuleJudge("contains"), spec=algorithm(algorithm_name), progress=False))
+
+
+def test_vanilla_gspo_cannot_answer_after_searching_with_one_regular_turn(memory_backend, tmp_path):
+    """bench_learning's GSPO row (reward 0 at every step): without self-recovery there is no forced synthesis
+    turn, so a policy that searches first ends budget_exhausted with no answer (C = F = 0); FA-GSPO's
+    synthesis turn lets the same policy answer (C = F = 1)."""
+    va = _search_then_answer_batch("gspo", memory_backend, tmp_path / "gspo")
+    assert [t.record.status for t in va.trajectories()] == ["budget_exhausted"] * 2
+    assert all(t.record.final_response is None and t.reward.reward == 0.0 and t.reward.format == 0.0
+               for t in va.trajectories())
+    assert va.eligible() == [[True, True]]  # no runtime filter: counted, with no advantage signal
+    fa = _search_then_answer_batch("fa_gspo", memory_backend, tmp_path / "fa")
+    assert [t.record.status for t in fa.trajectories()] == ["max_turns_synthesis"] * 2
+    assert all(t.reward.reward == pytest.approx(1.0) and t.reward.format == 1.0 for t in fa.trajectories())
+
+
+def test_score_groups_scores_the_same_records_for_another_algorithm(memory_backend, tmp_path):
+    """The benchmark's shared lr-0 control: FA-GSPO's rollouts rescored as GRPO score them."""
+    import asyncio
+
+    from kit.eval.judges import RuleJudge
+    from kit.rl.objective import algorithm
+    from kit.rl.rewards import points_seeker_reward
+    from kit.rl.rollout import score_groups
+
+    fa = _search_then_answer_batch("fa_gspo", memory_backend, tmp_path)
+    recs = [[t.record for t in g] for g in fa.groups]
+    gr = asyncio.run(score_groups(recs, fa.tasks, judge=RuleJudge("contains"), spec=algorithm("grpo"),
+                                  wall_s=fa.wall_s))
+    assert [t.record for t in gr.trajectories()] == [t.record for t in fa.trajectories()]
+    assert [t.reward.reward for t in gr.trajectories()] == [points_seeker_reward(r, 1.0).reward for g in recs for r in g]
+    assert gr.wall_s == fa.wall_s and gr.eligible() == [[True, True]]

@@ -17,6 +17,7 @@ import unicodedata
 
 import libzim.writer
 import pytest
+from conftest import ZimItem as _Item
 from PIL import Image
 
 from kit.harness.tools import ToolContext, web_search
@@ -46,27 +47,6 @@ def web(data_dir) -> LocalZimWeb:
 # --------------------------------------------------------------------------------------------------
 # A small Gutenberg / legacy-style archive
 # --------------------------------------------------------------------------------------------------
-class _Item(libzim.writer.Item):
-    def __init__(self, path: str, title: str, mime: str, data: str | bytes):
-        super().__init__()
-        self.path, self.title, self.mime, self.data = path, title, mime, data
-
-    def get_path(self):
-        return self.path
-
-    def get_title(self):
-        return self.title
-
-    def get_mimetype(self):
-        return self.mime
-
-    def get_contentprovider(self):
-        return libzim.writer.StringProvider(self.data)
-
-    def get_hints(self):
-        return {libzim.writer.Hint.FRONT_ARTICLE: self.mime == "text/html"}
-
-
 def _png(size: tuple[int, int], seed: int) -> bytes:
     img = Image.effect_noise(size, 60 + seed).convert("RGB")
     buf = io.BytesIO()

@@ -31,10 +31,21 @@ def test_local_zim_paths_finds_filters_and_refuses(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not both"):
         local_zim_paths(["one.zim"], names=["one"])
     # no data folder at all (and no downloaded archive): the notebooks' "no shared data folder" error
-    monkeypatch.setenv("MMSEARCH_KIT_DATA", str(tmp_path / "missing"))
+    import kit.paths
+
+    monkeypatch.delenv("MMSEARCH_KIT_DATA", raising=False)
+    monkeypatch.setattr(kit.paths, "PROJECT_ROOT", tmp_path / "checkout")  # no ../shared/data beside it
     monkeypatch.setenv("MMSEARCH_KIT_CACHE", str(tmp_path / "cache"))
     with pytest.raises(FileNotFoundError, match="no shared data folder.*MMSEARCH_KIT_DATA"):
         local_zim_paths()
+    # a variable pointing nowhere is an error naming it, not silently "no data" or the default folder
+    monkeypatch.setenv("MMSEARCH_KIT_DATA", str(tmp_path / "misspelt"))
+    with pytest.raises(FileNotFoundError, match="MMSEARCH_KIT_DATA=.*misspelt is not a folder"):
+        local_zim_paths()
+    from kit.doctor import check_zims
+
+    (check,) = check_zims()
+    assert check.status == "FAIL" and "misspelt is not a folder" in check.detail
 
 
 def test_open_local_web_over_the_shared_archives(data_dir):

@@ -149,9 +149,13 @@ async def test_a_failed_judge_makes_a_registered_reward_nan_and_a_bad_return_is_
         def judge_task(self, task, prediction):
             raise ConnectionError("down")
 
-    R.register_reward("half")(lambda record, correct, *, protocol: 0.5 * correct)
+    calls = []
+    R.register_reward("half")(lambda record, correct, *, protocol: calls.append(correct) or 0.5 * correct)
     rb = await score_record(record(0, "Eiffel Tower"), Dead(), kind="half")
     assert math.isnan(rb.reward) and rb.correct is None and "down" in rb.judge_error
+    assert calls == [] and rb.format == 1.0  # never called with a made-up C; the kit's format term is reported
+    ps = await score_record(record(0, "Eiffel Tower"), Dead(), kind="points_seeker")
+    assert math.isnan(ps.reward) and (ps.format, ps.tool) == (1.0, 0.0)  # the kit's own reward's terms
     R.register_reward("text")(lambda record, correct, *, protocol: "high")
     from kit.eval.judges import RuleJudge
 
@@ -178,3 +182,38 @@ def test_an_estimator_registered_outside_the_kit_is_used_by_the_trainer(tiny, tm
     m = tr.rl_update(batch_of([[("Eiffel Tower", 0.9, "answered"), ("Big Ben", 0.1, "answered")]]), tr.schedule.knobs)
     assert seen == [[[0.9, 0.1]]] and "skipped" not in m
     assert isinstance(R.advantage_spec("rank").fn([[1.0, 0.0]], [[True, True]]), GroupAdvantages)
+
+
+def test_a_built_in_name_is_refused_even_when_registered_before_any_lookup():
+    """A fresh interpreter registering ``weagent`` first must not shadow the paper's Eq. 5 reward."""
+    import subprocess
+    import sys
+
+    code = ("import kit.rl.registry as R\n"
+            "try:\n    R.register_reward('weagent')(lambda record, correct, *, protocol: 1.0)\n"
+            "except ValueError as e:\n    print('refused', e)\n"
+            "print(R.reward_spec('weagent').fn.__module__, R.algorithm('fa_gspo').reward)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "refused reward 'weagent' is registered already" in out and "kit.rl.rewards weagent" in out
+
+
+def test_modules_named_in_the_plugins_variable_register_in_every_process(tmp_path):
+    """``$MMSEARCH_KIT_PLUGINS``: how a loss registered by the user reaches a process that never imported it (verl's
+    Ray workers); a module that cannot be imported is named with the variable."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "my_lab_losses.py").write_text(
+        "from kit.rl.registry import register_policy_loss\n"
+        "@register_policy_loss('lab_pg', level='token')\n"
+        "def lab_pg(logp_new, logp_old, mask, advantages, weights, *, eps_lo, eps_hi):\n"
+        "    return -(logp_new * mask).sum(), {'ratio_mean': 1.0, 'clip_frac': 0.0, 'rows': 1}\n")
+    code = "import kit.rl.registry as R; print(R.policy_loss_spec('lab_pg').level, sorted(R.registered()['policy_losses']))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+           "MMSEARCH_KIT_PLUGINS": " my_lab_losses , "}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip() == "token ['grpo', 'gspo', 'lab_pg']"
+    env["MMSEARCH_KIT_PLUGINS"] = "my_lab_lossez"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert r.returncode != 0 and "MMSEARCH_KIT_PLUGINS names 'my_lab_lossez'" in r.stderr

@@ -218,3 +218,23 @@ async def test_agent_loop_step_drives_the_kit_harness(tmp_path):
     out2 = await dead.run({"temperature": 1.0}, raw_prompt=row["prompt"], extra_info=row["extra_info"])
     assert not out2.extra_fields["kit_eligible"] and out2.extra_fields["kit_exclusion"] == "error"
     assert sum(out2.response_mask) == 0 and out2.reward_score == 0.0
+
+
+@needs_verl
+def test_a_plugin_loss_reaches_a_fresh_verl_process(tmp_path):
+    """A loss in a module named by ``$MMSEARCH_KIT_PLUGINS`` is registered with verl as ``kit_<name>`` in a process
+    that imports only ``kit.rl.verl.algos`` (what verl's workers do through ``external_lib``)."""
+    import sys
+
+    (tmp_path / "lab_losses.py").write_text(
+        "from kit.rl.registry import register_policy_loss\n"
+        "@register_policy_loss('lab_pg', level='token')\n"
+        "def lab_pg(logp_new, logp_old, mask, advantages, weights, *, eps_lo, eps_hi):\n"
+        "    return -(logp_new * mask).sum(), {'ratio_mean': 1.0, 'clip_frac': 0.0, 'rows': 1}\n")
+    code = ("import kit.rl.verl.algos\nfrom verl.trainer.ppo.core_algos import get_policy_loss_fn\n"
+            "print(get_policy_loss_fn('kit_lab_pg').__name__)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(PROJECT_ROOT)]),
+           "MMSEARCH_KIT_PLUGINS": "lab_losses"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=PROJECT_ROOT,
+                       check=False, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("compute_kit_lab_pg_policy_loss"), r.stderr[-2000:]

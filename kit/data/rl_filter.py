@@ -337,6 +337,80 @@ async def _audit(setup: FilterSetup, task: Task) -> dict[str, Any]:
     return out
 
 
+async def _audit_all(setup: FilterSetup, tasks: Sequence[Task], concurrency: int, res: FilterResult
+                     ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[Task]]:
+    """Audit every label concurrently: ``(audits, decisions of the audited-out, tasks kept)``; drops go to ``res``."""
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def audit_one(t: Task) -> dict[str, Any]:
+        async with sem:
+            return await _audit(setup, t)
+
+    audits = dict(zip([t.id for t in tasks], await asyncio.gather(*(audit_one(t) for t in tasks)), strict=True))
+    decisions: dict[str, dict[str, Any]] = {}
+    audited: list[Task] = []
+    for t in tasks:
+        a = audits[t.id]
+        if a["flags"]:
+            res.dropped.append((t, a["flags"][0]))
+            decisions[t.id] = {"id": t.id, "decision": "dropped", "stage": "label_audit", "reason": a["flags"][0],
+                               "label_audit": a, "group": None}
+        else:
+            audited.append(t)
+    return audits, decisions, audited
+
+
+async def _decide_groups(setup: FilterSetup, audited: list[Task], groups: dict[str, list[EpisodeRecord]],
+                         audits: dict[str, dict[str, Any]], res: FilterResult,
+                         decisions: dict[str, dict[str, Any]]) -> tuple[list[float], int]:
+    """Judge each rollout group, keep mixed ones (into ``res``, ``decisions``); ``(kept solve rates, judge errors)``."""
+    rates, n_err_total = [], 0
+    for t in audited:
+        g = groups.get(t.id, [])
+        verdicts = await asyncio.gather(*(_verdict(setup, t, r) for r in g))
+        decided = [v["correct"] for v in verdicts if v["correct"] is not None]
+        n_ok, n_err = sum(decided), len(verdicts) - len(decided)
+        n_err_total += n_err
+        info = {"rollouts": len(g), "correct": n_ok, "judge_errors": n_err, "episodes": [r.id for r in g],
+                "statuses": sorted({r.status for r in g}), "judge": setup.judge_label,
+                "label_audit": setup.audit_label, "verdicts": [v["correct"] for v in verdicts]}
+        if decided and 0 < n_ok < len(decided):
+            why = None
+        elif n_err or not g:
+            why = "judge_error" if g else "no_rollouts"
+        else:
+            why = "all_correct" if n_ok == len(g) else "all_wrong"
+        dec = {"id": t.id, "decision": "kept" if why is None else "dropped", "stage": "rollout_group", "reason": why,
+               "label_audit": audits[t.id], "group": {**info, "verdict_details": verdicts}}
+        if why is None:
+            rate = n_ok / len(decided)
+            rates.append(rate)
+            dec["solve_rate"] = rate
+            res.kept.append(t.model_copy(update={"metadata": {**t.metadata, "solve_rate": rate, "rl_group": info}}))
+        else:
+            res.dropped.append((t.model_copy(update={"metadata": {**t.metadata, "rl_group": info}}), why))
+        decisions[t.id] = dec
+    return rates, n_err_total
+
+
+def _write_filter_outputs(out: Path, res: FilterResult, decisions: dict[str, dict[str, Any]],
+                          setup: FilterSetup) -> None:
+    """Write ``rl_kept.jsonl``, ``rl_dropped.jsonl``, ``rl_decisions.jsonl`` and ``rl_filter_counts.json``."""
+    with open(out / "rl_kept.jsonl", "w", encoding="utf-8") as f:
+        for t in res.kept:
+            f.write(t.model_dump_json() + "\n")
+    with open(out / "rl_dropped.jsonl", "w", encoding="utf-8") as f:
+        for t, why in res.dropped:
+            d = decisions[t.id]
+            f.write(json.dumps({"task": t.model_dump(mode="json"), "reason": why, "stage": d["stage"],
+                                "audit_reason": d["label_audit"]["reason"], "label_audit": setup.audit_label,
+                                "judge": setup.judge_label}, ensure_ascii=False, default=str) + "\n")
+    with open(out / "rl_decisions.jsonl", "w", encoding="utf-8") as f:
+        for d in res.decisions:
+            f.write(json.dumps(d, ensure_ascii=False, default=str) + "\n")
+    (out / "rl_filter_counts.json").write_text(json.dumps(res.counts, indent=2), encoding="utf-8")
+
+
 async def filter_rl_queries(tasks: Sequence[Task], harness_factory: Callable[[Task, int], Any], out_dir: str | Path, *,
                             group_size: int = 8, concurrency: int = 4, judge=None,
                             auditor: LLMLabelAuditor | None = None, profile, label_audit: str | None = None,
@@ -383,54 +457,13 @@ async def filter_rl_queries(tasks: Sequence[Task], harness_factory: Callable[[Ta
     announce(f"RL query filter: judge {setup.judge_label}; label audit {setup.audit_label}; "
              f"profile {desc['profile']} ({setup.profile_from})")
     res = FilterResult()
-    sem = asyncio.Semaphore(max(1, concurrency))
-
-    async def audit_one(t: Task) -> dict[str, Any]:
-        async with sem:
-            return await _audit(setup, t)
-
-    audits = dict(zip(ids, await asyncio.gather(*(audit_one(t) for t in tasks)), strict=True))
-    decisions: dict[str, dict[str, Any]] = {}
-    audited: list[Task] = []
-    for t in tasks:
-        a = audits[t.id]
-        if a["flags"]:
-            res.dropped.append((t, a["flags"][0]))
-            decisions[t.id] = {"id": t.id, "decision": "dropped", "stage": "label_audit", "reason": a["flags"][0],
-                               "label_audit": a, "group": None}
-        else:
-            audited.append(t)
+    audits, decisions, audited = await _audit_all(setup, tasks, concurrency, res)
     recs = await run_batch(harness_factory, audited, out / "rollouts", samples=group_size, concurrency=concurrency,
                            progress=False)
     groups: dict[str, list[EpisodeRecord]] = {}
     for r in recs:
         groups.setdefault(r.task.id, []).append(r)
-    rates, n_err_total = [], 0
-    for t in audited:
-        g = groups.get(t.id, [])
-        verdicts = await asyncio.gather(*(_verdict(setup, t, r) for r in g))
-        decided = [v["correct"] for v in verdicts if v["correct"] is not None]
-        n_ok, n_err = sum(decided), len(verdicts) - len(decided)
-        n_err_total += n_err
-        info = {"rollouts": len(g), "correct": n_ok, "judge_errors": n_err, "episodes": [r.id for r in g],
-                "statuses": sorted({r.status for r in g}), "judge": setup.judge_label,
-                "label_audit": setup.audit_label, "verdicts": [v["correct"] for v in verdicts]}
-        if decided and 0 < n_ok < len(decided):
-            why = None
-        elif n_err or not g:
-            why = "judge_error" if g else "no_rollouts"
-        else:
-            why = "all_correct" if n_ok == len(g) else "all_wrong"
-        dec = {"id": t.id, "decision": "kept" if why is None else "dropped", "stage": "rollout_group", "reason": why,
-               "label_audit": audits[t.id], "group": {**info, "verdict_details": verdicts}}
-        if why is None:
-            rate = n_ok / len(decided)
-            rates.append(rate)
-            dec["solve_rate"] = rate
-            res.kept.append(t.model_copy(update={"metadata": {**t.metadata, "solve_rate": rate, "rl_group": info}}))
-        else:
-            res.dropped.append((t.model_copy(update={"metadata": {**t.metadata, "rl_group": info}}), why))
-        decisions[t.id] = dec
+    rates, n_err_total = await _decide_groups(setup, audited, groups, audits, res, decisions)
     res.decisions = [decisions[i] for i in ids]
     reasons: dict[str, int] = {}
     for _, why in res.dropped:
@@ -440,19 +473,7 @@ async def filter_rl_queries(tasks: Sequence[Task], harness_factory: Callable[[Ta
                   "dropped": dict(sorted(reasons.items())),
                   "mean_solve_rate_kept": round(sum(rates) / len(rates), 4) if rates else None,
                   "judge_errors": n_err_total, **desc, "decisions_file": "rl_decisions.jsonl"}
-    with open(out / "rl_kept.jsonl", "w", encoding="utf-8") as f:
-        for t in res.kept:
-            f.write(t.model_dump_json() + "\n")
-    with open(out / "rl_dropped.jsonl", "w", encoding="utf-8") as f:
-        for t, why in res.dropped:
-            d = decisions[t.id]
-            f.write(json.dumps({"task": t.model_dump(mode="json"), "reason": why, "stage": d["stage"],
-                                "audit_reason": d["label_audit"]["reason"], "label_audit": setup.audit_label,
-                                "judge": setup.judge_label}, ensure_ascii=False, default=str) + "\n")
-    with open(out / "rl_decisions.jsonl", "w", encoding="utf-8") as f:
-        for d in res.decisions:
-            f.write(json.dumps(d, ensure_ascii=False, default=str) + "\n")
-    (out / "rl_filter_counts.json").write_text(json.dumps(res.counts, indent=2), encoding="utf-8")
+    _write_filter_outputs(out, res, decisions, setup)
     if setup.judge_kind == "llm" and (judge is None or isinstance(judge, str)):
         setup.judge.cache.close()  # the verdict cache this call opened (judge_cache.sqlite)
     return res

@@ -24,8 +24,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import io
+import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +173,81 @@ def save_target(data: bytes, mime: str | None, image_dir: Path) -> tuple[Path, s
     return p.resolve(), h, w, hgt
 
 
+@dataclass
+class _SeedTally:
+    """Running state of one :func:`stable_seeds` pass: the stage's files, decided ids, counts and bounds."""
+
+    files: StageFiles
+    done: set[str]
+    kept_ids: set[str]
+    per_fact: Counter[str]
+    quota: int | None
+    limit: int | None
+    max_candidates: int | None
+    accepted: int = 0
+    decided: int = 0
+
+    def full(self) -> bool:
+        """Whether ``limit`` seeds are accepted."""
+        return self.limit is not None and self.accepted >= self.limit
+
+    def out_of_candidates(self) -> bool:
+        """Whether ``max_candidates`` are decided (then ``files.stopped`` says so)."""
+        if self.max_candidates is not None and self.decided >= self.max_candidates:
+            self.files.stopped = f"max_candidates: {self.decided} candidates decided"
+            return True
+        return False
+
+
+async def _try_seed(tally: _SeedTally, sid: str, art, image_url: str, by_url: dict, title: str, image_dir: Path,
+                    as_of: str, web: SearchBackend, fact_reader: Any | None) -> Seed | None:
+    """The seed of one candidate, or None when it was rejected or its expert failed (recorded in the files)."""
+    files = tally.files
+    try:
+        return await _make_seed(sid, art, image_url, by_url, title, image_dir, as_of, getattr(web, "name", ""),
+                                fact_reader)
+    except SeedError as e:
+        files.rejected.append(Rejection(id=sid, stage="seeds", reason=e.reason, detail=e.detail,
+                                        item={"page": art.url, "image": image_url}))
+    except (ExpertError, PolicyError) as e:  # the expert failed after its retries: not a filter verdict
+        err = f"{e.reason}: {e}" if isinstance(e, ExpertError) else f"policy: {e}"  # as stage 2 writes it
+        files.failed.append(Failure(id=sid, stage="seeds", error=err, attempts=getattr(fact_reader, "attempts", 1)))
+    return None
+
+
+async def _decide_page(tally: _SeedTally, art, cands: list, ids: dict[str, str], page, *, web: SearchBackend,
+                       image_dir: Path, as_of: str, fact_reader: Any | None) -> None:
+    """Decide one fetched article's candidates in order, until ``limit`` or ``max_candidates``."""
+    files = tally.files
+    by_url = {h.image_url: (i + 1, h) for i, h in enumerate(page.images)}
+    for im in cands:
+        sid = ids[im.url]
+        if sid in tally.done:  # decided by an earlier run: an accepted one still counts towards the limit
+            tally.decided += 1
+            if sid in tally.kept_ids:
+                tally.accepted += 1
+                if tally.full():
+                    return
+            continue
+        if tally.out_of_candidates():
+            return
+        tally.decided += 1
+        seed = await _try_seed(tally, sid, art, im.url, by_url, page.title or art.title, image_dir, as_of, web,
+                               fact_reader)
+        if seed is None:
+            continue
+        if tally.quota is not None and tally.per_fact[seed.fact.answer] >= tally.quota:
+            files.rejected.append(Rejection(id=sid, stage="seeds", reason="fact_quota_full",
+                                            detail=f"{seed.fact.answer!r} already has {tally.quota} seeds",
+                                            item={"page": art.url, "image": im.url}))
+            continue
+        files.accepted.append(seed)
+        tally.per_fact[seed.fact.answer] += 1
+        tally.accepted += 1
+        if tally.full():
+            return
+
+
 async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path, *, max_images_per_page: int = 5,
                        limit: int | None = None, as_of: str | None = None,
                        max_fact_share: float | None = None, fact_reader: Any | None = None,
@@ -200,9 +278,6 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
     Raises:
         ValueError: ``max_fact_share`` outside (0, 1], or given without ``limit``; ``max_candidates`` < 1.
     """
-    import math
-    from collections import Counter
-
     if max_fact_share is not None and (limit is None or not 0 < max_fact_share <= 1):
         raise ValueError("max_fact_share must be in (0, 1] and needs a limit")
     if max_candidates is not None and max_candidates < 1:
@@ -212,25 +287,21 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
     files.stopped = None
     done = files.done_ids()
     kept = files.accepted.read()
-    kept_ids = {s.id for s in kept}
-    per_fact = Counter(s.fact.answer for s in kept)
     quota = math.ceil(max_fact_share * limit) if max_fact_share is not None and limit is not None else None
+    tally = _SeedTally(files, done, {s.id for s in kept}, Counter(s.fact.answer for s in kept), quota, limit,
+                       max_candidates)
     image_dir = out / "images"
     as_of = as_of or dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
-    accepted = decided = 0
     for art in sorted(graph.articles.values(), key=lambda a: a.url):
-        if limit is not None and accepted >= limit:
-            break
-        if max_candidates is not None and decided >= max_candidates:
-            files.stopped = f"max_candidates: {decided} candidates decided"
+        if tally.full() or tally.out_of_candidates():
             break
         cands = [im for im in art.images if im.position <= max_images_per_page]
         if not cands:
             continue
         ids = {im.url: "seed_" + hashlib.sha256(f"{art.url}|{im.url}".encode()).hexdigest()[:12] for im in cands}
         if all(i in done for i in ids.values()):
-            accepted += sum(1 for i in ids.values() if i in kept_ids)  # rejected ones do not count
-            decided += len(ids)
+            tally.accepted += sum(1 for i in ids.values() if i in tally.kept_ids)  # rejected ones do not count
+            tally.decided += len(ids)
             continue
         try:
             page = await web.fetch(art.url)
@@ -239,44 +310,10 @@ async def stable_seeds(web: SearchBackend, graph: LinkGraph, out_dir: str | Path
                 if ids[im.url] not in done:
                     files.rejected.append(Rejection(id=ids[im.url], stage="seeds", reason="page_unreachable",
                                                     detail=str(e)))
-            decided += len(ids)
+            tally.decided += len(ids)
             continue
-        by_url = {h.image_url: (i + 1, h) for i, h in enumerate(page.images)}
-        for im in cands:
-            sid = ids[im.url]
-            if sid in done:  # decided by an earlier run: an accepted one still counts towards the limit
-                decided += 1
-                if sid in kept_ids:
-                    accepted += 1
-                    if limit is not None and accepted >= limit:
-                        break
-                continue
-            if max_candidates is not None and decided >= max_candidates:
-                files.stopped = f"max_candidates: {decided} candidates decided"
-                break
-            decided += 1
-            try:
-                seed = await _make_seed(sid, art, im.url, by_url, page.title or art.title, image_dir, as_of,
-                                        getattr(web, "name", ""), fact_reader)
-            except SeedError as e:
-                files.rejected.append(Rejection(id=sid, stage="seeds", reason=e.reason, detail=e.detail,
-                                                item={"page": art.url, "image": im.url}))
-                continue
-            except (ExpertError, PolicyError) as e:  # the expert failed after its retries: not a filter verdict
-                err = f"{e.reason}: {e}" if isinstance(e, ExpertError) else f"policy: {e}"  # as stage 2 writes it
-                files.failed.append(Failure(id=sid, stage="seeds", error=err,
-                                            attempts=getattr(fact_reader, "attempts", 1)))
-                continue
-            if quota is not None and per_fact[seed.fact.answer] >= quota:
-                files.rejected.append(Rejection(id=sid, stage="seeds", reason="fact_quota_full",
-                                                detail=f"{seed.fact.answer!r} already has {quota} seeds",
-                                                item={"page": art.url, "image": im.url}))
-                continue
-            files.accepted.append(seed)
-            per_fact[seed.fact.answer] += 1
-            accepted += 1
-            if limit is not None and accepted >= limit:
-                break
+        await _decide_page(tally, art, cands, ids, page, web=web, image_dir=image_dir, as_of=as_of,
+                           fact_reader=fact_reader)
     return files
 
 

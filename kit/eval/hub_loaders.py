@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.eval.crypto import DecryptionError, decrypt_text
+from kit.eval.hub_rows import BadRow, convert_rows
 from kit.eval.loaders import (
     BenchmarkError,
     LoadResult,
@@ -347,14 +348,6 @@ def _is_saved_dataset(folder: Path) -> bool:
     return (folder / "state.json").is_file() and (folder / "dataset_info.json").is_file()
 
 
-class BadRow:
-    """A place in a data file that is not a row (a line that is not JSON, not UTF-8, too deeply
-    nested): reported as that row's problem by :func:`load_hub_benchmark`."""
-
-    def __init__(self, reason: str):
-        self.reason = reason
-
-
 def json_rows(data: bytes, fname: str) -> list[tuple[str, int, dict | BadRow]]:
     """``[(where, row index, row or BadRow)]`` of a JSON file (a list of rows, or one row) or, when
     the whole file is not one JSON document, of JSON lines read one by one (``where`` is
@@ -461,6 +454,47 @@ def _rows(src: HubSource, local_path: Path | None, revision: str | None, cache_d
     return out, info
 
 
+def _image_resolver(name: str, src: HubSource, local: Path | None, img_dir: Path,
+                    commit: list[str | None]) -> Callable[[str], Path]:
+    """``resolve(ref)``: the local path of a row's image reference (decoded once; fetched at ``commit[0]``)."""
+
+    def resolve(ref: str) -> Path:
+        fname = Path(str(ref).split("?", 1)[0]).name
+        if not fname:
+            raise BenchmarkError("empty image reference")
+        if local is not None:
+            base = local / src.images_root if src.images_root else local
+            p = base / fname
+            if not p.is_file():
+                raise BenchmarkError(f"image {fname!r} not found in {base}")
+            return checked_image(p, img_dir / "upright").path  # decoded once: an undecodable image is the row's problem
+        cached = img_dir / "by_name" / fname
+        if not cached.is_file():
+            if not src.images_root or not commit[0]:
+                raise BenchmarkError(f"image {fname!r}: {name} has no image folder to fetch from")
+            data = _download(_github_raw(src.repo, commit[0], f"{src.images_root}/{fname}"))
+            return save_image_bytes(data, img_dir, Path(fname).stem)  # decoded (and stored upright) there
+        return checked_image(cached, img_dir / "upright").path
+
+    return resolve
+
+
+def _revision_warning(name: str, src: HubSource, info: dict[str, Any], local: Path | None, unpinned: bool) -> str | None:
+    """The warning a stand-in or unpinned load carries (also set in ``info``), else None."""
+    if local is None and src.repo in STANDIN_REPOS:  # a preflight's synthetic release, not the Hub's
+        info.update({"stand_in": True, "source": STANDIN_SOURCE})
+        msg = (f"{name}: loaded {src.repo} from the {STANDIN_SOURCE} at its commit {info['resolved_commit']} "
+               "(synthetic rows; the commit is the stand-in's, not a revision of the real release)")
+    elif unpinned:
+        msg = (f"{name}: no revision of {src.repo} is pinned in the registry or given; loaded its default branch at "
+               f"commit {info['resolved_commit']} (recorded as resolved_commit; pass revision='{info['resolved_commit']}' "
+               "to repeat this run)")
+    else:
+        return None
+    info["warnings"] = [msg]
+    return msg
+
+
 def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revision: str | None = None,
                        limit: int | None = None, image_dir: str | Path | None = None, strict: bool = False,
                        missing_images: str = "problem", protocol: str | EvalProtocol | None = None,
@@ -510,62 +544,16 @@ def load_hub_benchmark(name: str, *, local_path: str | Path | None = None, revis
     rev = revision or src.revision
     img_dir = Path(image_dir) if image_dir else default_image_dir() / name
     commit: list[str | None] = [rev]  # set to the resolved commit once the rows are read
-
-    def resolve(ref: str) -> Path:
-        fname = Path(str(ref).split("?", 1)[0]).name
-        if not fname:
-            raise BenchmarkError("empty image reference")
-        if local is not None:
-            base = local / src.images_root if src.images_root else local
-            p = base / fname
-            if not p.is_file():
-                raise BenchmarkError(f"image {fname!r} not found in {base}")
-            return checked_image(p, img_dir / "upright").path  # decoded once: an undecodable image is the row's problem
-        cached = img_dir / "by_name" / fname
-        if not cached.is_file():
-            if not src.images_root or not commit[0]:
-                raise BenchmarkError(f"image {fname!r}: {name} has no image folder to fetch from")
-            data = _download(_github_raw(src.repo, commit[0], f"{src.images_root}/{fname}"))
-            return save_image_bytes(data, img_dir, Path(fname).stem)  # decoded (and stored upright) there
-        return checked_image(cached, img_dir / "upright").path
-
+    resolve = _image_resolver(name, src, local, img_dir, commit)
     rows, info = _rows(src, local, rev, cache_dir)
     commit[0] = info["resolved_commit"] or rev
     unpinned = local is None and rev is None
     info.update({"pinned_revision": src.revision, "unpinned": unpinned, "protocol": proto.describe(name),
                  "revision_evidence": src.revision_evidence, "notes": src.notes})
-    if local is None and src.repo in STANDIN_REPOS:  # a preflight's synthetic release, not the Hub's
-        info.update({"stand_in": True, "source": STANDIN_SOURCE})
-        msg = (f"{name}: loaded {src.repo} from the {STANDIN_SOURCE} at its commit {info['resolved_commit']} "
-               "(synthetic rows; the commit is the stand-in's, not a revision of the real release)")
-        info["warnings"] = [msg]
-        warnings.warn(msg, UnpinnedRevisionWarning, stacklevel=2)
-    elif unpinned:
-        msg = (f"{name}: no revision of {src.repo} is pinned in the registry or given; loaded its default branch at "
-               f"commit {info['resolved_commit']} (recorded as resolved_commit; pass revision='{info['resolved_commit']}' "
-               "to repeat this run)")
-        info["warnings"] = [msg]
+    msg = _revision_warning(name, src, info, local, unpinned)
+    if msg is not None:
         warnings.warn(msg, UnpinnedRevisionWarning, stacklevel=2)
     res = LoadResult(name, info=info)
-    for fname, where, i, row in rows:
-        ctx = RowContext(name, img_dir, resolve, fname, missing_images)
-        try:
-            if isinstance(row, BadRow):
-                raise BenchmarkError(row.reason)
-            if not isinstance(row, dict):
-                raise BenchmarkError(f"row is a JSON {type(row).__name__}, not an object")
-            for t in src.convert(dict(row), i, ctx):
-                why = proto.exclude(name, t)
-                if why is None:
-                    res.add([t], where)
-                else:
-                    res.skip(why)
-        except (BenchmarkError, DecryptionError, KeyError, TypeError, ValueError, AttributeError) as e:
-            if strict:
-                raise BenchmarkError(f"{name} {where}: {type(e).__name__}: {e}") from e
-            res.problem(where, f"{type(e).__name__}: {e}")
-        if limit is not None and len(res.tasks) >= limit:
-            res.tasks = res.tasks[:limit]
-            break
+    convert_rows(res, rows, src.convert, proto.exclude,
+                 lambda fname: RowContext(name, img_dir, resolve, fname, missing_images), strict=strict, limit=limit)
     return res
-

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -386,6 +387,129 @@ def _stand_in_hub_benchmarks(cfg: dict[str, Any]) -> dict[str, str | None]:
 STANDIN_HUB_ROWS = 1
 
 
+def _read_eval_manifest(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(manifest, its config)`` of a notebook-06 run folder with predictions, else :class:`ReplayError`."""
+    from kit.manifest import read_manifest
+
+    try:
+        m = read_manifest(run_dir)
+    except ValueError as e:  # JSON errors
+        raise ReplayError(f"{run_dir / 'manifest.json'} is not readable JSON: {e}") from e
+    cfg = m.get("config") if isinstance(m, dict) else None
+    if not isinstance(cfg, dict) or cfg.get("notebook") != "06_evaluation":
+        raise ReplayError(f"{run_dir} is not an evaluation run (its manifest names no notebook 06_evaluation)")
+    if not (run_dir / "predictions").is_dir():
+        raise ReplayError(f"{run_dir} holds no evaluation (no predictions/ folder) to compare with")
+    return m, cfg
+
+
+def _replay_out_dir(run_dir: Path, out_dir: str | Path | None) -> Path:
+    """The replay's output folder: ``out_dir`` (new or empty, not the run) or a fresh temporary one."""
+    if out_dir is None:
+        return Path(tempfile.mkdtemp(prefix="replay_"))
+    out = Path(out_dir)
+    # a replay into a folder with results would resume them and compare nothing new
+    if out.resolve() == run_dir.resolve() or (out.exists() and any(out.iterdir())):
+        raise ReplayError(f"replay output folder {out} is not empty (or is the run itself): give a new folder")
+    return out
+
+
+def _republish_standin_hub(out: Path) -> Callable[[], None]:
+    """Publish notebook 06's stand-in Hub releases again under ``out``; returns what undoes the rerouting."""
+    import huggingface_hub
+    import huggingface_hub.constants as hf_constants
+    from huggingface_hub.utils._http import default_client_factory
+
+    from kit.eval import hub_loaders
+    from kit.eval.hub_standin import install_standin_hub
+
+    hf_cache, standin_repos = hf_constants.HF_HUB_CACHE, set(hub_loaders.STANDIN_REPOS)
+
+    def restore() -> None:  # install_standin_hub routes this process's huggingface_hub to it: undo that
+        huggingface_hub.set_client_factory(default_client_factory)
+        hf_constants.HF_HUB_CACHE = hf_cache
+        hub_loaders.STANDIN_REPOS.clear()
+        hub_loaders.STANDIN_REPOS.update(standin_repos)
+
+    try:
+        install_standin_hub(out / "standin_hub", n=STANDIN_HUB_ROWS)
+    except BaseException:
+        restore()
+        raise
+    return restore
+
+
+def _usable_benchmarks(loaded: dict[str, Any], cfg: dict[str, Any], standin: dict[str, str | None],
+                       report: ReplayReport, run_dir: Path) -> dict[str, Any]:
+    """The loaded benchmarks to replay; the others go to ``report.not_replayed``, mismatches raise."""
+    from kit.eval.runner import is_sensitive
+
+    recorded_ids = cfg.get("task_ids", {})
+    usable = {}
+    for key, lr in loaded.items():
+        if recorded_ids.get(key) and not lr.tasks:
+            report.not_replayed[key] = "could not be loaded offline: " + "; ".join(p.get("reason", str(p)) for p in lr.problems[:2])
+        elif is_sensitive(lr.tasks):
+            report.not_replayed[key] = "encrypted benchmark: its tool cache is private and not in the snapshot"
+        elif [t.id for t in lr.tasks] != recorded_ids.get(key, []):
+            raise ReplayError(f"benchmark {key}: tasks {[t.id for t in lr.tasks]} differ from the recorded "
+                              f"{recorded_ids.get(key)}")
+        elif key in standin and lr.info.get("resolved_commit") != standin[key]:
+            raise ReplayError(f"benchmark {key}: the rebuilt stand-in Hub release is at commit "
+                              f"{lr.info.get('resolved_commit')}, the run's was {standin[key]}")
+        else:
+            usable[key] = lr
+    if not usable:
+        raise ReplayError(f"nothing to replay in {run_dir}: {report.not_replayed}")
+    return usable
+
+
+def _configs_and_drift(prof, cfg: dict[str, Any], allow_config_drift: bool) -> tuple[dict[str, Any], list[str]]:
+    """The current code's configurations for the run and their drift from the recorded ones."""
+    from kit.eval.configs import make_configs
+    from kit.manifest import _diff
+
+    configs = make_configs(prof, list(cfg["configs"]), real_model=bool(cfg.get("real_model", False)),
+                           protocol=cfg.get("protocol"))
+    drift: list[str] = []
+    for name, c in configs.items():
+        now = json.loads(json.dumps(c.harness.model_dump() | {"text_only": c.text_only}, default=str))
+        _diff(cfg["configs"][name], now, name, drift)
+    if drift and not allow_config_drift:
+        raise ReplayError("the harness configuration differs from the recorded one (code changed since the run): "
+                          + "; ".join(drift) + " — pass allow_config_drift=True (CLI --allow-drift) to replay anyway")
+    return configs, drift
+
+
+@dataclass
+class _Roles:
+    """The policy, judges and summarizer of a replay, given or rebuilt from the manifest."""
+
+    policy: Any
+    judge: Any
+    image_judge: Any
+    summarizer: Any
+
+    def rebuild_missing(self, m: dict[str, Any], cfg: dict[str, Any], prof, rebuilt: dict[str, str]) -> None:
+        """Rebuild each role not given from the manifest, naming what was rebuilt in ``rebuilt``."""
+        if self.judge is None:
+            self.judge, what = _answer_judge_from_manifest(cfg, prof)
+            if what:
+                rebuilt["answer judge"] = what
+        if self.image_judge is None:
+            self.image_judge, what = _image_judge_from_manifest(cfg, prof)
+            if what:
+                rebuilt["image judge"] = what
+        if self.summarizer is None:
+            self.summarizer, what = _summarizer_from_manifest(cfg, prof)
+            if what:
+                rebuilt["summarizer"] = what
+        if self.policy is None:
+            first: dict[str, Any] = next(iter(cfg["configs"].values()), {})  # notebook 06 bounds generation by the first configuration's
+            self.policy, rebuilt["policy"] = _policy_from_manifest(m.get("model", {}), seed=int(m.get("seed") or 0),
+                                                                   max_new_tokens=first.get("max_response_tokens"))
+
+
 async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None, out_dir: str | Path | None = None,
                      policy=None, judge=None, image_judge=None, summarizer=None, data_dir: str | Path | None = None,
                      allow_config_drift: bool = False) -> ReplayReport:
@@ -409,57 +533,21 @@ async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None,
         ReplayError: not an evaluation manifest, configuration drift, a policy, judge or summarizer that cannot
             be rebuilt, or task ids (or stand-in Hub commits) that differ from the recorded ones.
     """
-    from kit.eval.configs import make_configs
-    from kit.eval.runner import is_sensitive, load_benchmarks
-    from kit.manifest import _diff, read_manifest
+    from kit.eval.runner import load_benchmarks
     from kit.paths import shared_data_dir
 
     run_dir = Path(run_dir)
-    try:
-        m = read_manifest(run_dir)
-    except ValueError as e:  # JSON errors
-        raise ReplayError(f"{run_dir / 'manifest.json'} is not readable JSON: {e}") from e
-    cfg = m.get("config") if isinstance(m, dict) else None
-    if not isinstance(cfg, dict) or cfg.get("notebook") != "06_evaluation":
-        raise ReplayError(f"{run_dir} is not an evaluation run (its manifest names no notebook 06_evaluation)")
-    if not (run_dir / "predictions").is_dir():
-        raise ReplayError(f"{run_dir} holds no evaluation (no predictions/ folder) to compare with")
+    m, cfg = _read_eval_manifest(run_dir)
     snap = Path(snapshot) if snapshot else run_dir / "cache.sqlite"
-    if out_dir is not None:
-        out = Path(out_dir)
-        # a replay into a folder with results would resume them and compare nothing new
-        if out.resolve() == run_dir.resolve() or (out.exists() and any(out.iterdir())):
-            raise ReplayError(f"replay output folder {out} is not empty (or is the run itself): give a new folder")
-    else:
-        out = Path(tempfile.mkdtemp(prefix="replay_"))
+    out = _replay_out_dir(run_dir, out_dir)
     prof = _profile_from_manifest(cfg, m)
     rebuilt: dict[str, str] = {}
     # a run whose episodes made no tool call (a preflight's random policy) leaves an empty snapshot: nothing can
     # hit, so the backend's name (part of every key) is the recorded one only for the record
     backend_name = None if snapshot_backends(snap) else str(cfg.get("web_backend") or "zim")
     standin = _stand_in_hub_benchmarks(cfg)
-    restore = None
-    if standin:  # a preflight loaded these from its local stand-in Hub: publish the same releases again
-        import huggingface_hub
-        import huggingface_hub.constants as hf_constants
-        from huggingface_hub.utils._http import default_client_factory
-
-        from kit.eval import hub_loaders
-        from kit.eval.hub_standin import install_standin_hub
-
-        hf_cache, standin_repos = hf_constants.HF_HUB_CACHE, set(hub_loaders.STANDIN_REPOS)
-
-        def restore() -> None:  # install_standin_hub routes this process's huggingface_hub to it: undo that
-            huggingface_hub.set_client_factory(default_client_factory)
-            hf_constants.HF_HUB_CACHE = hf_cache
-            hub_loaders.STANDIN_REPOS.clear()
-            hub_loaders.STANDIN_REPOS.update(standin_repos)
-
-        try:
-            install_standin_hub(out / "standin_hub", n=STANDIN_HUB_ROWS)
-        except BaseException:
-            restore()
-            raise
+    # a preflight loaded these from its local stand-in Hub: publish the same releases again
+    restore = _republish_standin_hub(out) if standin else None
     web, offline = replay_backend(snap, backend_name)
     params = (m.get("run_identity") or {}).get("params") or {}
     try:
@@ -472,57 +560,19 @@ async def replay_run(run_dir: str | Path, *, snapshot: str | Path | None = None,
             restore()
     load_misses = list(offline.misses)  # building tasks from the web (vistarget_zim) must replay too
     report = ReplayReport()
-    recorded_ids = cfg.get("task_ids", {})
-    usable = {}
-    for key, lr in loaded.items():
-        if recorded_ids.get(key) and not lr.tasks:
-            report.not_replayed[key] = "could not be loaded offline: " + "; ".join(p.get("reason", str(p)) for p in lr.problems[:2])
-        elif is_sensitive(lr.tasks):
-            report.not_replayed[key] = "encrypted benchmark: its tool cache is private and not in the snapshot"
-        elif [t.id for t in lr.tasks] != recorded_ids.get(key, []):
-            raise ReplayError(f"benchmark {key}: tasks {[t.id for t in lr.tasks]} differ from the recorded "
-                              f"{recorded_ids.get(key)}")
-        elif key in standin and lr.info.get("resolved_commit") != standin[key]:
-            raise ReplayError(f"benchmark {key}: the rebuilt stand-in Hub release is at commit "
-                              f"{lr.info.get('resolved_commit')}, the run's was {standin[key]}")
-        else:
-            usable[key] = lr
-    if not usable:
-        raise ReplayError(f"nothing to replay in {run_dir}: {report.not_replayed}")
+    usable = _usable_benchmarks(loaded, cfg, standin, report, run_dir)
     if standin:
         rebuilt["benchmarks"] = (f"{', '.join(sorted(k for k in standin if k in usable))}: the preflight's synthetic "
                                  f"stand-in Hub releases ({STANDIN_HUB_ROWS} row each) published again locally "
                                  "(commits = the manifest's)")
-    configs = make_configs(prof, list(cfg["configs"]), real_model=bool(cfg.get("real_model", False)),
-                           protocol=cfg.get("protocol"))
-    drift: list[str] = []
-    for name, c in configs.items():
-        now = json.loads(json.dumps(c.harness.model_dump() | {"text_only": c.text_only}, default=str))
-        _diff(cfg["configs"][name], now, name, drift)
-    if drift and not allow_config_drift:
-        raise ReplayError("the harness configuration differs from the recorded one (code changed since the run): "
-                          + "; ".join(drift) + " — pass allow_config_drift=True (CLI --allow-drift) to replay anyway")
-    if judge is None:
-        judge, what = _answer_judge_from_manifest(cfg, prof)
-        if what:
-            rebuilt["answer judge"] = what
-    if image_judge is None:
-        image_judge, what = _image_judge_from_manifest(cfg, prof)
-        if what:
-            rebuilt["image judge"] = what
-    if summarizer is None:
-        summarizer, what = _summarizer_from_manifest(cfg, prof)
-        if what:
-            rebuilt["summarizer"] = what
-    if policy is None:
-        first: dict[str, Any] = next(iter(cfg["configs"].values()), {})  # notebook 06 bounds generation by the first configuration's
-        policy, rebuilt["policy"] = _policy_from_manifest(m.get("model", {}), seed=int(m.get("seed") or 0),
-                                                          max_new_tokens=first.get("max_response_tokens"))
+    configs, drift = _configs_and_drift(prof, cfg, allow_config_drift)
+    roles = _Roles(policy, judge, image_judge, summarizer)
+    roles.rebuild_missing(m, cfg, prof, rebuilt)
     outcome, offline, cache = await replay_evaluation(
-        usable, configs, policy=policy, snapshot=snap, out_dir=out, backend_name=backend_name, repeats=cfg["repeats"],
-        seed=m["seed"], temperature=cfg["temperature"], judge=judge, image_judge=image_judge, summarizer=summarizer,
-        labels=m.get("labels", []), strict=False, private_dir=out / "private",
-        max_trials=prof.recipe_obj().get("eval.max_trials", None))
+        usable, configs, policy=roles.policy, snapshot=snap, out_dir=out, backend_name=backend_name,
+        repeats=cfg["repeats"], seed=m["seed"], temperature=cfg["temperature"], judge=roles.judge,
+        image_judge=roles.image_judge, summarizer=roles.summarizer, labels=m.get("labels", []), strict=False,
+        private_dir=out / "private", max_trials=prof.recipe_obj().get("eval.max_trials", None))
     cmp = compare_evaluations(run_dir, out, skip_benchmarks=tuple(report.not_replayed))
     cmp.not_replayed = report.not_replayed
     cmp.config_drift = drift

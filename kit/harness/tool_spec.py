@@ -338,6 +338,47 @@ def _allows_null(schema: dict[str, Any]) -> bool:
         isinstance(s, dict) and _allows_null(s) for s in schema.get("anyOf", []) + schema.get("oneOf", []))
 
 
+def _argument_fields(label: str, params: list[inspect.Parameter]) -> dict[str, Any]:
+    """``{name: (annotation, default or ...)}`` of a tool's argument parameters, each checked."""
+    from pydantic import TypeAdapter
+
+    fields: dict[str, Any] = {}
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) or p.annotation is inspect.Parameter.empty:
+            raise TypeError(f"{label}: parameter {p.name!r} needs a type annotation and must be passable by name "
+                            "(no *args, **kwargs or positional-only parameters)")
+        if p.name.startswith("_") or p.name.startswith("model_"):
+            raise TypeError(f"{label}: parameter {p.name!r}: names starting with '_' or 'model_' cannot be arguments")
+        if p.default is not inspect.Parameter.empty:
+            try:
+                TypeAdapter(p.annotation).validate_python(p.default)
+            except Exception as e:
+                raise TypeError(f"{label}: the default {p.default!r} of {p.name!r} does not fit its type: "
+                                f"{str(e).splitlines()[-1][:200]}") from None
+        fields[p.name] = (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
+    return fields
+
+
+def _argument_schema(label: str, f: Callable, model: Any, fields: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of ``model`` with the docstring's ``Args:`` descriptions, keys in the kit's order."""
+    parameters = _strip_titles(model.model_json_schema())
+    parameters.setdefault("properties", {})
+    if set(parameters["properties"]) != set(fields):
+        raise TypeError(f"{label}: parameters {sorted(set(fields) - set(parameters['properties']))} did not make "
+                        "it into the JSON schema")
+    documented = docstring_args(inspect.getdoc(f))
+    stray = sorted(set(documented) - set(fields) - {"ctx"})
+    if stray:
+        raise TypeError(f"{label}: the docstring's Args: names {stray}, which are not parameters of the tool "
+                        f"(parameters: {sorted(fields)})")
+    for pname, prop in parameters["properties"].items():
+        if documented.get(pname) and "description" not in prop:
+            prop["description"] = documented[pname]
+        if prop.get("default", 0) is None and not _allows_null(prop):
+            del prop["default"]  # ``X | SkipJsonSchema[None] = None``: optional, no default to show
+    return _order_keys(parameters)
+
+
 def tool(fn: Callable | None = None, *, name: str | None = None, description: str | None = None,
          aliases: tuple[str, ...] = (), param_aliases: dict[str, tuple[str, ...]] | None = None,
          persist_exempt: bool = False, max_result_chars: int | None = None, refeed_limit: int | str = 5,
@@ -358,7 +399,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None, description: st
         TypeError: ``fn`` has no ``ctx`` first parameter, a parameter without a type annotation, or an
             ``Args:`` entry naming no parameter (a misspelt name would lose its description).
     """
-    from pydantic import ConfigDict, TypeAdapter, create_model
+    from pydantic import ConfigDict, create_model
 
     def build(f: Callable) -> ToolSpec:
         label = name or getattr(f, "__name__", None)
@@ -368,37 +409,9 @@ def tool(fn: Callable | None = None, *, name: str | None = None, description: st
         params = list(sig.parameters.values())
         if not params or params[0].name != "ctx":
             raise TypeError(f"{label}: a tool function takes ctx (ToolContext) as its first parameter")
-        fields: dict[str, Any] = {}
-        for p in params[1:]:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) or p.annotation is inspect.Parameter.empty:
-                raise TypeError(f"{label}: parameter {p.name!r} needs a type annotation and must be passable by name "
-                                "(no *args, **kwargs or positional-only parameters)")
-            if p.name.startswith("_") or p.name.startswith("model_"):
-                raise TypeError(f"{label}: parameter {p.name!r}: names starting with '_' or 'model_' cannot be arguments")
-            if p.default is not inspect.Parameter.empty:
-                try:
-                    TypeAdapter(p.annotation).validate_python(p.default)
-                except Exception as e:
-                    raise TypeError(f"{label}: the default {p.default!r} of {p.name!r} does not fit its type: "
-                                    f"{str(e).splitlines()[-1][:200]}") from None
-            fields[p.name] = (p.annotation, ... if p.default is inspect.Parameter.empty else p.default)
+        fields = _argument_fields(label, params[1:])
         model = create_model(f"{label}_arguments", __config__=ConfigDict(extra="ignore"), **fields)
-        parameters = _strip_titles(model.model_json_schema())
-        parameters.setdefault("properties", {})
-        if set(parameters["properties"]) != set(fields):
-            raise TypeError(f"{label}: parameters {sorted(set(fields) - set(parameters['properties']))} did not make "
-                            "it into the JSON schema")
-        documented = docstring_args(inspect.getdoc(f))
-        stray = sorted(set(documented) - set(fields) - {"ctx"})
-        if stray:
-            raise TypeError(f"{label}: the docstring's Args: names {stray}, which are not parameters of the tool "
-                            f"(parameters: {sorted(fields)})")
-        for pname, prop in parameters["properties"].items():
-            if documented.get(pname) and "description" not in prop:
-                prop["description"] = documented[pname]
-            if prop.get("default", 0) is None and not _allows_null(prop):
-                del prop["default"]  # ``X | SkipJsonSchema[None] = None``: optional, no default to show
-        parameters = _order_keys(parameters)
+        parameters = _argument_schema(label, f, model, fields)
         doc = description or (inspect.getdoc(f) or "").split("\n\n")[0].replace("\n", " ").strip()
         if not doc:
             raise TypeError(f"{label}: give the tool a description (docstring or description=...)")

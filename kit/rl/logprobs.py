@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kit.extras import require
+
 MODEL_INPUTS = ("input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids")
 
 
@@ -63,6 +65,7 @@ def token_logprobs(model, batch: dict[str, Any], *, temperature: float = 1.0, wi
     Raises:
         ValueError: ``temperature <= 0`` or a batch without ``labels``.
     """
+    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
     import torch
 
     lsm, labels, mask = masked_log_softmax(model, batch, temperature=temperature)
@@ -84,6 +87,7 @@ def masked_log_softmax(model, batch: dict[str, Any], *, temperature: float = 1.0
     Raises:
         ValueError: ``temperature <= 0`` or a batch without ``labels``.
     """
+    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
     import torch
 
     if temperature <= 0:

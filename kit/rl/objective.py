@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit.extras import require
 from kit.recipes import paper_default as _P  # clip ranges: kit/recipes/*.yaml, section clip
 from kit.rl import registry as _registry
 from kit.rl.registry import register_advantage_estimator, register_algorithm, register_policy_loss
@@ -141,12 +142,14 @@ def sequence_log_ratio(logp_new, logp_old, mask):
 
 def _on_mask(mb, x):
     """``x`` on the mask, 0 off it (``torch.where``: NaN * 0 is NaN, a selected-out NaN is nothing)."""
+    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
     import torch
 
     return torch.where(mb, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 def _select(weights, *tensors):
+    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
     import torch
 
     w = torch.as_tensor(weights, dtype=torch.float64)
@@ -171,6 +174,7 @@ def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, e
         ``(loss, stats)``: scalar tensor (0 with no weighted row, still attached to ``logp_new``), and a
         dict with ``ratio_mean``, ``clip_frac``, ``rows``.
     """
+    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
     import torch
 
     w, keep, (new, old, m) = _select(weights, logp_new, logp_old, mask)
@@ -193,6 +197,7 @@ def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, e
 def grpo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, eps_hi: float):
     """Negative GRPO objective: token ratios ``r_t = π_θ/π_old`` clipped per token, averaged over each
     trajectory's model-generated tokens, weighted like Eq. 7. Shapes and returns as :func:`gspo_loss`."""
+    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
     import torch
 
     w, keep, (new, old, m) = _select(weights, logp_new, logp_old, mask)

@@ -20,6 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kit.extras import require
+
 
 class TeacherError(RuntimeError):
     """The teacher could not score a trajectory (endpoint failure, unsupported input, vocab mismatch)."""
@@ -56,6 +58,7 @@ def reverse_kl_sampled(student_logp, teacher_logp, row_index=None, n_rows: int |
 
 
 def _per_row_mean(x, row_index, n_rows):
+    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
     import torch
 
     if row_index is None:
@@ -69,6 +72,7 @@ def _per_row_mean(x, row_index, n_rows):
 
 def row_index_of(mask):
     """``[N]`` batch row of each True position of a ``[B, T]`` mask (row-major, as ``x[mask]`` orders)."""
+    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
     import torch
 
     return torch.nonzero(mask)[:, 0]
@@ -82,6 +86,7 @@ class InProcessTeacher:
     """
 
     def __init__(self, model_or_path: Any, device: str = "cpu", dtype=None):
+        require("train", "torch", feature="kit.rl (losses, log-probs, training)")
         import torch
 
         if isinstance(model_or_path, (str, Path)):
@@ -95,6 +100,7 @@ class InProcessTeacher:
 
     def log_softmax(self, batch: dict[str, Any], temperature: float = 1.0):
         """``(log_probs [N, V], taken [N], mask)`` at the generated positions (no grad)."""
+        require("train", "torch", feature="kit.rl (losses, log-probs, training)")
         import torch
 
         from kit.rl.logprobs import masked_log_softmax
@@ -164,6 +170,7 @@ class EndpointTeacher:
         Raises:
             TeacherError: the example has images (a token-id prompt cannot carry them), or endpoint errors.
         """
+        require("train", "torch", feature="kit.rl (losses, log-probs, training)")
         import torch
 
         if example.pixel_values is not None:

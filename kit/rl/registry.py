@@ -21,19 +21,24 @@ each call (the result):
   episode's turn protocol; a float is the reward (the kit fills the format and tool terms). The papers' rewards
   are in [0, 1] (the Long-MDR rescue reads a saturation threshold on that scale).
 
-Built-in parts are registered when their module is imported; a lookup imports those modules first.
+Built-in parts are registered when their module is imported; a lookup imports those modules first, then the modules
+named in ``$MMSEARCH_KIT_PLUGINS`` (yours: how a part you register reaches verl's workers).
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 #: the modules whose import registers the kit's own parts
 _BUILTIN_MODULES = ("kit.rl.objective", "kit.rl.rewards")
+#: the environment variable naming your modules that register parts (:func:`plugin_modules`)
+PLUGINS_ENV = "MMSEARCH_KIT_PLUGINS"
 
 LOSS_ARGS = ("logp_new", "logp_old", "mask", "advantages", "weights")
 LOSS_KEYWORDS = ("eps_lo", "eps_hi")
@@ -101,7 +106,34 @@ REWARDS: dict[str, RewardSpec] = {}
 ALGORITHMS: dict[str, AlgorithmSpec] = {}
 
 
-def _check_name(kind: str, name: str, table: dict, replace: bool) -> None:
+def plugin_modules() -> list[str]:
+    """The modules named in ``$MMSEARCH_KIT_PLUGINS`` (comma-separated, e.g. ``my_lab.losses,my_lab.rewards``):
+    imported with the built-ins, so parts registered there exist in every process that reads the registry, verl's
+    Ray workers included (they inherit the driver's environment)."""
+    return [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+
+
+def _builtins() -> None:
+    """Import the modules that register the kit's own parts, then the plugins. Re-entrant: while one of them is
+    importing, the import system hands back the partly run module, so a registration inside it can call this again.
+
+    Raises:
+        ImportError: a module named in ``$MMSEARCH_KIT_PLUGINS`` cannot be imported (naming the variable).
+    """
+    for mod in _BUILTIN_MODULES:
+        importlib.import_module(mod)
+    for mod in plugin_modules():
+        try:
+            importlib.import_module(mod)
+        except ImportError as e:
+            raise ImportError(f"{PLUGINS_ENV} names {mod!r}, which cannot be imported: {e}") from e
+
+
+def _check_name(kind: str, name: str, table: dict, replace: bool, module: str | None) -> None:
+    """Raises ``ValueError`` for a malformed name or one taken (a built-in's too: they are loaded first, unless
+    ``module``, the registering module, is one of the built-in modules themselves)."""
+    if module not in _BUILTIN_MODULES:
+        _builtins()
     if not isinstance(name, str) or not name.strip() or not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"a {kind} name is letters, digits, '_' or '-', got {name!r}")
     if name in table and not replace:
@@ -142,7 +174,7 @@ def register_policy_loss(name: str, *, level: Literal["sequence", "token"], equa
         raise ValueError(f"policy loss {name!r}: level is 'sequence' or 'token', got {level!r}")
 
     def deco(fn: Callable) -> Callable:
-        _check_name("policy loss", name, POLICY_LOSSES, replace)
+        _check_name("policy loss", name, POLICY_LOSSES, replace, getattr(fn, "__module__", None))
         _check_signature("policy loss", name, fn, LOSS_ARGS, LOSS_KEYWORDS)
         POLICY_LOSSES[name] = PolicyLossSpec(name, fn, level, equation)
         return fn
@@ -156,7 +188,7 @@ def register_advantage_estimator(name: str, *, equation: str = "", replace: bool
     Raises: ``ValueError`` (bad or taken name), ``TypeError`` (signature).
     """
     def deco(fn: Callable) -> Callable:
-        _check_name("advantage estimator", name, ADVANTAGE_ESTIMATORS, replace)
+        _check_name("advantage estimator", name, ADVANTAGE_ESTIMATORS, replace, getattr(fn, "__module__", None))
         _check_signature("advantage estimator", name, fn, ADVANTAGE_ARGS, ())
         ADVANTAGE_ESTIMATORS[name] = AdvantageSpec(name, fn, equation)
         return fn
@@ -170,7 +202,7 @@ def register_reward(name: str, *, equation: str = "", replace: bool = False) -> 
     Raises: ``ValueError`` (bad or taken name), ``TypeError`` (signature).
     """
     def deco(fn: Callable) -> Callable:
-        _check_name("reward", name, REWARDS, replace)
+        _check_name("reward", name, REWARDS, replace, getattr(fn, "__module__", None))
         _check_signature("reward", name, fn, REWARD_ARGS, ("protocol",))
         REWARDS[name] = RewardSpec(name, fn, equation)
         return fn
@@ -188,7 +220,7 @@ def register_algorithm(name: str, *, loss: str, advantage: str, reward: str, che
     """
     import math
 
-    _check_name("algorithm", name, ALGORITHMS, replace)
+    _check_name("algorithm", name, ALGORITHMS, replace, sys._getframe(1).f_globals.get("__name__"))
     policy_loss_spec(loss), advantage_spec(advantage), reward_spec(reward)
     for k, v in (("eps_lo", eps_lo), ("eps_hi", eps_hi)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
@@ -198,11 +230,6 @@ def register_algorithm(name: str, *, loss: str, advantage: str, reward: str, che
     spec = AlgorithmSpec(name, bool(check_runtime), reward, loss, advantage, float(eps_lo), float(eps_hi), self_recovery)
     ALGORITHMS[name] = spec
     return spec
-
-
-def _builtins() -> None:
-    for mod in _BUILTIN_MODULES:
-        importlib.import_module(mod)
 
 
 def _lookup(kind: str, table: dict, name: str) -> Any:
@@ -241,6 +268,9 @@ def registered() -> dict[str, list[str]]:
             "rewards": sorted(REWARDS), "algorithms": sorted(ALGORITHMS)}
 
 
-__all__ = ["ALGORITHMS", "ADVANTAGE_ESTIMATORS", "POLICY_LOSSES", "REWARDS", "AdvantageSpec", "AlgorithmSpec",
-           "PolicyLossSpec", "RewardSpec", "advantage_spec", "algorithm", "policy_loss_spec", "register_advantage_estimator",
-           "register_algorithm", "register_policy_loss", "register_reward", "registered", "reward_spec"]
+__all__ = [
+    "ADVANTAGE_ESTIMATORS", "ALGORITHMS", "AdvantageSpec", "AlgorithmSpec", "PLUGINS_ENV", "POLICY_LOSSES",
+    "PolicyLossSpec", "REWARDS", "RewardSpec", "advantage_spec", "algorithm", "plugin_modules", "policy_loss_spec",
+    "register_advantage_estimator", "register_algorithm", "register_policy_loss", "register_reward", "registered",
+    "reward_spec",
+]

@@ -143,6 +143,10 @@ def points_seeker_reward(record: EpisodeRecord, correct: float, *, protocol: str
     return RewardBreakdown(w["correct"] * correct + w["format"] * f + w["tool"] * t, correct, f, t)
 
 
+#: the kit's own rewards: pure functions of the record, so their terms can be read even without a judge's C
+_PURE_REWARDS = (weagent_reward, points_seeker_reward)
+
+
 def _breakdown(kind: str, out: Any, record: EpisodeRecord, correct: float, protocol: str) -> RewardBreakdown:
     """A registered reward's result as a :class:`RewardBreakdown` (a float gets the kit's format and tool terms)."""
     if isinstance(out, RewardBreakdown):
@@ -161,17 +165,20 @@ async def score_record(record: EpisodeRecord, judge: Judge, *, kind: str = "weag
             ``"points_seeker"`` (GRPO baseline) or yours.
         protocol: the episode's turn protocol, for the format term (:func:`format_ok`).
     Returns:
-        The breakdown; ``reward`` NaN with ``judge_error`` when the judge failed (the format and tool terms are
-        still the reward's own).
+        The breakdown; ``reward`` NaN with ``judge_error`` when the judge failed. Then ``kind`` is not called: the
+        format and tool terms are the kit's own reward's (pure) for ``weagent`` / ``points_seeker``, else the
+        final-turn :func:`format_ok` and :func:`tool_ok`.
     Raises:
         ValueError: an unknown ``kind`` (naming the registered ones). TypeError: the reward broke its contract.
     """
     fn = reward_spec(kind).fn
     c, name, err = await judge_correct(judge, record, timeout_s)
-    rb = _breakdown(kind, fn(record, 0.0 if c is None else c, protocol=protocol), record, 0.0 if c is None else c,
-                    protocol)
-    if c is None:
-        return RewardBreakdown(math.nan, None, rb.format, rb.tool, name, err)
+    if c is None:  # the reward is never called with a made-up C; the terms are still reported
+        terms = fn(record, 0.0, protocol=protocol) if fn in _PURE_REWARDS else None
+        f = terms.format if terms is not None else float(format_ok(record, protocol=protocol))
+        t = terms.tool if terms is not None else float(tool_ok(record))
+        return RewardBreakdown(math.nan, None, f, t, name, err)
+    rb = _breakdown(kind, fn(record, c, protocol=protocol), record, c, protocol)
     rb.judge = rb.judge or name
     return rb
 

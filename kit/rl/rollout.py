@@ -129,22 +129,34 @@ async def rollout_groups(harness: Harness | Callable[[Task, int], Harness], task
                               concurrency=concurrency or max(1, len(tasks) * group_size), progress=progress)
     wall = time.perf_counter() - t0
     by_id = {r.id: r for r in records}
-    t1 = time.perf_counter()
-    flat = [by_id[episode_id(t, s)] for t in tasks for s in range(group_size)]
     if protocol is None:
         protocol = harness.config.protocol if isinstance(harness, Harness) else "weagent_mmsearch"
+    return await score_groups([[by_id[episode_id(t, s)] for s in range(group_size)] for t in tasks], tasks,
+                              judge=judge, spec=spec, judge_timeout_s=judge_timeout_s, protocol=protocol, wall_s=wall)
+
+
+async def score_groups(records: list[list[EpisodeRecord]], tasks: list[Task], *, judge: Judge, spec: AlgorithmSpec,
+                       judge_timeout_s: float | None = 60.0, protocol: str = "weagent_mmsearch",
+                       wall_s: float = 0.0) -> RolloutBatch:
+    """Score and check ``records[g][s]`` (the group of ``tasks[g]``) for ``spec``: its reward kind and its
+    runtime filter. :func:`rollout_groups` calls it on fresh rollouts; scoring the same records for another
+    algorithm gives what that algorithm would have measured on them (e.g. one set of frozen-policy rollouts
+    as the learning-rate-0 control of several algorithms, ``benchmarks/bench_learning.py``)."""
+    t1 = time.perf_counter()
+    flat = [r for g in records for r in g]
     scores = await score_records(flat, judge, kind=spec.reward, timeout_s=judge_timeout_s, protocol=protocol)
     judge_s = time.perf_counter() - t1
     groups: list[list[Trajectory]] = []
-    for g in range(len(tasks)):
+    k = 0
+    for g, recs in enumerate(records):
         row = []
-        for s in range(group_size):
-            k = g * group_size + s
+        for rec in recs:
             rb = scores[k]
-            el = check(flat[k], rb.reward, judge_error=rb.judge_error, check_runtime=spec.check_runtime)
-            row.append(Trajectory(flat[k], g, rb, el))
+            el = check(rec, rb.reward, judge_error=rb.judge_error, check_runtime=spec.check_runtime)
+            row.append(Trajectory(rec, g, rb, el))
+            k += 1
         groups.append(row)
-    return RolloutBatch(tasks=list(tasks), groups=groups, wall_s=wall, judge_s=judge_s)
+    return RolloutBatch(tasks=list(tasks), groups=groups, wall_s=wall_s, judge_s=judge_s)
 
 
 def recovery_stats(trajectories: list[Trajectory]) -> list[dict[str, Any]]:

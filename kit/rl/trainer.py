@@ -142,6 +142,7 @@ class RLTrainer:
             "tasks": hashlib.sha256("\n".join(f"{t.id}\t{t.question}" for t in self.tasks).encode()).hexdigest()[:16]})
         self.step = 0
         self.history: list[dict[str, Any]] = []
+        self.last_batch: RolloutBatch | None = None  # the last train_step's scored rollouts
         if not self.resume():
             self.schedule.start(0)
             self.log.write(R.RUN_START, 0, config=self.cfg.model_dump(), algorithm=asdict(self.spec),
@@ -189,20 +190,28 @@ class RLTrainer:
                 bar.update(1)
         return out
 
-    async def train_step(self) -> dict[str, Any]:
-        """One step of the current stage; returns its metrics (``skipped`` set when no update ran)."""
-        step, stage, knobs = self.step, self.schedule.stage, self.schedule.knobs
-        hcfg = stage.harness_config(self.base_config)
-        sampling = SamplingParams(temperature=knobs.temperature, top_p=self.cfg.top_p,
+    async def rollouts(self, step: int | None = None) -> RolloutBatch:
+        """The scored rollouts of ``step`` (default: the current one) in the current stage, exactly as
+        :meth:`train_step` samples them (same seeds, harness, judge, reward and filter), without an update and
+        without advancing the step. A learning-rate-0 control needs only these: its weights never change, so an
+        update at lr 0 would change nothing it measures (``benchmarks/bench_learning.py``)."""
+        step = self.step if step is None else step
+        hcfg = self.schedule.stage.harness_config(self.base_config)
+        sampling = SamplingParams(temperature=self.schedule.knobs.temperature, top_p=self.cfg.top_p,
                                   max_tokens=hcfg.max_response_tokens)
         factory = seeded_factory(self.policy, self.backend, hcfg, sampling, base_seed=self.cfg.seed + 7919 * step,
                                  labels=self.labels, summarizer=self.summarizer)
-        t0 = time.perf_counter()
         self.model.eval()
-        batch = await rollout_groups(factory, self.step_tasks(step), self.cfg.group_size,
-                                     self.out / "rollouts" / f"step_{step:05d}", judge=self.judge, spec=self.spec,
-                                     concurrency=self.cfg.rollout_concurrency, judge_timeout_s=self.cfg.judge_timeout_s,
-                                     protocol=hcfg.protocol)
+        return await rollout_groups(factory, self.step_tasks(step), self.cfg.group_size,
+                                    self.out / "rollouts" / f"step_{step:05d}", judge=self.judge, spec=self.spec,
+                                    concurrency=self.cfg.rollout_concurrency, judge_timeout_s=self.cfg.judge_timeout_s,
+                                    protocol=hcfg.protocol)
+
+    async def train_step(self) -> dict[str, Any]:
+        """One step of the current stage; returns its metrics (``skipped`` set when no update ran)."""
+        step, stage, knobs = self.step, self.schedule.stage, self.schedule.knobs
+        t0 = time.perf_counter()
+        batch = self.last_batch = await self.rollouts(step)
         if stage.kind == "opd":
             m = self.opd_update(batch)
         else:

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kit.extras import require
 from kit.harness.episode import EpisodeRecord
 from kit.train.curriculum import compact_record
 
@@ -94,6 +95,7 @@ def warm_start_sizes(profile, *, steps: int | None = None, full_steps: int | Non
 @contextlib.contextmanager
 def _torch_threads(n: int | None):
     """torch's intra-op threads set to ``n`` (None: unchanged) inside the block, restored after."""
+    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
     import torch
 
     before = torch.get_num_threads()
@@ -210,6 +212,7 @@ def sft_warm_start(model_path: str | Path, records: list[EpisodeRecord], out_dir
     Raises:
         ValueError: no record can be encoded, ``steps < 1`` or ``full_steps < 0``, or more than ``max_tokens``.
     """
+    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
     import torch
     from transformers import AutoModelForImageTextToText
 

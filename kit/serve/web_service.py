@@ -234,6 +234,227 @@ class _Uploads:
         return self._items.get(digest)
 
 
+class _Routes:
+    """The route handlers of one service: ``web``, the ``backend`` answering it, ``limits``, uploads."""
+
+    def __init__(self, web: Any, backend: SearchBackend, limits: ServiceLimits, public_url: str | None):
+        self.web, self.backend, self.limits, self.public_url = web, backend, limits, public_url
+        self.uploads = _Uploads(limits.max_uploads)
+        self.archive_dates = {a.date for a in getattr(web, "archives", []) if getattr(a, "date", None)}
+
+    def base_of(self, request: Request) -> str:
+        """The base of the links handed out: ``public_url`` or the request's own base URL."""
+        return (self.public_url or str(request.base_url)).rstrip("/")
+
+    async def entry_bytes(self, url: str) -> tuple[str, bytes]:
+        """(mime, bytes) of the archive entry at ``url``, read off the event loop."""
+        def read() -> tuple[str, bytes]:
+            arch, entry = self.web.resolve_url(url)
+            return arch.read(entry)
+
+        return await asyncio.to_thread(read)
+
+    async def serper_search(self, request: Request, kind: str) -> Response:
+        """Serper's ``/search`` or ``/images`` (``kind``) answer: one query or a batch."""
+        data = await serper.serper_params(request, self.limits.max_body_bytes)
+        if isinstance(data, list):  # a batch: one answer per query, in order
+            return JSONResponse(list(await asyncio.gather(*(self.one_search(request, d, kind) for d in data))))
+        return JSONResponse(await self.one_search(request, data, kind))
+
+    async def one_search(self, request: Request, data: dict[str, Any], kind: str) -> dict[str, Any]:
+        """Serper's answer to one query ``data`` of ``kind`` ``"search"`` or ``"images"``."""
+        req = serper.validated(SearchRequest, data, kind)
+        base, echo = self.base_of(request), serper.echo(req, data, kind)
+        want = serper.depth(req.num, req.page)
+        backend = self.backend
+        if kind == "search":
+            hits = await backend.search(req.q, want) if (req.page - 1) * req.num < want else []
+            return {"searchParameters": echo, "organic": [serper.organic_json(h, base, i, self.archive_dates)
+                                                          for i, h in serper.page_of(hits, req.num, req.page)],
+                    "credits": 1}
+        images = await backend.image_search(req.q, want) if (req.page - 1) * req.num < want else []
+        shown = serper.page_of(images, req.num, req.page)
+        return {"searchParameters": echo, "images": [serper.image_json(h, base, i, _image_size(h.content))
+                                                     for i, h in shown], "credits": 1}
+
+    async def search(self, request: Request) -> Response:
+        """``/search``."""
+        return await self.serper_search(request, "search")
+
+    async def images(self, request: Request) -> Response:
+        """``/images``."""
+        return await self.serper_search(request, "images")
+
+    async def image_from_body(self, request: Request) -> tuple[bytes, dict[str, Any]]:
+        """(image bytes, request echo) of a lens/upload request: ``url`` (JSON, form or query string),
+        multipart ``image``, or the raw bytes."""
+        ctype = content_type(request)
+        if request.method == "GET" or ctype in ("", "application/json", "text/plain",
+                                                 "application/x-www-form-urlencoded"):
+            data = await serper.serper_params(request, self.limits.max_body_bytes)
+            if isinstance(data, list):
+                raise ServiceError(400, "/lens takes one image at a time: send a JSON object, not a list")
+            req = serper.validated(LensRequest, data, "lens")
+            return await self.image_for_url(req.url), serper.echo(req, data, "lens")
+        body = await read_body(request, self.limits.max_body_bytes)
+        params = serper.query_params(request)
+        if ctype == "multipart/form-data":
+            async with request.form(max_files=1, max_fields=8) as form:
+                upload = form.get("image")
+                if upload is None or isinstance(upload, str):
+                    raise ServiceError(400, "multipart body needs a file field named 'image'")
+                body = await upload.read()
+                params |= {k: v for k, v in form.items() if k != "image" and isinstance(v, str)}
+        elif not (ctype.startswith("image/") or ctype == "application/octet-stream"):
+            raise ServiceError(415, f"unsupported content type {ctype!r}: send JSON, multipart/form-data or image bytes")
+        if not body:
+            raise ServiceError(400, "empty image upload")
+        req = serper.validated(LensRequest, {"url": "upload", **params}, "lens")
+        return body, serper.echo(req, params, "lens") | {"url": None}
+
+    async def image_for_url(self, url: str) -> bytes:
+        """The image bytes a lens ``url`` names: an upload of this process or a local archive image."""
+        try:
+            parts = urlsplit(url)
+        except ValueError as e:
+            raise ServiceError(400, f"malformed URL {url!r}: {e}") from None
+        if parts.scheme in ("http", "https") and parts.path.startswith("/uploads/"):
+            data = self.uploads.get(parts.path.removeprefix("/uploads/"))
+            if data is None:
+                raise ServiceError(404, f"no uploaded image {url} on this replica (uploads live in one "
+                                        "process: send the bytes to /lens instead)")
+            return data
+        target = local_url(url)
+        if not target.startswith("zim://"):
+            raise ServiceError(400, f"lens reads only images of the local archives or uploads, not {url!r}: "
+                                    "send the image bytes (multipart 'image' field or an image/* body)")
+        mime, data = await self.entry_bytes(target)
+        if not mime.startswith("image/"):
+            raise ServiceError(400, f"{url} is a {mime} entry, not an image")
+        return data
+
+    async def lens(self, request: Request) -> Response:
+        """``/lens``: reverse image search in Serper's shape."""
+        image, echo = await self.image_from_body(request)
+        result = await self.backend.reverse_image_search(image, echo.get("num", 10))
+        base = self.base_of(request)
+        thumbs = {t.page_url: t for t in result.thumbnails}
+        organic = []
+        for i, p in enumerate(result.pages, 1):
+            item: dict[str, Any] = {"title": p.title, "link": service_url(p.url, base), "source": urlsplit(p.url).netloc,
+                                    "snippet": p.snippet}
+            if p.url in thumbs:
+                url = service_url(thumbs[p.url].image_url, base)
+                item |= {"imageUrl": url, "thumbnailUrl": url}
+            organic.append(item | {"position": i})
+        out: dict[str, Any] = {"searchParameters": echo, "organic": organic}
+        if result.knowledge_graph is not None:
+            kg = result.knowledge_graph
+            out["knowledgeGraph"] = {"title": kg.title, "description": kg.description,
+                                     "descriptionLink": service_url(kg.url, base)}
+        return JSONResponse(out | {"credits": 1})
+
+    async def upload(self, request: Request) -> Response:
+        """``/upload``: keeps an image in memory and answers its URL."""
+        image, _ = await self.image_from_body(request)
+        try:  # only images are hosted (lens would refuse anything else; memory holds what is kept)
+            await asyncio.to_thread(decode_image, image)
+        except BackendError as e:
+            raise ServiceError(400, f"not an image the local web can search by: {e}") from None
+        digest = self.uploads.put(image)
+        return JSONResponse({"url": f"{self.base_of(request)}/uploads/{digest}", "sha256": digest})
+
+    async def read_page(self, request: Request, target: str, body: dict[str, Any]) -> Response:
+        """The Jina reader's answer for ``target`` (:mod:`kit.serve.jina`)."""
+        opts = jina.reader_options(request, body)  # a bad option is a 400 before any archive is read
+        target = jina.clean_target(target)
+        try:
+            page = await self.backend.fetch(local_url(target))
+            html = None
+            if opts.fmt == "html":
+                mime, data = await self.entry_bytes(page.url)
+                html = data.decode("utf-8", "replace") if mime.startswith("text/") else \
+                    f'<img src="{service_url(page.url, self.base_of(request))}">'
+        except BackendError as e:  # a page the archives do not hold (never fetched from the web)
+            if e.retryable or isinstance(e, RequestRejected):
+                raise
+            # Jina's answer to a target it cannot reach: 422 AssertionFailureError, no page text
+            raise ServiceError(422, f"Failed to goto {target}: not in the local archives ({e})") from None
+        base = self.base_of(request)
+        markdown = page.markdown.replace("zim://", f"{base}/zim/")  # image/link URLs a client can GET
+        return jina.reader_answer(page.title, service_url(page.url, base), markdown, html, opts)
+
+    async def reader(self, request: Request) -> Response:
+        """``/r/{url}``: the reader with the URL in the path (or the body)."""
+        body = await jina.reader_body(request, self.limits.max_body_bytes)
+        return await self.read_page(request, _raw_tail(request, "/r/") or body.get("url", ""), body)
+
+    async def reader_post(self, request: Request) -> Response:
+        """POST / and POST /r: the reader with the URL in the body."""
+        body = await jina.reader_body(request, self.limits.max_body_bytes)
+        return await self.read_page(request, body.get("url", ""), body)
+
+    async def jina_search(self, request: Request) -> Response:
+        """Jina search (``s.jina.ai``): the top hits of the local web, each page read (:mod:`kit.serve.jina`)."""
+        body = await serper.serper_params(request, self.limits.max_body_bytes) if request.method == "POST" else {}
+        if isinstance(body, list):
+            raise ServiceError(400, "search takes one query: send a JSON object, not a list")
+        params = {**serper.query_params(request), **body}
+        opts = jina.reader_options(request, params)
+        q, n = jina.search_request(_raw_tail(request, "/s/") if request.url.path.startswith("/s/") else "", params)
+        base = self.base_of(request)
+        results = []
+        for h in await self.backend.search(q, n):
+            try:
+                page = await self.backend.fetch(h.url)
+            except BackendError as e:
+                if e.retryable:
+                    raise
+                continue  # a hit whose page cannot be read is left out, as Jina leaves out unreachable results
+            results.append((page.title or h.title, service_url(page.url, base), h.snippet,
+                            page.markdown.replace("zim://", f"{base}/zim/")))
+        return jina.search_answer(results, opts)
+
+    async def root(self, request: Request) -> Response:
+        """``GET /<url>`` (Jina's root form); any other path: a Serper-shaped 404 naming the endpoints."""
+        tail = _raw_tail(request, "/")
+        if request.method in ("GET", "HEAD") and (not tail or jina.is_root_target(tail)):
+            return await self.read_page(request, tail, {})  # "GET /" alone: the reader's 400 "no URL"
+        raise ServiceError(404, serper.not_served(request.method, request.url.path.lstrip("/")))
+
+    async def entry(self, request: Request) -> Response:
+        """``/zim/{stem}/{path}``: the raw archive entry."""
+        try:
+            mime, data = await self.entry_bytes("zim://" + _raw_tail(request, "/zim/"))
+        except BackendError as e:
+            raise ServiceError(404, str(e)) from None
+        # Every entry, whatever its type: archive HTML, SVG, JS or XML is shown, never run, on the
+        # service's origin (a sniffed or mislabelled entry too).
+        headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff",
+                   "Content-Security-Policy": "sandbox"}
+        return Response(data, media_type=mime, headers=headers)
+
+    async def health(self, request: Request) -> Response:
+        """``/health``: archives and cache statistics."""
+        cache = getattr(self.backend, "cache", None)
+        return JSONResponse({"status": "ok", "archives": [a.stem for a in getattr(self.web, "archives", [])],
+                             "cache": dict(cache.stats) if cache is not None else None})
+
+    def routes(self) -> list[Route]:
+        """The routes in match order."""
+        get_post = ["GET", "POST"]
+        return [Route("/search", self.search, methods=get_post), Route("/images", self.images, methods=get_post),
+                Route("/lens", self.lens, methods=get_post), Route("/upload", self.upload, methods=["POST"]),
+                Route("/r/{url:path}", self.reader, methods=get_post),
+                Route("/r", self.reader_post, methods=["POST"]), Route("/", self.reader_post, methods=["POST"]),
+                Route("/zim/{rest:path}", self.entry, methods=["GET"]),
+                Route("/health", self.health, methods=["GET"]),
+                Route("/s/{q:path}", self.jina_search, methods=get_post),
+                Route("/s", self.jina_search, methods=get_post),
+                # last: the reader's root form GET /<url>, and the 404 of every other path (Serper's /news ...)
+                Route("/{rest:path}", self.root, methods=get_post)]
+
+
 def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str | None = None,
                limits: ServiceLimits | None = None, public_url: str | None = None) -> Starlette:
     """The ASGI app of the service (module docstring).
@@ -254,204 +475,8 @@ def create_app(web: Any, backend: SearchBackend | None = None, *, api_key: str |
         ValueError: ``api_key`` is empty or not visible ASCII (:func:`kit.serve.auth.check_api_key`).
     """
     check_api_key(api_key, "api_key")
-    backend = backend or web
     limits = limits or ServiceLimits()
-    uploads = _Uploads(limits.max_uploads)
-
-    def base_of(request: Request) -> str:
-        return (public_url or str(request.base_url)).rstrip("/")
-
-    async def entry_bytes(url: str) -> tuple[str, bytes]:
-        def read() -> tuple[str, bytes]:
-            arch, entry = web.resolve_url(url)
-            return arch.read(entry)
-
-        return await asyncio.to_thread(read)
-
-    archive_dates = {a.date for a in getattr(web, "archives", []) if getattr(a, "date", None)}
-
-    async def serper_search(request: Request, kind: str) -> Response:
-        data = await serper.serper_params(request, limits.max_body_bytes)
-        if isinstance(data, list):  # a batch: one answer per query, in order
-            return JSONResponse(list(await asyncio.gather(*(one_search(request, d, kind) for d in data))))
-        return JSONResponse(await one_search(request, data, kind))
-
-    async def one_search(request: Request, data: dict[str, Any], kind: str) -> dict[str, Any]:
-        req = serper.validated(SearchRequest, data, kind)
-        base, echo = base_of(request), serper.echo(req, data, kind)
-        want = serper.depth(req.num, req.page)
-        if kind == "search":
-            hits = await backend.search(req.q, want) if (req.page - 1) * req.num < want else []
-            return {"searchParameters": echo, "organic": [serper.organic_json(h, base, i, archive_dates) for i, h in
-                                                          serper.page_of(hits, req.num, req.page)], "credits": 1}
-        images = await backend.image_search(req.q, want) if (req.page - 1) * req.num < want else []
-        shown = serper.page_of(images, req.num, req.page)
-        return {"searchParameters": echo, "images": [serper.image_json(h, base, i, _image_size(h.content))
-                                                     for i, h in shown], "credits": 1}
-
-    async def search(request: Request) -> Response:
-        return await serper_search(request, "search")
-
-    async def images(request: Request) -> Response:
-        return await serper_search(request, "images")
-
-    async def image_from_body(request: Request) -> tuple[bytes, dict[str, Any]]:
-        """(image bytes, request echo) of a lens/upload request: ``url`` (JSON, form or query string),
-        multipart ``image``, or the raw bytes."""
-        ctype = content_type(request)
-        if request.method == "GET" or ctype in ("", "application/json", "text/plain",
-                                                 "application/x-www-form-urlencoded"):
-            data = await serper.serper_params(request, limits.max_body_bytes)
-            if isinstance(data, list):
-                raise ServiceError(400, "/lens takes one image at a time: send a JSON object, not a list")
-            req = serper.validated(LensRequest, data, "lens")
-            return await image_for_url(req.url), serper.echo(req, data, "lens")
-        body = await read_body(request, limits.max_body_bytes)
-        params = serper.query_params(request)
-        if ctype == "multipart/form-data":
-            async with request.form(max_files=1, max_fields=8) as form:
-                upload = form.get("image")
-                if upload is None or isinstance(upload, str):
-                    raise ServiceError(400, "multipart body needs a file field named 'image'")
-                body = await upload.read()
-                params |= {k: v for k, v in form.items() if k != "image" and isinstance(v, str)}
-        elif not (ctype.startswith("image/") or ctype == "application/octet-stream"):
-            raise ServiceError(415, f"unsupported content type {ctype!r}: send JSON, multipart/form-data or image bytes")
-        if not body:
-            raise ServiceError(400, "empty image upload")
-        req = serper.validated(LensRequest, {"url": "upload", **params}, "lens")
-        return body, serper.echo(req, params, "lens") | {"url": None}
-
-    async def image_for_url(url: str) -> bytes:
-        try:
-            parts = urlsplit(url)
-        except ValueError as e:
-            raise ServiceError(400, f"malformed URL {url!r}: {e}") from None
-        if parts.scheme in ("http", "https") and parts.path.startswith("/uploads/"):
-            data = uploads.get(parts.path.removeprefix("/uploads/"))
-            if data is None:
-                raise ServiceError(404, f"no uploaded image {url} on this replica (uploads live in one "
-                                        "process: send the bytes to /lens instead)")
-            return data
-        target = local_url(url)
-        if not target.startswith("zim://"):
-            raise ServiceError(400, f"lens reads only images of the local archives or uploads, not {url!r}: "
-                                    "send the image bytes (multipart 'image' field or an image/* body)")
-        mime, data = await entry_bytes(target)
-        if not mime.startswith("image/"):
-            raise ServiceError(400, f"{url} is a {mime} entry, not an image")
-        return data
-
-    async def lens(request: Request) -> Response:
-        image, echo = await image_from_body(request)
-        result = await backend.reverse_image_search(image, echo.get("num", 10))
-        base = base_of(request)
-        thumbs = {t.page_url: t for t in result.thumbnails}
-        organic = []
-        for i, p in enumerate(result.pages, 1):
-            item: dict[str, Any] = {"title": p.title, "link": service_url(p.url, base), "source": urlsplit(p.url).netloc,
-                                    "snippet": p.snippet}
-            if p.url in thumbs:
-                url = service_url(thumbs[p.url].image_url, base)
-                item |= {"imageUrl": url, "thumbnailUrl": url}
-            organic.append(item | {"position": i})
-        out: dict[str, Any] = {"searchParameters": echo, "organic": organic}
-        if result.knowledge_graph is not None:
-            kg = result.knowledge_graph
-            out["knowledgeGraph"] = {"title": kg.title, "description": kg.description,
-                                     "descriptionLink": service_url(kg.url, base)}
-        return JSONResponse(out | {"credits": 1})
-
-    async def upload(request: Request) -> Response:
-        image, _ = await image_from_body(request)
-        try:  # only images are hosted (lens would refuse anything else; memory holds what is kept)
-            await asyncio.to_thread(decode_image, image)
-        except BackendError as e:
-            raise ServiceError(400, f"not an image the local web can search by: {e}") from None
-        digest = uploads.put(image)
-        return JSONResponse({"url": f"{base_of(request)}/uploads/{digest}", "sha256": digest})
-
-    async def read_page(request: Request, target: str, body: dict[str, Any]) -> Response:
-        """The Jina reader's answer for ``target`` (:mod:`kit.serve.jina`)."""
-        opts = jina.reader_options(request, body)  # a bad option is a 400 before any archive is read
-        target = jina.clean_target(target)
-        try:
-            page = await backend.fetch(local_url(target))
-            html = None
-            if opts.fmt == "html":
-                mime, data = await entry_bytes(page.url)
-                html = data.decode("utf-8", "replace") if mime.startswith("text/") else \
-                    f'<img src="{service_url(page.url, base_of(request))}">'
-        except BackendError as e:  # a page the archives do not hold (never fetched from the web)
-            if e.retryable or isinstance(e, RequestRejected):
-                raise
-            # Jina's answer to a target it cannot reach: 422 AssertionFailureError, no page text
-            raise ServiceError(422, f"Failed to goto {target}: not in the local archives ({e})") from None
-        base = base_of(request)
-        markdown = page.markdown.replace("zim://", f"{base}/zim/")  # image/link URLs a client can GET
-        return jina.reader_answer(page.title, service_url(page.url, base), markdown, html, opts)
-
-    async def reader(request: Request) -> Response:
-        body = await jina.reader_body(request, limits.max_body_bytes)
-        return await read_page(request, _raw_tail(request, "/r/") or body.get("url", ""), body)
-
-    async def reader_post(request: Request) -> Response:  # POST / and POST /r: the URL in the body
-        body = await jina.reader_body(request, limits.max_body_bytes)
-        return await read_page(request, body.get("url", ""), body)
-
-    async def jina_search(request: Request) -> Response:
-        """Jina search (``s.jina.ai``): the top hits of the local web, each page read (:mod:`kit.serve.jina`)."""
-        body = await serper.serper_params(request, limits.max_body_bytes) if request.method == "POST" else {}
-        if isinstance(body, list):
-            raise ServiceError(400, "search takes one query: send a JSON object, not a list")
-        params = {**serper.query_params(request), **body}
-        opts = jina.reader_options(request, params)
-        q, n = jina.search_request(_raw_tail(request, "/s/") if request.url.path.startswith("/s/") else "", params)
-        base = base_of(request)
-        results = []
-        for h in await backend.search(q, n):
-            try:
-                page = await backend.fetch(h.url)
-            except BackendError as e:
-                if e.retryable:
-                    raise
-                continue  # a hit whose page cannot be read is left out, as Jina leaves out unreachable results
-            results.append((page.title or h.title, service_url(page.url, base), h.snippet,
-                            page.markdown.replace("zim://", f"{base}/zim/")))
-        return jina.search_answer(results, opts)
-
-    async def root(request: Request) -> Response:
-        """``GET /<url>`` (Jina's root form); any other path: a Serper-shaped 404 naming the endpoints."""
-        tail = _raw_tail(request, "/")
-        if request.method in ("GET", "HEAD") and (not tail or jina.is_root_target(tail)):
-            return await read_page(request, tail, {})  # "GET /" alone: the reader's 400 "no URL"
-        raise ServiceError(404, serper.not_served(request.method, request.url.path.lstrip("/")))
-
-    async def entry(request: Request) -> Response:
-        try:
-            mime, data = await entry_bytes("zim://" + _raw_tail(request, "/zim/"))
-        except BackendError as e:
-            raise ServiceError(404, str(e)) from None
-        # Every entry, whatever its type: archive HTML, SVG, JS or XML is shown, never run, on the
-        # service's origin (a sniffed or mislabelled entry too).
-        headers = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff",
-                   "Content-Security-Policy": "sandbox"}
-        return Response(data, media_type=mime, headers=headers)
-
-    async def health(request: Request) -> Response:
-        cache = getattr(backend, "cache", None)
-        return JSONResponse({"status": "ok", "archives": [a.stem for a in getattr(web, "archives", [])],
-                             "cache": dict(cache.stats) if cache is not None else None})
-
-    get_post = ["GET", "POST"]
-    routes = [Route("/search", search, methods=get_post), Route("/images", images, methods=get_post),
-              Route("/lens", lens, methods=get_post), Route("/upload", upload, methods=["POST"]),
-              Route("/r/{url:path}", reader, methods=get_post), Route("/r", reader_post, methods=["POST"]),
-              Route("/", reader_post, methods=["POST"]), Route("/zim/{rest:path}", entry, methods=["GET"]),
-              Route("/health", health, methods=["GET"]),
-              Route("/s/{q:path}", jina_search, methods=get_post), Route("/s", jina_search, methods=get_post),
-              # last: the reader's root form GET /<url>, and the 404 of every other path (Serper's /news ...)
-              Route("/{rest:path}", root, methods=get_post)]
+    routes = _Routes(web, backend or web, limits, public_url).routes()
     app = Starlette(routes=routes, exception_handlers={
         ServiceError: _service_error, HTTPException: _http_error, BackendError: _backend_error,
         Exception: _internal_error})

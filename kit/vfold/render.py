@@ -5,7 +5,8 @@
 and last page — and rasterizes them to grayscale PNG. The font is DejaVu Sans (the free substitute
 for Verdana; see :mod:`kit.vfold.fonts`). Parameters and the default line-break layout:
 :mod:`kit.vfold.render_config`; the layout model and the display of control characters:
-:mod:`kit.vfold.layout`; the result and PNG encoding: :mod:`kit.vfold.pages` (all re-exported here).
+:mod:`kit.vfold.layout`; the result and PNG encoding: :mod:`kit.vfold.pages` (all re-exported here); the
+steps of greedy line filling: :mod:`kit.vfold.linefill`.
 
 Words longer than a line (URLs, CJK runs) are split across lines, preferably after
 ``/ - ? & = _ . , ;``. Right-to-left and complex-shaping lines (Arabic, Hebrew, Indic, combining
@@ -25,7 +26,6 @@ integer advances at this size).
 from __future__ import annotations
 
 import math
-import re
 import threading
 import unicodedata
 
@@ -34,14 +34,13 @@ from PIL import Image, ImageColor, ImageDraw, features
 
 from kit.vfold.fonts import FontChain, default_chain
 from kit.vfold.layout import _BREAK_TABLE, _MARK_TABLE, Layout, Line, PageLayout, _is_complex
+from kit.vfold.linefill import _BREAK_AFTER, _TOKEN, LineFiller, paginate  # noqa: F401  (old private names kept here)
 from kit.vfold.pages import RenderResult, encode_png
 from kit.vfold.render_config import NEWLINE_MARK, TABLE8_CONFIG, RenderConfig, RenderError
 
 __all__ = ["NEWLINE_MARK", "TABLE8_CONFIG", "Layout", "Line", "PageLayout", "RenderConfig", "RenderError",
            "RenderResult", "Renderer", "default_renderer", "encode_png"]
 
-_BREAK_AFTER = set("/-?&=_.,;:|)]}")
-_TOKEN = re.compile(r"\n|[^ \t\n]+[ \t]*|[ \t]+")
 _HAS_RAQM = features.check("raqm")
 
 
@@ -190,133 +189,11 @@ class Renderer:
             raise RenderError(f"render expects str, got {type(text).__name__}; decode bytes first "
                               "(e.g. data.decode('utf-8', 'replace'))")
         cfg, px = self.config, self.px
-        cw, lpp = px["content_width"], px["lines_per_page"]
-        limit = lpp * cfg.max_pages
-        mark_mode = cfg.newline == "mark"
-        para = cfg.paragraph_break
         mark = cfg.newline_mark
-        mark_w = self._measure(mark)[0]
-        table = self._table
-        token = self._token
-        n = len(text)
-        lines: list[Line] = []
-        start, x, ink, cx, parts = 0, 0, 0, False, []
-
-        def flush(end: int) -> bool:
-            nonlocal start, x, ink, cx, parts
-            lines.append(Line(start, end, "".join(parts), ink, cx))
-            start, x, ink, cx, parts = end, 0, 0, False, []
-            return len(lines) >= limit
-
-        full = False
-        for m in _TOKEN.finditer(text):
-            tok = m.group()
-            pos = m.start()
-            if tok == "\n":
-                if not mark_mode:
-                    full = flush(pos + 1)
-                else:
-                    if x + mark_w > cw and x > 0:
-                        full = flush(pos)
-                        if full:
-                            break
-                    parts.append(mark)
-                    x += mark_w
-                    ink = x
-                    if para and pos > 0 and text[pos - 1] == "\n" and (pos + 1 >= n or text[pos + 1] != "\n"):
-                        full = flush(pos + 1)
-                if full:
-                    break
-                continue
-            drawn, wv, wf, tcx = token(tok)
-            if x + wv <= cw:  # fits (trailing spaces may hang in the margin)
-                parts.append(drawn)
-                if wv:
-                    ink = x + wv
-                x += wf
-                cx |= tcx
-                if x > cw:
-                    full = flush(m.end())
-                    if full:
-                        break
-                continue
-            if wv <= cw:  # next line
-                if x > 0:
-                    full = flush(pos)
-                    if full:
-                        break
-                parts.append(drawn)
-                ink = wv
-                x = wf
-                cx = tcx
-                if x > cw:
-                    full = flush(m.end())
-                    if full:
-                        break
-                continue
-            # a word wider than a line (URL, CJK run): split it across lines
-            word = tok.rstrip(" \t")
-            i = 0
-            while i < len(word):
-                if x > 0 and cw - x < cw // 4:
-                    full = flush(pos + i)
-                    if full:
-                        break
-                j, xx = i, x
-                while j < len(word):
-                    a = self._measure(word[j].translate(table))[0]
-                    if xx + a > cw and (j > i or x > 0):
-                        break
-                    xx += a
-                    j += 1
-                if j == i:
-                    full = flush(pos + i)
-                    if full:
-                        break
-                    continue
-                if j < len(word):  # prefer breaking after punctuation near the end of the line
-                    for b in range(j, max(i + 1, j - 24), -1):
-                        if word[b - 1] in _BREAK_AFTER:
-                            j = b
-                            break
-                piece = word[i:j].translate(table)
-                pw, pcx = self._measure(piece)
-                parts.append(piece)
-                ink = x + pw
-                x += pw
-                cx |= pcx
-                i = j
-                if i < len(word):
-                    full = flush(pos + i)
-                    if full:
-                        break
-            if full:
-                break
-            if len(word) < len(tok):  # trailing spaces of the split word
-                sp = tok[len(word):].translate(table)
-                parts.append(sp)
-                x += self._measure(sp)[0]
-                if x > cw:
-                    full = flush(m.end())
-                    if full:
-                        break
-        if full:
-            end = lines[-1].end
-        else:
-            end = n
-            if parts:
-                lines.append(Line(start, n, "".join(parts), ink, cx))
-        pages: list[PageLayout] = []
-        for p0 in range(0, len(lines), lpp):
-            chunk = lines[p0:p0 + lpp]
-            width = px["width"]
-            if cfg.auto_crop_width:
-                width = max(2 * px["margin_x"] + 1, min(px["width"], 2 * px["margin_x"] + max(ln.width for ln in chunk)))
-            height = px["height"]
-            if p0 + lpp >= len(lines) and cfg.auto_crop_last_page:
-                height = min(px["height"], 2 * px["margin_y"] + len(chunk) * px["line_height"])
-            pages.append(PageLayout(chunk, width, height))
-        return Layout(text, pages, end, cfg.newline, mark)
+        mark_w = self._measure(mark)[0]  # measured in either mode: it puts the mark in the atlas first
+        filler = LineFiller(px["content_width"], px["lines_per_page"] * cfg.max_pages, self._measure, self._table)
+        end = filler.fill(text, self._token, cfg.newline == "mark", mark, mark_w, cfg.paragraph_break)
+        return Layout(text, paginate(filler.lines, cfg, px), end, cfg.newline, mark)
 
     # ------------------------------------------------------------------ rasterization
     def render(self, text: str) -> RenderResult:

@@ -94,7 +94,10 @@ def _prefixes(runs: dict[str, str] | None) -> list[tuple[str, str]]:
     repo = _repo_root()
     if repo is not None:
         pairs += [(f, "") for f in _forms(repo)]
-    data = shared_data_dir()
+    try:
+        data = shared_data_dir()
+    except FileNotFoundError:  # a wrong MMSEARCH_KIT_DATA: no data folder can be named in a page
+        data = None
     if data is not None:
         pairs += [(f, DATA_ENV) for f in _forms(data)]
     try:

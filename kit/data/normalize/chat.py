@@ -37,7 +37,7 @@ import base64
 import binascii
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ from kit.data.normalize.base import (
     text_msg,
 )
 from kit.data.normalize.trainable import untrainable_reasons
-from kit.harness.episode import EpisodeRecord, Event, Task
+from kit.harness.episode import EpisodeRecord, Event, RegisteredImage, Task
 from kit.harness.events import EventType
 from kit.types import ContentPart, Message
 
@@ -142,6 +142,44 @@ def _image_bytes(item: Any) -> bytes:
     raise NormalizeError("image_unreadable", f"unsupported image item {type(item).__name__}")
 
 
+@dataclass
+class _Walk:
+    """The state of one trajectory being read: what is built so far and the calls awaiting an observation."""
+
+    ws: Path
+    images: list
+    used: int = 0
+    msgs: list[Message] = field(default_factory=list)
+    regs: list[RegisteredImage] = field(default_factory=list)
+    final: str | None = None
+    question: str = ""
+    pending: list[tuple[str, int]] = field(default_factory=list)  # (tool name, turn)
+    n_calls: int = 0
+    events: list[Event] = field(default_factory=list)
+    turn: int = 0
+
+
+def _content_parts(content: Any, j: int) -> list[ContentPart]:
+    """Message ``j``'s content as parts; each ``<image>`` placeholder or image part is an ``<image>`` slot."""
+    parts: list[ContentPart] = []
+    if isinstance(content, list):
+        for p in content:
+            if isinstance(p, dict) and p.get("type") in ("image", "image_url"):
+                parts.append(ContentPart(type="image", image="<image>"))
+            elif isinstance(p, dict) and p.get("type") == "text":
+                parts.append(ContentPart(type="text", text=str(p.get("text", ""))))
+    elif isinstance(content, str) or content is None:
+        text = content or ""
+        for k, seg in enumerate(text.split("<image>")):
+            if k:
+                parts.append(ContentPart(type="image", image="<image>"))
+            if seg:
+                parts.append(ContentPart(type="text", text=seg))
+    else:
+        raise NormalizeError("bad_message", f"message {j} content is {type(content).__name__}")
+    return parts
+
+
 class ChatAdapter:
     """Chat-format trajectories -> :class:`EpisodeRecord` (see module docstring).
 
@@ -220,6 +258,40 @@ class ChatAdapter:
         return out
 
     def to_episode(self, row: dict[str, Any], index: int, workspace_root: Path) -> EpisodeRecord:
+        raw = self._standard(self._raw_messages(row))
+        rid = f"{self.source}-{row.get('id', index)}"
+        w = _Walk(safe_workspace(workspace_root, rid), _image_column(row.get(self.spec.images_key)))  # never a path
+        for j, m in enumerate(raw):
+            self._step(w, j, m)
+        self._missing(w.pending, w.events)
+        if not w.question:
+            raise NormalizeError("no_user_turn", rid)
+        if w.turn == 0:
+            raise NormalizeError("no_assistant_turn", rid)
+        if w.used != len(w.images):
+            raise NormalizeError("image_count_mismatch", f"{len(w.images)} images, {w.used} placeholders")
+        ref_key = next((k for k in REFERENCE_KEYS if row.get(k) not in (None, "", [])), None)
+        answers = dedupe_answers(row.get(ref_key)) if ref_key else []
+        msgs, events, final = w.msgs, w.events, w.final
+        ok = final is not None and msgs[-1].role == "assistant"
+        # correctness: the rule judge on the trajectory's own answer; no reference -> unjudged
+        correct, judge = judge_label(final, answers, RULE_MODE)
+        meta: dict[str, Any] = {k: row[k] for k in ("id", "source", "data_source") if k in row}
+        meta.update({"correct": correct, "judge": judge, "rule_mode": RULE_MODE, "reference_field": ref_key})
+        kinds = {e.type for e in events}
+        # context that is not a call/observation pair as it happened is kept and marked, never trained on
+        untrainable: list[str] = [t for t in (EventType.OBSERVATION_MISSING, EventType.OBSERVATION_WITHOUT_CALL) if t in kinds]
+        untrainable += untrainable_reasons(msgs, events)  # a persisted preview; a placeholder the encoder refuses
+        return EpisodeRecord(
+            id=rid, task=Task(id=rid, question=w.question, answers=answers, source=self.source, metadata=meta),
+            config_hash=f"source:{self.source}", policy=self.source, backend=f"source:{self.source}", messages=msgs,
+            images=w.regs, final_response=final, events=events, status="answered" if ok else "error",
+            error=None if ok else "trajectory does not end with an answer",
+            trainable=ok and correct is True and not untrainable, turns=w.turn, tool_calls=w.n_calls, workspace=str(w.ws),
+            labels=[self.source, {True: "correct", False: "incorrect", None: "unjudged"}[correct]] + untrainable)
+
+    def _raw_messages(self, row: dict[str, Any]) -> list:
+        """The row's messages list (``messages_key``, else ShareGPT ``conversations``; a JSON string parsed)."""
         key = self.spec.messages_key if self.spec.messages_key in row or "conversations" not in row else "conversations"
         raw = row.get(key)
         if isinstance(raw, str):
@@ -229,125 +301,92 @@ class ChatAdapter:
                 raise NormalizeError("unparsable_json", str(e)) from e
         if not isinstance(raw, list) or not raw:
             raise NormalizeError("missing_messages", f"no {self.spec.messages_key!r} (or 'conversations') list")
-        raw = self._standard(raw)
-        rid = f"{self.source}-{row.get('id', index)}"
-        ws = safe_workspace(workspace_root, rid)  # the id comes from the data: never a path
-        images = _image_column(row.get(self.spec.images_key))
-        used = 0
-        msgs: list[Message] = []
-        regs = []
-        final = None
-        question = ""
-        pending: list[tuple[str, int]] = []  # calls awaiting their observation: (tool name, turn)
-        n_calls = 0
-        events: list[Event] = []
-        turn = 0
-        for j, m in enumerate(raw):
-            if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool", "function"):
-                raise NormalizeError("bad_message", f"message {j}: {str(m)[:120]}")
-            role, content = m["role"], m.get("content")
-            parts: list[ContentPart] = []
-            if isinstance(content, list):
-                for p in content:
-                    if isinstance(p, dict) and p.get("type") in ("image", "image_url"):
-                        parts.append(ContentPart(type="image", image="<image>"))
-                    elif isinstance(p, dict) and p.get("type") == "text":
-                        parts.append(ContentPart(type="text", text=str(p.get("text", ""))))
-            elif isinstance(content, str) or content is None:
-                text = content or ""
-                for k, seg in enumerate(text.split("<image>")):
-                    if k:
-                        parts.append(ContentPart(type="image", image="<image>"))
-                    if seg:
-                        parts.append(ContentPart(type="text", text=seg))
+        return raw
+
+    def _step(self, w: _Walk, j: int, m: Any) -> None:
+        """Message ``j`` of the trajectory, by role, into the walk ``w``."""
+        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool", "function"):
+            raise NormalizeError("bad_message", f"message {j}: {str(m)[:120]}")
+        role = m["role"]
+        fixed = self._store_images(w, _content_parts(m.get("content"), j), role, j)
+        text = "".join(p.text or "" for p in fixed if p.type == "text")
+        if role == "system":
+            w.msgs.append(Message(role="system", content=fixed or [ContentPart(type="text", text="")]))
+        elif role == "user" and (wrapped := _TOOL_RESP.match(text)):
+            self._wrapped_observation(w, j, wrapped, fixed)
+        elif role == "user":
+            if not w.question:
+                w.question = text.strip()
+            w.msgs.append(Message(role="user", content=fixed, turn=w.turn))
+        elif role in ("tool", "function"):
+            self._tool_message(w, j, m, fixed)
+        else:
+            self._assistant(w, m, text)
+
+    @staticmethod
+    def _store_images(w: _Walk, parts: list[ContentPart], role: str, j: int) -> list[ContentPart]:
+        """``parts`` with each image slot filled by the next image of the row, stored in the workspace."""
+        fixed = []
+        for p in parts:
+            if p.type == "image":
+                if w.used >= len(w.images):
+                    raise NormalizeError("image_count_mismatch", f"more image slots than {len(w.images)} images")
+                kind = "user_image" if role == "user" and not w.msgs or (role == "user" and j <= 2) else "search_image"
+                reg = store_image(_image_bytes(w.images[w.used]), w.ws, f"{kind}_{w.used + 1}")
+                w.used += 1
+                w.regs.append(reg)
+                fixed.append(ContentPart(type="image", image=reg.filename))
             else:
-                raise NormalizeError("bad_message", f"message {j} content is {type(content).__name__}")
-            fixed = []
-            for p in parts:
-                if p.type == "image":
-                    if used >= len(images):
-                        raise NormalizeError("image_count_mismatch", f"more image slots than {len(images)} images")
-                    kind = "user_image" if role == "user" and not msgs or (role == "user" and j <= 2) else "search_image"
-                    reg = store_image(_image_bytes(images[used]), ws, f"{kind}_{used + 1}")
-                    used += 1
-                    regs.append(reg)
-                    fixed.append(ContentPart(type="image", image=reg.filename))
-                else:
-                    fixed.append(p)
-            text = "".join(p.text or "" for p in fixed if p.type == "text")
-            if role == "system":
-                msgs.append(Message(role="system", content=fixed or [ContentPart(type="text", text="")]))
-            elif role == "user" and _TOOL_RESP.match(text):
-                if not pending:  # an observation no call asked for: keep it as one, say so
-                    events.append(Event(type=EventType.OBSERVATION_WITHOUT_CALL, turn=turn, detail={"message": j}))
-                name = pending.pop(0)[0] if pending else f"{self.prefix}tool"
-                obs = _TOOL_RESP.match(text).group(1).strip()
-                imgs = [p for p in fixed if p.type == "image"]
-                obs = self._persist(obs, ws, turn, name, events, self._reader())
-                msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{turn}", turn=turn,
-                                    content=imgs + [ContentPart(type="text", text=obs)]))
-            elif role == "user":
-                if not question:
-                    question = text.strip()
-                msgs.append(Message(role="user", content=fixed, turn=turn))
-            elif role in ("tool", "function"):
-                if not pending:  # the source has an observation no call asked for: keep it, say so
-                    events.append(Event(type=EventType.OBSERVATION_WITHOUT_CALL, turn=turn, detail={"message": j}))
-                name = pending.pop(0)[0] if pending else f"{self.prefix}{m.get('name', 'tool')}"
-                fixed = [ContentPart(type="text", text=self._persist(p.text or "", ws, turn, name, events, self._reader()))
-                         if p.type == "text" else p for p in fixed]
-                msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{turn}", turn=turn,
-                                    content=fixed or [ContentPart(type="text", text="")]))
-            else:
-                self._missing(pending, events)
-                turn += 1
-                th = _THINK.search(text)
-                think = th.group(1) if th else str(m.get("reasoning_content") or "")
-                calls = self._calls(m, text)
-                if len(calls) > 1:
-                    raise NormalizeError("parallel_tool_calls", f"turn {turn} has {len(calls)} calls")
-                if calls:
-                    name, args = calls[0]
-                    name = self.prefix + name
-                    self._note_tool(name, args)
-                    pending = [(name, turn)]
-                    n_calls += 1
-                    msgs.append(text_msg("assistant", canonical_call(think, name, args), turn=turn))
-                else:
-                    tags = [t for _, t in _ANSWER.findall(text)]
-                    if len(tags) > 1:  # the harness rule: the last complete block wins, and it is an event
-                        events.append(Event(type=EventType.MULTIPLE_RESPONSES, turn=turn, detail={
-                            "count": len(tags), "kept": "last", "dropped": [t.strip()[:200] for t in tags[:-1]]}))
-                    ans = tags[-1] if tags else _THINK.sub("", text).strip()
-                    if not ans:
-                        raise NormalizeError("bad_message", f"assistant turn {turn} has neither a call nor an answer")
-                    final = ans.strip()
-                    msgs.append(text_msg("assistant", canonical_response(think, final), turn=turn))
-        self._missing(pending, events)
-        if not question:
-            raise NormalizeError("no_user_turn", rid)
-        if turn == 0:
-            raise NormalizeError("no_assistant_turn", rid)
-        if used != len(images):
-            raise NormalizeError("image_count_mismatch", f"{len(images)} images, {used} placeholders")
-        ref_key = next((k for k in REFERENCE_KEYS if row.get(k) not in (None, "", [])), None)
-        answers = dedupe_answers(row.get(ref_key)) if ref_key else []
-        ok = final is not None and msgs[-1].role == "assistant"
-        # correctness: the rule judge on the trajectory's own answer; no reference -> unjudged
-        correct, judge = judge_label(final, answers, RULE_MODE)
-        meta = {k: row[k] for k in ("id", "source", "data_source") if k in row}
-        meta.update({"correct": correct, "judge": judge, "rule_mode": RULE_MODE, "reference_field": ref_key})
-        kinds = {e.type for e in events}
-        # context that is not a call/observation pair as it happened is kept and marked, never trained on
-        untrainable: list[str] = [t for t in (EventType.OBSERVATION_MISSING, EventType.OBSERVATION_WITHOUT_CALL) if t in kinds]
-        untrainable += untrainable_reasons(msgs, events)  # a persisted preview; a placeholder the encoder refuses
-        return EpisodeRecord(
-            id=rid, task=Task(id=rid, question=question, answers=answers, source=self.source, metadata=meta),
-            config_hash=f"source:{self.source}", policy=self.source, backend=f"source:{self.source}", messages=msgs,
-            images=regs, final_response=final, events=events, status="answered" if ok else "error",
-            error=None if ok else "trajectory does not end with an answer",
-            trainable=ok and correct is True and not untrainable, turns=turn, tool_calls=n_calls, workspace=str(ws),
-            labels=[self.source, {True: "correct", False: "incorrect", None: "unjudged"}[correct]] + untrainable)
+                fixed.append(p)
+        return fixed
+
+    def _wrapped_observation(self, w: _Walk, j: int, wrapped: re.Match, fixed: list[ContentPart]) -> None:
+        """A user turn wrapped in ``<tool_response>``: the observation of the pending call."""
+        if not w.pending:  # an observation no call asked for: keep it as one, say so
+            w.events.append(Event(type=EventType.OBSERVATION_WITHOUT_CALL, turn=w.turn, detail={"message": j}))
+        name = w.pending.pop(0)[0] if w.pending else f"{self.prefix}tool"
+        obs = wrapped.group(1).strip()
+        imgs = [p for p in fixed if p.type == "image"]
+        obs = self._persist(obs, w.ws, w.turn, name, w.events, self._reader())
+        w.msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{w.turn}", turn=w.turn,
+                              content=imgs + [ContentPart(type="text", text=obs)]))
+
+    def _tool_message(self, w: _Walk, j: int, m: dict, fixed: list[ContentPart]) -> None:
+        """A ``tool`` / ``function`` message: the observation of the pending call (long text persisted)."""
+        if not w.pending:  # the source has an observation no call asked for: keep it, say so
+            w.events.append(Event(type=EventType.OBSERVATION_WITHOUT_CALL, turn=w.turn, detail={"message": j}))
+        name = w.pending.pop(0)[0] if w.pending else f"{self.prefix}{m.get('name', 'tool')}"
+        fixed = [ContentPart(type="text", text=self._persist(p.text or "", w.ws, w.turn, name, w.events, self._reader()))
+                 if p.type == "text" else p for p in fixed]
+        w.msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{w.turn}", turn=w.turn,
+                              content=fixed or [ContentPart(type="text", text="")]))
+
+    def _assistant(self, w: _Walk, m: dict, text: str) -> None:
+        """An assistant turn: its one call (now pending) or its answer, rewritten to the canonical form."""
+        self._missing(w.pending, w.events)
+        w.turn += 1
+        th = _THINK.search(text)
+        think = th.group(1) if th else str(m.get("reasoning_content") or "")
+        calls = self._calls(m, text)
+        if len(calls) > 1:
+            raise NormalizeError("parallel_tool_calls", f"turn {w.turn} has {len(calls)} calls")
+        if calls:
+            name, args = calls[0]
+            name = self.prefix + name
+            self._note_tool(name, args)
+            w.pending = [(name, w.turn)]
+            w.n_calls += 1
+            w.msgs.append(text_msg("assistant", canonical_call(think, name, args), turn=w.turn))
+            return
+        tags = [t for _, t in _ANSWER.findall(text)]
+        if len(tags) > 1:  # the harness rule: the last complete block wins, and it is an event
+            w.events.append(Event(type=EventType.MULTIPLE_RESPONSES, turn=w.turn, detail={
+                "count": len(tags), "kept": "last", "dropped": [t.strip()[:200] for t in tags[:-1]]}))
+        ans = tags[-1] if tags else _THINK.sub("", text).strip()
+        if not ans:
+            raise NormalizeError("bad_message", f"assistant turn {w.turn} has neither a call nor an answer")
+        w.final = ans.strip()
+        w.msgs.append(text_msg("assistant", canonical_response(think, w.final), turn=w.turn))
 
     @staticmethod
     def _missing(pending: list[tuple[str, int]], events: list) -> None:

@@ -282,116 +282,18 @@ class MMSearchR1Adapter:
 
     # ---------------------------------------------------------------------------- episode
     def to_episode(self, row: dict[str, Any], index: int, workspace_root: Path) -> EpisodeRecord:
-        if "_unparsable" in row:
-            raise NormalizeError(row.get("_reason") or "unparsable_json", row.get("_error", ""))
-        tr = row.get("trace")
-        if not isinstance(tr, dict):
-            raise NormalizeError("missing_trace", "no trace object")
-        rounds = tr.get("rounds")
-        if not isinstance(rounds, list) or not rounds:
-            raise NormalizeError("missing_rounds", "trace has no rounds")
-        did = str(tr.get("data_id") or f"row{index}")
-        rid = f"mmr1-{index}-{did}"
-        ws = safe_workspace(workspace_root, rid)  # the id comes from the data: never a path
-        question = tr.get("question")
-        if question is not None and not isinstance(question, str):
-            raise NormalizeError("bad_type", f"trace.question is {type(question).__name__}")
-        question = (question or "").strip()
-        if not question:
-            raise NormalizeError("missing_question", rid)
+        tr, rounds, did, rid, ws, question = _parse_trace(row, index, workspace_root)
         failures, unplaced = _hard_failures(tr)
         terminal = tr.get("terminal_status", "answered")
-        hard_end = isinstance(terminal, str) and terminal.endswith("hard_failure")
         answers = dedupe_answers(tr.get("ground_truth"), tr.get("candidate_answers"))
         events: list[Event] = []
-        try:
-            user_img, img_path, img_ref = self._input_image(tr.get("image"), ws)
-        except NormalizeError as e:
-            if e.reason != "image_missing":
-                raise
-            # the model saw an image we do not have: keep the trace, say so, never train on it
-            user_img, img_path = None, None
-            img_ref = str((tr.get("image") or {}).get("path") if isinstance(tr.get("image"), dict) else tr.get("image"))
-            events.append(Event(type=EventType.INPUT_IMAGE_MISSING, turn=0, detail={
-                "ref": img_ref, "reason": e.detail[:300],
-                **({k: tr["image"].get(k) for k in ("png_sha256", "width", "height")}
-                   if isinstance(tr.get("image"), dict) else {})}))
-        expected = tr["image"].get("png_sha256") if isinstance(tr.get("image"), dict) else None
-        if user_img is not None and isinstance(expected, str) and expected.lower() != user_img.sha256:
-            # a different picture under the file name the trace names: not what the model saw
-            events.append(Event(type=EventType.INPUT_IMAGE_MISMATCH, turn=0, detail={
-                "ref": img_ref, "expected_sha256": expected, "found_sha256": user_img.sha256}))
+        user_img, img_path, img_ref = self._user_image(tr, ws, events)
         user_parts = [ContentPart(type="image", image=user_img.filename)] if user_img else []
         msgs = [text_msg("system", SYSTEM),
                 Message(role="user", content=user_parts + [ContentPart(type="text", text=question)])]
         images = [user_img] if user_img else []
-        final = None
-        n_calls = 0
-        fail = None
-        for k, rnd in enumerate(rounds, 1):
-            if not isinstance(rnd, dict) or not isinstance(rnd.get("response"), str) or not rnd["response"].strip():
-                raise NormalizeError("missing_response", f"round {k}")
-            resp = rnd["response"]
-            m = _REASON.search(resp)
-            think = m.group(1) if m else resp.split("<", 1)[0]
-            action = rnd.get("action")
-            if action == "answer":
-                final = self._answer(rnd, k, events)
-                if rnd.get("tool"):  # a result stored on the answer round: no call asked for it, nobody read it
-                    events.append(Event(type=EventType.OBSERVATION_WITHOUT_CALL, turn=k, detail={
-                        "note": "the answer round stores tool data; it is not part of the episode"}))
-                msgs.append(text_msg("assistant", canonical_response(think, final), turn=k))
-                if k < len(rounds):  # the episode ended at the answer: later rounds are not part of it
-                    events.append(Event(type=EventType.ROUNDS_AFTER_ANSWER, turn=k, detail={
-                        "count": len(rounds) - k,
-                        "actions": [r.get("action") if isinstance(r, dict) else None for r in rounds[k:]]}))
-                break
-            if action == "image_search":
-                name, args = f"{self.prefix}image_search", {"image": user_img.filename if user_img else "user_image_1"}
-            elif action == "text_search":
-                q = rnd.get("query") or rnd.get("parsed_payload")
-                if not q:
-                    qm = _TEXT_SEARCH.search(resp)
-                    q = qm.group(1).strip() if qm else None
-                if not q:
-                    raise NormalizeError("missing_query", f"round {k}")
-                name, args = f"{self.prefix}text_search", {"query": str(q)}
-            else:
-                raise NormalizeError("unknown_action", f"round {k}: {action!r}")
-            msgs.append(text_msg("assistant", canonical_call(think, name, args), turn=k))
-            n_calls += 1  # executed, whether or not it failed (as the harness counts)
-            if k in failures:  # the tool failed and the episode ended: the model saw no observation
-                fail = failures[k]
-                events.append(Event(type=EventType.TOOL_HARD_FAILURE, turn=k, detail={
-                    "tool": name, "stage": fail.get("stage"), "error": fail.get("error"),
-                    "note": "no observation: the episode ended at this call"}))
-                break
-            if k == len(rounds) and (hard_end or unplaced) and not failures.keys() & set(range(1, k + 1)):
-                # the trace ended in a hard failure without naming its round: its last call returned
-                # nothing the trace records as seen; never render one from the stored status
-                events.append(Event(type=EventType.OBSERVATION_MISSING, turn=k, detail={
-                    "tool": name, "terminal_status": terminal, "hard_failures": unplaced[:3],
-                    "note": "the episode ended in a hard failure whose round the trace does not name"}))
-                break
-            text = self._observation_text(rnd, k, events)
-            if text is None:
-                events.append(Event(type=EventType.OBSERVATION_MISSING, turn=k, detail={
-                    "tool": name, "note": "the round stores no tool result: what the model read is unknown"}))
-                continue
-            text, persisted = persist_observation(text, ws, k, name)  # no tool of this source reads files
-            if persisted:
-                events.append(Event(type=EventType.RESULT_PERSISTED, turn=k, detail=persisted))
-            shown = (self._thumbnails(rnd, k, ws, sum(r.kind == "search_image" for r in images), events, name)
-                     if action == "image_search" else [])
-            images += [r for r in shown if r is not None]
-            msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{k}", turn=k,
-                                content=self._tool_content(text, shown)))
-        fa = tr.get("final_answer")
-        if final is not None and isinstance(fa, (str, int, float)) and not isinstance(fa, bool) \
-                and " ".join(str(fa).split()) != " ".join(final.split()):
-            # the source's summary field disagrees with what the model wrote: the record keeps the latter
-            events.append(Event(type=EventType.FINAL_ANSWER_MISMATCH, turn=len(msgs) and msgs[-1].turn or 0, detail={
-                "final_answer": str(fa)[:300], "round_answer": final[:300]}))
+        final, n_calls, fail = self._play_rounds(rounds, ws, user_img, msgs, images, events, failures, unplaced, terminal)
+        _check_final_answer(tr.get("final_answer"), final, msgs, events)
         if fail is None and failures:
             fail = next(iter(failures.values()))
         if fail is None and unplaced:
@@ -399,18 +301,7 @@ class MMSearchR1Adapter:
         answered = final is not None and fail is None and terminal == "answered"
         correct, judge = judge_label(final, answers, RULE_MODE)
         missing_imgs = sum(e.detail.get("count", 0) for e in events if e.type == EventType.OBSERVATION_IMAGES_MISSING)
-        labels = [self.source, {True: "correct", False: "incorrect", None: "unjudged"}[correct]]
-        if user_img is None:
-            labels.append("input_image_missing")
-        kinds = {e.type for e in events}
-        # a record whose context is not what the model saw is kept and judged, never trained on
-        untrainable: list[str] = [t for t in (EventType.INPUT_IMAGE_MISMATCH, EventType.OBSERVATION_MISSING,
-                                              EventType.OBSERVATION_HASH_MISMATCH, EventType.OBSERVATION_IMAGES_MISSING)
-                                  if t in kinds]
-        untrainable += untrainable_reasons(msgs, events)
-        labels += untrainable
-        if EventType.OBSERVATION_RECONSTRUCTED in kinds:
-            labels.append("observation_reconstructed")
+        labels, untrainable = self._labels(correct, user_img is not None, msgs, events)
         if answered:
             error = None
         elif fail is not None:
@@ -429,6 +320,129 @@ class MMSearchR1Adapter:
             final_response=final, events=events, status="answered" if answered else "error", error=error,
             trainable=answered and correct is True and user_img is not None and not untrainable,
             turns=len([m for m in msgs if m.role == "assistant"]), tool_calls=n_calls, workspace=str(ws), labels=labels)
+
+    def _user_image(self, tr: dict, ws: Path, events: list[Event]) -> tuple[RegisteredImage | None, str | None, str]:
+        """The input image, or ``None`` with event ``input_image_missing``; event ``input_image_mismatch`` on a hash
+        that differs from the trace's ``png_sha256``."""
+        user_img: RegisteredImage | None
+        img_path: str | None
+        try:
+            user_img, img_path, img_ref = self._input_image(tr.get("image"), ws)
+        except NormalizeError as e:
+            if e.reason != "image_missing":
+                raise
+            # the model saw an image we do not have: keep the trace, say so, never train on it
+            user_img, img_path = None, None
+            img_ref = str((tr.get("image") or {}).get("path") if isinstance(tr.get("image"), dict) else tr.get("image"))
+            events.append(Event(type=EventType.INPUT_IMAGE_MISSING, turn=0, detail={
+                "ref": img_ref, "reason": e.detail[:300],
+                **({k: tr["image"].get(k) for k in ("png_sha256", "width", "height")}
+                   if isinstance(tr.get("image"), dict) else {})}))
+        expected = tr["image"].get("png_sha256") if isinstance(tr.get("image"), dict) else None
+        if user_img is not None and isinstance(expected, str) and expected.lower() != user_img.sha256:
+            # a different picture under the file name the trace names: not what the model saw
+            events.append(Event(type=EventType.INPUT_IMAGE_MISMATCH, turn=0, detail={
+                "ref": img_ref, "expected_sha256": expected, "found_sha256": user_img.sha256}))
+        return user_img, img_path, img_ref
+
+    def _play_rounds(self, rounds: list, ws: Path, user_img: RegisteredImage | None, msgs: list[Message],
+                     images: list[RegisteredImage], events: list[Event], failures: dict[int, dict], unplaced: list[dict],
+                     terminal: Any) -> tuple[str | None, int, dict | None]:
+        """The rounds up to the answer or the failure that ended the episode, appended to ``msgs`` / ``images``;
+        returns (final answer, calls made, the failure that ended it)."""
+        hard_end = isinstance(terminal, str) and terminal.endswith("hard_failure")
+        final, n_calls, fail = None, 0, None
+        for k, rnd in enumerate(rounds, 1):
+            if not isinstance(rnd, dict) or not isinstance(rnd.get("response"), str) or not rnd["response"].strip():
+                raise NormalizeError("missing_response", f"round {k}")
+            resp = rnd["response"]
+            m = _REASON.search(resp)
+            think = m.group(1) if m else resp.split("<", 1)[0]
+            action = rnd.get("action")
+            if action == "answer":
+                final = self._answer_round(rnd, k, rounds, think, msgs, events)
+                break
+            name, args = self._call(rnd, k, action, user_img)
+            msgs.append(text_msg("assistant", canonical_call(think, name, args), turn=k))
+            n_calls += 1  # executed, whether or not it failed (as the harness counts)
+            if k in failures:  # the tool failed and the episode ended: the model saw no observation
+                fail = failures[k]
+                events.append(Event(type=EventType.TOOL_HARD_FAILURE, turn=k, detail={
+                    "tool": name, "stage": fail.get("stage"), "error": fail.get("error"),
+                    "note": "no observation: the episode ended at this call"}))
+                break
+            if k == len(rounds) and (hard_end or unplaced) and not failures.keys() & set(range(1, k + 1)):
+                # the trace ended in a hard failure without naming its round: its last call returned
+                # nothing the trace records as seen; never render one from the stored status
+                events.append(Event(type=EventType.OBSERVATION_MISSING, turn=k, detail={
+                    "tool": name, "terminal_status": terminal, "hard_failures": unplaced[:3],
+                    "note": "the episode ended in a hard failure whose round the trace does not name"}))
+                break
+            self._observe(rnd, k, action, name, ws, msgs, images, events)
+        return final, n_calls, fail
+
+    def _answer_round(self, rnd: dict, k: int, rounds: list, think: str, msgs: list[Message],
+                      events: list[Event]) -> str:
+        """The answer round ``k``: its answer message, and events for tool data on it and for rounds after it."""
+        final = self._answer(rnd, k, events)
+        if rnd.get("tool"):  # a result stored on the answer round: no call asked for it, nobody read it
+            events.append(Event(type=EventType.OBSERVATION_WITHOUT_CALL, turn=k, detail={
+                "note": "the answer round stores tool data; it is not part of the episode"}))
+        msgs.append(text_msg("assistant", canonical_response(think, final), turn=k))
+        if k < len(rounds):  # the episode ended at the answer: later rounds are not part of it
+            events.append(Event(type=EventType.ROUNDS_AFTER_ANSWER, turn=k, detail={
+                "count": len(rounds) - k,
+                "actions": [r.get("action") if isinstance(r, dict) else None for r in rounds[k:]]}))
+        return final
+
+    def _call(self, rnd: dict, k: int, action: Any, user_img: RegisteredImage | None) -> tuple[str, dict[str, str]]:
+        """The namespaced tool call of search round ``k``: (tool name, arguments)."""
+        if action == "image_search":
+            return f"{self.prefix}image_search", {"image": user_img.filename if user_img else "user_image_1"}
+        if action == "text_search":
+            q = rnd.get("query") or rnd.get("parsed_payload")
+            if not q:
+                qm = _TEXT_SEARCH.search(rnd["response"])
+                q = qm.group(1).strip() if qm else None
+            if not q:
+                raise NormalizeError("missing_query", f"round {k}")
+            return f"{self.prefix}text_search", {"query": str(q)}
+        raise NormalizeError("unknown_action", f"round {k}: {action!r}")
+
+    def _observe(self, rnd: dict, k: int, action: Any, name: str, ws: Path, msgs: list[Message],
+                 images: list[RegisteredImage], events: list[Event]) -> None:
+        """Round ``k``'s tool message as the model saw it (long text persisted, thumbnails in place), or an event
+        ``observation_missing`` when the round stores no result."""
+        text = self._observation_text(rnd, k, events)
+        if text is None:
+            events.append(Event(type=EventType.OBSERVATION_MISSING, turn=k, detail={
+                "tool": name, "note": "the round stores no tool result: what the model read is unknown"}))
+            return
+        text, persisted = persist_observation(text, ws, k, name)  # no tool of this source reads files
+        if persisted:
+            events.append(Event(type=EventType.RESULT_PERSISTED, turn=k, detail=persisted))
+        shown = (self._thumbnails(rnd, k, ws, sum(r.kind == "search_image" for r in images), events, name)
+                 if action == "image_search" else [])
+        images += [r for r in shown if r is not None]
+        msgs.append(Message(role="tool", name=name, tool_call_id=f"call_{k}", turn=k,
+                            content=self._tool_content(text, shown)))
+
+    def _labels(self, correct: bool | None, has_image: bool, msgs: list[Message],
+                events: list[Event]) -> tuple[list[str], list[str]]:
+        """The record's labels and the reasons it is not trainable (a context that is not what the model saw)."""
+        labels = [self.source, {True: "correct", False: "incorrect", None: "unjudged"}[correct]]
+        if not has_image:
+            labels.append("input_image_missing")
+        kinds = {e.type for e in events}
+        # a record whose context is not what the model saw is kept and judged, never trained on
+        untrainable: list[str] = [t for t in (EventType.INPUT_IMAGE_MISMATCH, EventType.OBSERVATION_MISSING,
+                                              EventType.OBSERVATION_HASH_MISMATCH, EventType.OBSERVATION_IMAGES_MISSING)
+                                  if t in kinds]
+        untrainable += untrainable_reasons(msgs, events)
+        labels += untrainable
+        if EventType.OBSERVATION_RECONSTRUCTED in kinds:
+            labels.append("observation_reconstructed")
+        return labels, untrainable
 
     @staticmethod
     def _answer(rnd: dict, k: int, events: list[Event]) -> str:
@@ -486,3 +500,38 @@ def _hard_failures(tr: dict) -> tuple[dict[int, dict], list[dict]]:
         else:
             placed.setdefault(k, f)
     return placed, unplaced
+
+
+def _parse_trace(row: dict[str, Any], index: int, workspace_root: Path) -> tuple[dict, list, str, str, Path, str]:
+    """A row's trace, rounds, data id, record id, workspace and question.
+
+    Raises:
+        NormalizeError: a reader's marker, no trace or rounds, a question missing or not a string.
+    """
+    if "_unparsable" in row:
+        raise NormalizeError(row.get("_reason") or "unparsable_json", row.get("_error", ""))
+    tr = row.get("trace")
+    if not isinstance(tr, dict):
+        raise NormalizeError("missing_trace", "no trace object")
+    rounds = tr.get("rounds")
+    if not isinstance(rounds, list) or not rounds:
+        raise NormalizeError("missing_rounds", "trace has no rounds")
+    did = str(tr.get("data_id") or f"row{index}")
+    rid = f"mmr1-{index}-{did}"
+    ws = safe_workspace(workspace_root, rid)  # the id comes from the data: never a path
+    question = tr.get("question")
+    if question is not None and not isinstance(question, str):
+        raise NormalizeError("bad_type", f"trace.question is {type(question).__name__}")
+    question = (question or "").strip()
+    if not question:
+        raise NormalizeError("missing_question", rid)
+    return tr, rounds, did, rid, ws, question
+
+
+def _check_final_answer(fa: Any, final: str | None, msgs: list[Message], events: list[Event]) -> None:
+    """Event ``final_answer_mismatch`` when the trace's ``final_answer`` disagrees with what the model wrote."""
+    if final is not None and isinstance(fa, (str, int, float)) and not isinstance(fa, bool) \
+            and " ".join(str(fa).split()) != " ".join(final.split()):
+        # the source's summary field disagrees with what the model wrote: the record keeps the latter
+        events.append(Event(type=EventType.FINAL_ANSWER_MISMATCH, turn=len(msgs) and msgs[-1].turn or 0, detail={
+            "final_answer": str(fa)[:300], "round_answer": final[:300]}))

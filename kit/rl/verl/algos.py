@@ -27,8 +27,9 @@ same row weights and aggregation as ``fa_gspo``; the advantages come from the sa
 (eligible-only, Eq. 7 weights folded in), as :mod:`kit.rl.objective` weights GRPO like Eq. 7.
 
 Both are read from the kit's registry (:mod:`kit.rl.registry`), and so is every policy loss registered there
-before this module is imported: yours is registered with verl as ``kit_<name>``
-(:func:`kit.rl.verl.recipe_config.verl_loss_name`), with the same plumbing.
+before this module is imported or in a module named in ``$MMSEARCH_KIT_PLUGINS`` (imported here, in the driver and
+in every worker): yours is registered with verl as ``kit_<name>`` (:func:`kit.rl.verl.recipe_config.verl_loss_name`),
+with the same plumbing.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def _verl_loss(spec) -> Any:
     return register_policy_loss(name)(compute)
 
 
-# every kit policy loss (the papers' and any registered before this import), under its verl name
+# every kit policy loss (the papers', any registered before this import, $MMSEARCH_KIT_PLUGINS'), under its verl name
 registered()
 VERL_LOSSES = {spec.name: _verl_loss(spec) for spec in list(POLICY_LOSSES.values())}
 compute_fa_gspo_policy_loss = VERL_LOSSES["gspo"]  # Eq. 7 (verl name fa_gspo)
