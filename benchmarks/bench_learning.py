@@ -403,7 +403,32 @@ def _fmt(s: dict) -> str:
     return f"{s['mean']:.3f} [{s['min']:.3f}, {s['max']:.3f}]" if s["n"] > 1 else f"{s['mean']:.3f}"
 
 
-def markdown(agg: dict, sizes: Sizes, wall_s: float, workers: int) -> str:
+def environment() -> dict:
+    """What the numbers depend on beyond the code: library versions, the CPU (its model and a digest of its
+    instruction-set flags: another CPU takes other matmul kernels, whose rounding makes a tiny policy sample other
+    episodes) and the kit's commit."""
+    import hashlib
+    import platform
+    import subprocess
+
+    import torch
+    import transformers
+
+    flags, model = "", platform.processor()
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+        model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), model)
+        flags = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("flags")), "")
+    except OSError:
+        pass
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
+            "cpu": model, "cpu_flags_sha256": hashlib.sha256(flags.encode()).hexdigest()[:16],
+            "isa": sorted(f for f in flags.split() if f.startswith(("avx", "amx", "fma"))), "commit": commit}
+
+
+def markdown(agg: dict, sizes: Sizes, wall_s: float, workers: int, env: dict | None = None) -> str:
     t = agg.get("time", {})
     lines = ["# bench_learning (tiny-model CPU results: training direction, not model quality)", "",
              f"Sizes: {asdict(sizes)}; {workers} worker process(es), {THREADS} torch thread each; wall {wall_s:.0f} s, "
@@ -411,6 +436,9 @@ def markdown(agg: dict, sizes: Sizes, wall_s: float, workers: int) -> str:
              f"{', '.join(f'{x:.0f}' for x in t.get('worker_cpu_s', []))} s): on {t.get('idle_cores', 2)} idle cores about "
              f"{t.get('idle_estimate_s', 0) / 60:.1f} min (an estimate: the preparation's CPU, then the runs' CPU "
              f"dealt in order to {t.get('idle_cores', 2)} workers).",
+             *([f"Environment: torch {env['torch']}, transformers {env['transformers']}, {env['cpu']} "
+                f"({', '.join(env['isa']) or 'no AVX'}; flags {env['cpu_flags_sha256']}), commit {env['commit'][:12]}."]
+               if env else []),
              "Values: mean over seeds [min, max].", "", "## SFT (held-out demonstrations)", "",
              "| metric | before (warm start) | SFT after | lr 0 after |", "|---|---|---|---|"]
     sft = agg["sft"]
@@ -566,10 +594,12 @@ def main() -> int:
     agg = aggregate(results, before)
     agg["prep_cpu_s"] = prep_cpu
     agg["time"] = _timing(results, prep_cpu)
+    env = environment()
     (out / "learning.json").write_text(json.dumps({"sizes": asdict(sizes), "margins": MARGINS, "threads": THREADS,
                                                    "workers": a.workers, "wall_s": wall, "runs_wall_s": runs_wall,
-                                                   "summary": agg, "runs": results}, indent=1, default=str))
-    md = markdown(agg, sizes, wall, a.workers)
+                                                   "environment": env, "summary": agg, "runs": results},
+                                                  indent=1, default=str))
+    md = markdown(agg, sizes, wall, a.workers, env)
     (out / "learning.md").write_text(md)
     from kit.learning_plots import plot_reward_curves
 

@@ -355,6 +355,29 @@ def du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def index_parts(path: Path) -> dict[str, int]:
+    """Bytes of an index root by part: each store table and index (SQLite's ``dbstat``), the
+    collection's tantivy indexes, heads tables, image hashes and the rest: where an article's
+    bytes go."""
+    import sqlite3
+
+    parts: dict[str, int] = {}
+    for f in (f for f in path.rglob("*") if f.is_file()):
+        rel = f.relative_to(path).parts
+        if f.name == "store.sqlite":
+            db = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+            try:
+                for name, size in db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+                    parts[f"store:{name}"] = parts.get(f"store:{name}", 0) + int(size)
+            finally:
+                db.close()
+            continue
+        key = ("heads" if f.name.startswith("heads_") else "tantivy" if rel[0] == "collections"
+               else "hashes" if f.suffix == ".npy" else "other")
+        parts[key] = parts.get(key, 0) + f.stat().st_size
+    return dict(sorted(parts.items(), key=lambda kv: -kv[1]))
+
+
 def _archive_name(n: int, seed: int, simple: bool, compress: bool) -> str:
     if simple:
         return f"gen_en_{n}_s{seed}.zim"  # the issue-17 generator's archives, as before
@@ -439,6 +462,9 @@ def main() -> int:
               f"{build.get('peak_anon_mb', 0):.0f} MB (build process {build.get('peak_anon_main_mb', 0):.0f} MB)",
               flush=True)
         index_bytes = du(idx)
+        parts = index_parts(idx)
+        print(f"[{n}] index {index_bytes / n:.0f} B/article: " + ", ".join(
+            f"{k} {v / n:.0f}" for k, v in parts.items() if v >= n), flush=True)
         cold = _run_child(["cold", str(zim), str(idx)], timeout)
         if cold["built"]:  # the kit's code (its index format) changed since the build step
             print(f"[{n}] WARNING: the cold start rebuilt {cold['built']} in {cold['wall_s']:.0f} s "
@@ -452,7 +478,8 @@ def main() -> int:
         subprocess.run(["rm", "-rf", str(raw_dir)], check=True)
         raw = _run_child(["raw", str(zim), str(idx), str(raw_dir), json.dumps(q["queries"])],
                          timeout)
-        rows.append({"n": n, "build": build, "index_bytes": index_bytes, "cold": cold, "q": q,
+        rows.append({"n": n, "build": build, "index_bytes": index_bytes, "index_parts": parts,
+                     "cold": cold, "q": q,
                      "raw": raw, "gen": g, "hub_pages": g.get("mix", {}).get("hub_pages", 0)})
         print(f"[{n}] queries done", flush=True)
 

@@ -7,8 +7,10 @@ missing package fails at once with one line naming the extra to install instead 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from functools import cache
+from types import ModuleType
 
 #: the extras of pyproject.toml [project.optional-dependencies] that a feature may ask for
 EXTRAS = ("models", "train", "notebooks", "serve", "figures", "fetch", "reverse", "hub", "eval", "vfold", "tracking", "all")
@@ -48,3 +50,14 @@ def require(extra: str, *modules: str, feature: str | None = None) -> None:
     missing = [m for m in modules if not is_available(m)]
     if missing:
         raise MissingExtraError(extra, missing, feature)
+
+
+#: The subject of the message when kit.rl's tensor code runs without torch.
+RL_FEATURE = "kit.rl (losses, log-probs, training)"
+
+
+def import_extra(extra: str, module: str, *, feature: str | None = None) -> ModuleType:
+    """``module`` imported, after :func:`require` (so a missing one raises :class:`MissingExtraError` naming
+    ``extra``, not a bare ``ModuleNotFoundError`` from deep inside a feature)."""
+    require(extra, module, feature=feature)
+    return importlib.import_module(module)

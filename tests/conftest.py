@@ -101,6 +101,26 @@ def data_dir() -> Path:
     return d
 
 
+#: The shared archives whose search results the recorded-result tests compare (English maxi and 2015, the 100-article
+#: mini, the French test archive).
+SHARED_ZIM_STEMS = frozenset({"wikipedia_en_ray_charles_maxi_2023-09", "wikipedia_en_ray_charles_2015-06",
+                              "wikipedia_en_100_mini_2022-10", "wikipedia_fr_test_2017-07"})
+
+
+@pytest.fixture(scope="module")
+def shared_zim_web(data_dir):
+    """The local web over :data:`SHARED_ZIM_STEMS` (index in the default cache), ready; skips without them."""
+    from kit.paths import zim_paths
+    from kit.web.zim import LocalZimWeb
+
+    found = [p for p in zim_paths(data_dir) if p.stem in SHARED_ZIM_STEMS]
+    if len(found) != len(SHARED_ZIM_STEMS):
+        pytest.skip("shared ZIM archives missing")
+    w = LocalZimWeb(sorted(found))
+    w.ensure_ready()
+    return w
+
+
 @pytest.fixture
 def recipe_dir(tmp_path, monkeypatch):
     """A copy of the shipped recipes as ``kit.recipes.RECIPE_DIR`` (config defaults read them), so a test can write a

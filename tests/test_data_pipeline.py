@@ -80,6 +80,50 @@ async def test_with_retries_then_failure_recorded(tmp_path):
     assert len(files.failed.read()) == 1
 
 
+class _SlowFirstExpert:
+    """Returns the same hop for every variant; a seed's first variant (and the first seed) answers last, so items
+    finish in the reverse of their input order."""
+
+    name, labels = "slow-first", []
+
+    async def expand_hop(self, node_url, node_title, *, avoid, key):
+        from kit.data.records import Hop
+
+        late = "|v" not in key or key.startswith("s0|")
+        await asyncio.sleep(0.05 if late else 0.0)
+        return Hop(subject=f"Pre {node_title}", subject_url=f"{node_url}/pre", answer=node_title,
+                   answer_url=node_url, question="q", evidence="e")
+
+
+async def test_concurrent_stages_write_the_same_files_whatever_finishes_first(tmp_path):
+    """Chains finish out of order (concurrency 4): the stage's files are still in input order, and of two variants
+    with the same hops the first variant is kept, not whichever finished first."""
+    base = _seed_json(tmp_path)
+    seeds = [Seed.model_validate({**base, "id": f"s{k}"}) for k in range(3)]
+    files = await expand_seeds(_SlowFirstExpert(), seeds, tmp_path / "a", depths=(1, 2), variants=2, concurrency=4)
+    kept = [c.id for c in files.accepted.read()]
+    assert kept == [f"s{k}-d{d}" for k in range(3) for d in (1, 2)]  # variant 0 of each, in input order
+    dup = files.rejected.read()
+    assert [r.id for r in dup] == [f"s{k}-d{d}-v1" for k in range(3) for d in (1, 2)]
+    assert {r.reason for r in dup} == {"duplicate_chain"}
+    again = await expand_seeds(_SlowFirstExpert(), seeds, tmp_path / "b", depths=(1, 2), variants=2, concurrency=4)
+    for store in ("accepted", "rejected"):
+        assert getattr(files, store).path.read_bytes() == getattr(again, store).path.read_bytes()
+
+
+def test_stage_files_sort_keeps_unknown_ids_after_and_is_atomic(tmp_path):
+    from kit.data.records import Rejection
+
+    files = StageFiles(tmp_path, "x", Seed)
+    for i in ("c", "z", "a", "b"):
+        files.rejected.append(Rejection(id=i, stage="x", reason="r", detail=""))
+    files.sort(["a", "b", "c"])
+    assert [r.id for r in files.rejected.read()] == ["a", "b", "c", "z"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x_rejected.jsonl"]  # no temporary file left
+    files.sort(["a", "b", "c"])  # already in order: the file is not rewritten
+    assert [r.id for r in files.rejected.read()] == ["a", "b", "c", "z"]
+
+
 def _seed_json(tmp_path):
     p = tmp_path / "t.png"
     p.write_bytes(_img((200, 0, 0), (300, 100)))

@@ -185,6 +185,7 @@ def test_dirents_read_from_the_file_are_libzims_entries(archives):
                 url = d[off:d.index(b"\0", off)].decode()
                 path = a.archive._get_entry_by_id(eid).path
                 assert path in (f"{ns.decode()}/{url}", url if ns == b"C" else None)
+            f.close()
             order = b.cluster_order(str(a.file), 0, count)
             assert sorted(order) == list(range(count))
     finally:

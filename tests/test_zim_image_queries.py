@@ -16,12 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from kit.paths import zim_paths
 from kit.web.zim import LocalZimWeb
 
 FIXTURE = Path(__file__).parent / "fixtures" / "zim_image_results.json"
-STEMS = {"wikipedia_en_ray_charles_maxi_2023-09", "wikipedia_en_ray_charles_2015-06",
-         "wikipedia_en_100_mini_2022-10", "wikipedia_fr_test_2017-07"}
 IMAGE_QUERIES = ["Ray Charles", "Ray Charles portrait", "piano", "Warrington Town Hall", "map",
                  "flag", "Earth from space", "statue", "concert stage", "hôtel de ville"]
 #: Reverse image queries: every image at these fractions of each archive's image list.
@@ -29,13 +26,8 @@ REVERSE_AT = (0.0, 0.2, 0.4, 0.6, 0.8)
 
 
 @pytest.fixture(scope="module")
-def web(data_dir) -> LocalZimWeb:
-    found = [p for p in zim_paths(data_dir) if p.stem in STEMS]
-    if len(found) != len(STEMS):
-        pytest.skip("shared ZIM archives missing")
-    w = LocalZimWeb(sorted(found))
-    w.ensure_ready()
-    return w
+def web(shared_zim_web) -> LocalZimWeb:
+    return shared_zim_web
 
 
 def _reverse_queries(web: LocalZimWeb) -> dict[str, bytes]:

@@ -21,8 +21,6 @@ from kit.paths import zim_paths
 from kit.web.zim import LocalZimWeb
 
 FIXTURE = Path(__file__).parent / "fixtures" / "zim_results_before.json"
-STEMS = {"wikipedia_en_ray_charles_maxi_2023-09", "wikipedia_en_ray_charles_2015-06",
-         "wikipedia_en_100_mini_2022-10", "wikipedia_fr_test_2017-07"}
 #: Hand-written queries: non-ASCII in several scripts, accents, stop words, punctuation.
 EXTRA_QUERIES = [
     "λόγος", "λογος", "ΛΟΓΟΣ", "Ёлка", "елка", "Москва", "Straße", "Beyoncé", "Beyonce",
@@ -97,13 +95,8 @@ def _results(web: LocalZimWeb, queries: dict, reverse_keys: list[str]) -> dict:
 
 
 @pytest.fixture(scope="module")
-def web(data_dir) -> LocalZimWeb:
-    found = [p for p in zim_paths(data_dir) if p.stem in STEMS]
-    if len(found) != len(STEMS):
-        pytest.skip("shared ZIM archives missing")
-    w = LocalZimWeb(sorted(found))
-    w.ensure_ready()
-    return w
+def web(shared_zim_web) -> LocalZimWeb:
+    return shared_zim_web
 
 
 def test_results_equal_the_recorded_ones(web):

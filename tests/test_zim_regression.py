@@ -14,12 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kit.paths import zim_paths
 from kit.web.zim import LocalZimWeb
 
 FIXTURE = Path(__file__).parent / "fixtures" / "zim_regression.json"
-STEMS = {"wikipedia_en_ray_charles_maxi_2023-09", "wikipedia_en_ray_charles_2015-06",
-         "wikipedia_en_100_mini_2022-10", "wikipedia_fr_test_2017-07"}
 
 TEXT_QUERIES = [
     "Ray Charles", "soul music pianist", "Georgia on My Mind", "blind musician Albany",
@@ -56,13 +53,8 @@ def _results(web: LocalZimWeb) -> dict:
 
 
 @pytest.fixture(scope="module")
-def web(data_dir) -> LocalZimWeb:
-    found = [p for p in zim_paths(data_dir) if p.stem in STEMS]
-    if len(found) != len(STEMS):
-        pytest.skip("shared ZIM archives missing")
-    w = LocalZimWeb(sorted(found))
-    w.ensure_ready()
-    return w
+def web(shared_zim_web) -> LocalZimWeb:
+    return shared_zim_web
 
 
 def test_top_results_equal_the_recorded_ones(web):

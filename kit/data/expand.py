@@ -101,6 +101,16 @@ async def expand_seeds(expert: Expert, seeds: Sequence[Seed], out_dir: str | Pat
     made: dict[tuple[str, int], list[Chain]] = {}
     for c in files.accepted.read():
         made.setdefault((c.seed_id, c.depth), []).append(c)
-    jobs = [(s, d, v) for s in seeds for d in depths for v in range(variants) if chain_id(s.id, d, v) not in done]
-    await asyncio.gather(*(one(s, d, v) for s, d, v in jobs))  # duplicates are checked under the lock
+    async def in_order(seed: Seed, d: int, vs: list[int]) -> None:
+        for v in vs:  # a (seed, depth)'s variants one after another: of equal hops the lowest variant is kept
+            await one(seed, d, v)
+
+    groups: dict[tuple[str, int], tuple[Seed, int, list[int]]] = {}
+    for s in seeds:
+        for d in depths:
+            for v in range(variants):
+                if chain_id(s.id, d, v) not in done:
+                    groups.setdefault((s.id, d), (s, d, []))[2].append(v)
+    await asyncio.gather(*(in_order(s, d, vs) for s, d, vs in groups.values()))
+    files.sort([chain_id(s.id, d, v) for s in seeds for d in depths for v in range(variants)])
     return files

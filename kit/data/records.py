@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -222,6 +222,22 @@ class JsonlStore(Generic[T]):
             os.fsync(f.fileno())
         return n
 
+    def sort(self, order: Sequence[str]) -> None:
+        """Rewrite the file with its records in ``order`` of ids (records of other ids after them, as they
+        were), atomically: stages that run items concurrently append them as they finish, and the file a
+        run leaves is then the same from run to run."""
+        recs = self.read()
+        rank = {i: k for k, i in enumerate(order)}
+        ranked = sorted(range(len(recs)), key=lambda k: (rank.get(recs[k].id, len(rank)), k))
+        if ranked == list(range(len(recs))):
+            return
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(recs[k].model_dump_json() + "\n" for k in ranked)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
 
 class StageFiles:
     """The accepted / rejected / failed stores of one stage under ``out_dir`` (``<name>.jsonl``,
@@ -238,6 +254,11 @@ class StageFiles:
 
     def done_ids(self) -> set[str]:
         return self.accepted.ids() | self.rejected.ids() | self.failed.ids()
+
+    def sort(self, order: Sequence[str]) -> None:
+        """:meth:`JsonlStore.sort` of the three stores (the stage's items in input order)."""
+        for store in (self.accepted, self.rejected, self.failed):
+            store.sort(order)
 
     def counts(self) -> dict[str, Any]:
         """``{"accepted", "rejected", "failed", "reasons"}`` (rejections per reason), plus ``failures``

@@ -193,4 +193,5 @@ async def validate_chains(expert: Expert, chains: Sequence[Chain], seeds: dict[s
             files.accepted.append(task)
 
     await asyncio.gather(*(one(c) for c in chains if c.id not in done))
+    files.sort([c.id for c in chains])  # the chains' order, whichever finished first
     return files

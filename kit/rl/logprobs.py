@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kit.extras import require
+from kit.extras import RL_FEATURE, import_extra
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "pixel_values", "image_grid_thw", "mm_token_type_ids")
 
@@ -65,8 +65,7 @@ def token_logprobs(model, batch: dict[str, Any], *, temperature: float = 1.0, wi
     Raises:
         ValueError: ``temperature <= 0`` or a batch without ``labels``.
     """
-    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-    import torch
+    torch = import_extra("train", "torch", feature=RL_FEATURE)
 
     lsm, labels, mask = masked_log_softmax(model, batch, temperature=temperature)
     dev = lsm.device
@@ -87,8 +86,7 @@ def masked_log_softmax(model, batch: dict[str, Any], *, temperature: float = 1.0
     Raises:
         ValueError: ``temperature <= 0`` or a batch without ``labels``.
     """
-    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-    import torch
+    torch = import_extra("train", "torch", feature=RL_FEATURE)
 
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")

@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.extras import require
+from kit.extras import RL_FEATURE, import_extra
 from kit.recipes import paper_default as _P  # clip ranges: kit/recipes/*.yaml, section clip
 from kit.rl import registry as _registry
-from kit.rl.registry import register_advantage_estimator, register_algorithm, register_policy_loss
+from kit.rl.registry import _add_algorithm, register_advantage_estimator, register_policy_loss
 
 DELTA = float(_P("advantage.delta"))  # δ of Eq. 6 (kit/recipes/weagent_mmsearch.yaml)
 MIN_ELIGIBLE = 2  # groups with fewer eligible trajectories are dropped (Eq. 6/7)
@@ -142,15 +142,13 @@ def sequence_log_ratio(logp_new, logp_old, mask):
 
 def _on_mask(mb, x):
     """``x`` on the mask, 0 off it (``torch.where``: NaN * 0 is NaN, a selected-out NaN is nothing)."""
-    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-    import torch
+    torch = import_extra("train", "torch", feature=RL_FEATURE)
 
     return torch.where(mb, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 def _select(weights, *tensors):
-    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-    import torch
+    torch = import_extra("train", "torch", feature=RL_FEATURE)
 
     w = torch.as_tensor(weights, dtype=torch.float64)
     keep = torch.nonzero(w > 0).flatten()
@@ -174,8 +172,7 @@ def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, e
         ``(loss, stats)``: scalar tensor (0 with no weighted row, still attached to ``logp_new``), and a
         dict with ``ratio_mean``, ``clip_frac``, ``rows``.
     """
-    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-    import torch
+    torch = import_extra("train", "torch", feature=RL_FEATURE)
 
     w, keep, (new, old, m) = _select(weights, logp_new, logp_old, mask)
     if keep.numel() == 0:
@@ -197,8 +194,7 @@ def gspo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, e
 def grpo_loss(logp_new, logp_old, mask, advantages, weights, *, eps_lo: float, eps_hi: float):
     """Negative GRPO objective: token ratios ``r_t = π_θ/π_old`` clipped per token, averaged over each
     trajectory's model-generated tokens, weighted like Eq. 7. Shapes and returns as :func:`gspo_loss`."""
-    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-    import torch
+    torch = import_extra("train", "torch", feature=RL_FEATURE)
 
     w, keep, (new, old, m) = _select(weights, logp_new, logp_old, mask)
     if keep.numel() == 0:
@@ -249,12 +245,12 @@ def estimate_advantages(spec: AlgorithmSpec, rewards: Sequence[Sequence[float]],
 
 
 # the papers' algorithms (WeAgent §6.2: FA-GSPO and its vanilla-GSPO baseline; POINTS-Seeker §3.2.4: GRPO)
-register_algorithm("fa_gspo", loss="gspo", advantage="eligible_group_norm", reward="weagent", check_runtime=True,
-                   eps_lo=_P("clip.gspo_eps_lo"), eps_hi=_P("clip.gspo_eps_hi"), self_recovery=True)
-register_algorithm("gspo", loss="gspo", advantage="eligible_group_norm", reward="weagent", check_runtime=False,
-                   eps_lo=_P("clip.gspo_eps_lo"), eps_hi=_P("clip.gspo_eps_hi"), self_recovery=False)
-register_algorithm("grpo", loss="grpo", advantage="eligible_group_norm", reward="points_seeker", check_runtime=False,
-                   eps_lo=_P("clip.grpo_eps", "points_seeker"), eps_hi=_P("clip.grpo_eps", "points_seeker"))
+_add_algorithm("fa_gspo", loss="gspo", advantage="eligible_group_norm", reward="weagent", check_runtime=True,
+               eps_lo=_P("clip.gspo_eps_lo"), eps_hi=_P("clip.gspo_eps_hi"), self_recovery=True)
+_add_algorithm("gspo", loss="gspo", advantage="eligible_group_norm", reward="weagent", check_runtime=False,
+               eps_lo=_P("clip.gspo_eps_lo"), eps_hi=_P("clip.gspo_eps_hi"), self_recovery=False)
+_add_algorithm("grpo", loss="grpo", advantage="eligible_group_norm", reward="points_seeker", check_runtime=False,
+               eps_lo=_P("clip.grpo_eps", "points_seeker"), eps_hi=_P("clip.grpo_eps", "points_seeker"))
 
 
 def token_nll_loss(logp_new, mask):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kit.extras import require
+from kit.extras import RL_FEATURE, import_extra
 
 
 class TeacherError(RuntimeError):
@@ -58,8 +58,7 @@ def reverse_kl_sampled(student_logp, teacher_logp, row_index=None, n_rows: int |
 
 
 def _per_row_mean(x, row_index, n_rows):
-    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-    import torch
+    torch = import_extra("train", "torch", feature=RL_FEATURE)
 
     if row_index is None:
         return x.mean()
@@ -72,8 +71,7 @@ def _per_row_mean(x, row_index, n_rows):
 
 def row_index_of(mask):
     """``[N]`` batch row of each True position of a ``[B, T]`` mask (row-major, as ``x[mask]`` orders)."""
-    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-    import torch
+    torch = import_extra("train", "torch", feature=RL_FEATURE)
 
     return torch.nonzero(mask)[:, 0]
 
@@ -86,8 +84,7 @@ class InProcessTeacher:
     """
 
     def __init__(self, model_or_path: Any, device: str = "cpu", dtype=None):
-        require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-        import torch
+        torch = import_extra("train", "torch", feature=RL_FEATURE)
 
         if isinstance(model_or_path, (str, Path)):
             from transformers import AutoModelForImageTextToText
@@ -100,8 +97,7 @@ class InProcessTeacher:
 
     def log_softmax(self, batch: dict[str, Any], temperature: float = 1.0):
         """``(log_probs [N, V], taken [N], mask)`` at the generated positions (no grad)."""
-        require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-        import torch
+        torch = import_extra("train", "torch", feature=RL_FEATURE)
 
         from kit.rl.logprobs import masked_log_softmax
 
@@ -170,8 +166,7 @@ class EndpointTeacher:
         Raises:
             TeacherError: the example has images (a token-id prompt cannot carry them), or endpoint errors.
         """
-        require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-        import torch
+        torch = import_extra("train", "torch", feature=RL_FEATURE)
 
         if example.pixel_values is not None:
             raise TeacherError(f"{example.id}: an endpoint teacher scores text-only trajectories (token-id prompts "

@@ -30,7 +30,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -218,9 +217,17 @@ def register_algorithm(name: str, *, loss: str, advantage: str, reward: str, che
         ValueError: a bad or taken name, an unregistered loss / estimator / reward (naming the registered
             ones), or a clip bound that is not a finite number >= 0.
     """
+    _check_name("algorithm", name, ALGORITHMS, replace, None)
+    return _add_algorithm(name, loss=loss, advantage=advantage, reward=reward, check_runtime=check_runtime,
+                          eps_lo=eps_lo, eps_hi=eps_hi, self_recovery=self_recovery)
+
+
+def _add_algorithm(name: str, *, loss: str, advantage: str, reward: str, check_runtime: bool, eps_lo: float,
+                   eps_hi: float, self_recovery: bool | None = None) -> AlgorithmSpec:
+    """:func:`register_algorithm` after its name check. The kit's own algorithms come here straight from
+    ``kit.rl.objective`` while it is imported (a name check would load the built-ins and plugins from inside it)."""
     import math
 
-    _check_name("algorithm", name, ALGORITHMS, replace, sys._getframe(1).f_globals.get("__name__"))
     policy_loss_spec(loss), advantage_spec(advantage), reward_spec(reward)
     for k, v in (("eps_lo", eps_lo), ("eps_hi", eps_hi)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kit.extras import require
+from kit.extras import RL_FEATURE, import_extra
 from kit.harness.episode import EpisodeRecord
 from kit.train.curriculum import compact_record
 
@@ -95,8 +95,7 @@ def warm_start_sizes(profile, *, steps: int | None = None, full_steps: int | Non
 @contextlib.contextmanager
 def _torch_threads(n: int | None):
     """torch's intra-op threads set to ``n`` (None: unchanged) inside the block, restored after."""
-    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-    import torch
+    torch = import_extra("train", "torch", feature=RL_FEATURE)
 
     before = torch.get_num_threads()
     if n is not None:
@@ -212,8 +211,7 @@ def sft_warm_start(model_path: str | Path, records: list[EpisodeRecord], out_dir
     Raises:
         ValueError: no record can be encoded, ``steps < 1`` or ``full_steps < 0``, or more than ``max_tokens``.
     """
-    require("train", "torch", feature="kit.rl (losses, log-probs, training)")
-    import torch
+    torch = import_extra("train", "torch", feature=RL_FEATURE)
     from transformers import AutoModelForImageTextToText
 
     from kit.rl.logprobs import token_logprobs

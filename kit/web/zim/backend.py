@@ -33,8 +33,10 @@ from kit.web.zim.snippets import SNIPPET_CHARS, make_snippet, snippet_keys
 from kit.web.zim.store import _ImageRecord
 from kit.web.zim.text import Analyzer, _clip, filename_words
 
-#: Occurrences read an image hit (its first, in page order): image search picks the hit's page
-#: and reverse search lists pages among these (issue 32: an icon or flag is on 10^4-10^5
+#: Pages read an image hit (its first by (position, doc): the pages it leads first; see
+#: :meth:`~kit.web.zim.store.ArchiveStore.images_with_pages`): image search picks the hit's page
+#: among these (a capped sample: on an image shown on more pages, the page that best explains the
+#: query may be one not read) and reverse search lists pages among these, exactly (issue 32: an icon or flag is on 10^4-10^5
 #: Wikipedia pages; reading and analyzing all of them made a search's cost grow with them). On
 #: the shared archives an image is on at most 3 pages, on generated ones ~1 to ~83.
 OCC_SAMPLE = 64
@@ -339,8 +341,8 @@ class LocalZimWeb:
         BM25 over each image's caption and alt text (boost 2), file-name words (1.5), page titles
         (1) and surrounding context (section heading + next paragraph, 0.5). Each image appears
         once (deduplicated by entry path); its page is the one whose caption, alt text and title
-        share most words with the query, among the image's first :data:`OCC_SAMPLE` pages (so
-        the cost does not grow with the pages that show it). Several language indexes merge on scores divided by the
+        share most words with the query, among the image's first :data:`OCC_SAMPLE` pages by
+        (position, doc) (so the cost does not grow with the pages that show it). Several language indexes merge on scores divided by the
         query's :func:`bm25_bound` summed over the weighted fields. Hits carry the image bytes.
         Raises like
         :meth:`search_sync`.
@@ -391,8 +393,9 @@ class LocalZimWeb:
         multi-index hash (:mod:`kit.web.zim.hash_index`: exact, sublinear; built on the first
         reverse search and stored beside the archive's extract). ``pages``: the pages showing a
         match, closest first (ties: lead image first, then document order), at most ``num``, an
-        image's pages taken among its first ``max(num, OCC_SAMPLE)`` (page order: the cost does not
-        grow with the pages that show a picture); faiss runs single-threaded for the query
+        image's pages taken among its first ``max(num, OCC_SAMPLE)`` by (position, doc), which
+        holds its first ``num`` exactly (the cost does not grow with the pages that show a picture);
+        faiss runs single-threaded for the query
         (:func:`~kit.web.zim.hash_index.faiss_threads`); ``thumbnails``: the matched images with
         bytes, at most ``num``; ``knowledge_graph``: the
         best page's title and first sentence when the best distance is within

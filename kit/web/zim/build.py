@@ -31,6 +31,7 @@ import multiprocessing
 import os
 import sqlite3
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures.process import BrokenProcessPool
@@ -112,7 +113,9 @@ def is_article_path(path: str, new_scheme: bool) -> bool:
 
 
 # ---- work done in the pool's processes (each opens the archive once) ---------------------------
-_W: dict = {}
+#: What a build worker keeps open: per thread, so that inline builds in threads of one process
+#: (a server indexing two archives) do not close or replace each other's files.
+_W = threading.local()
 #: libzim's cluster cache (decompressed clusters, per process) of a build worker: the archive's
 #: size times :data:`CLUSTER_CACHE_RATIO` (text clusters decompress to ~3-4x), at most
 #: :data:`CLUSTER_CACHE_BUDGET` over all workers, at least libzim's default 16 MiB. Entries read
@@ -122,6 +125,11 @@ _W: dict = {}
 CLUSTER_CACHE_RATIO = 4
 CLUSTER_CACHE_BUDGET = 2 << 30
 _ZIM_HEADER = struct.Struct("<IHH16sIIQQQQIIQ")  # ZIM file header, 80 bytes (ZIM spec)
+#: The cluster cache is process-wide: builds running inline in threads raise it under this lock,
+#: and the last one to finish restores the size from before the first (``_CACHE[0]``: builds
+#: running, ``_CACHE[1]``: that size).
+_CACHE_LOCK = threading.Lock()
+_CACHE = [0, 0]
 
 
 def cluster_cache_bytes(archive_bytes: int, workers: int) -> int:
@@ -131,43 +139,57 @@ def cluster_cache_bytes(archive_bytes: int, workers: int) -> int:
                              CLUSTER_CACHE_BUDGET // max(1, workers)))
 
 
+def _worker_state() -> dict:
+    state = getattr(_W, "state", None)
+    if state is None:
+        state = _W.state = {}
+    return state
+
+
 def _worker_archive(path: str, cache_bytes: int = 0):
     import libzim
     import libzim.reader
 
-    if cache_bytes and libzim.get_cluster_cache_max_size() < cache_bytes:
-        libzim.set_cluster_cache_max_size(cache_bytes)  # process-wide
-    if _W.get("path") != path:
-        _W["path"], _W["archive"] = path, libzim.reader.Archive(path)
-        _W["dirents"] = _dirent_reader(path)
-    return _W["archive"]
+    if cache_bytes:
+        with _CACHE_LOCK:
+            if libzim.get_cluster_cache_max_size() < cache_bytes:
+                libzim.set_cluster_cache_max_size(cache_bytes)
+    state = _worker_state()
+    if state.get("path") != path:
+        _release_worker_state()  # another archive's file: closed, not leaked
+        state["archive"] = libzim.reader.Archive(path)
+        state["dirents"] = _dirent_reader(path)
+        state["path"] = path
+    return state["archive"]
 
 
 def _release_worker_state() -> None:
-    """Close what :func:`_worker_archive` keeps open in this process (after an inline build)."""
-    reader = _W.pop("dirents", None)
+    """Close what :func:`_worker_archive` keeps open in this thread (after an inline build)."""
+    state = _worker_state()
+    reader = state.pop("dirents", None)
     if reader is not None:
         reader[0].close()
-    _W.clear()
+    state.clear()
 
 
 def _dirent_reader(path: str):
     """(file, url pointer list offset, entry count) to read entries' cluster numbers from the
     ZIM file itself (python-libzim does not expose them), or ``None`` when the file is not a
-    single-part ZIM file whose header reads."""
+    single-part ZIM file whose header reads (the file is then closed)."""
     try:
         f = open(path, "rb")  # noqa: SIM115 - kept open by the worker for its archive
-        head = f.read(_ZIM_HEADER.size)
-        if len(head) < _ZIM_HEADER.size:
-            f.close()
-            return None
-        magic, _major, _minor, _uuid, count, _clusters, url_ptr = _ZIM_HEADER.unpack(head)[:7]
-        if magic != 0x044D495A:
-            f.close()
-            return None
-        return f, url_ptr, count
     except OSError:
         return None
+    try:
+        head = f.read(_ZIM_HEADER.size)
+        if len(head) == _ZIM_HEADER.size:
+            magic, _major, _minor, _uuid, count, _clusters, url_ptr = _ZIM_HEADER.unpack(head)[:7]
+            if magic == 0x044D495A:
+                return f, url_ptr, count
+    except OSError:
+        pass
+    f.close()
+    return None
 
 
 def cluster_order(path: str, lo: int, hi: int) -> list[int]:
@@ -175,7 +197,7 @@ def cluster_order(path: str, lo: int, hi: int) -> list[int]:
     per chunk. Redirects and anything unreadable come first (no cluster); ids in plain order
     when the file cannot be read directly. Reading order only: results keep entry-id order."""
     _worker_archive(path)
-    reader = _W.get("dirents")
+    reader = _worker_state().get("dirents")
     if reader is None or hi > reader[2]:
         return list(range(lo, hi))
     f, url_ptr, _count = reader
@@ -187,7 +209,7 @@ def cluster_order(path: str, lo: int, hi: int) -> list[int]:
             f.seek(ptr)
             mime, _plen, _ns, _rev, cluster = struct.unpack("<HBcII", f.read(12))
             keys.append((cluster if mime < 0xFFFD else -1, eid))
-    except (OSError, struct.error):
+    except (OSError, ValueError, struct.error):  # ValueError: a closed or damaged file
         return list(range(lo, hi))
     return [eid for _, eid in sorted(keys)]
 
@@ -493,7 +515,10 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
     stats: dict = {}
     import libzim
 
-    cache_before = libzim.get_cluster_cache_max_size()  # an inline build sets this process's
+    with _CACHE_LOCK:  # an inline build raises this process's cluster cache (see _CACHE)
+        if not _CACHE[0]:
+            _CACHE[1] = libzim.get_cluster_cache_max_size()
+        _CACHE[0] += 1
     runner = _Runner(max(1, workers))
     try:
         db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # before the first table: no effect later
@@ -521,7 +546,10 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
     finally:
         runner.close()
         db.close()
-        libzim.set_cluster_cache_max_size(cache_before)
+        with _CACHE_LOCK:
+            _CACHE[0] -= 1
+            if not _CACHE[0]:
+                libzim.set_cluster_cache_max_size(_CACHE[1])
         _release_worker_state()
     return {"articles": int(n_articles), "images": n_images,
             "skipped_articles": skipped["articles"], "skipped_images": skipped["images"],

@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 #: one block a hit, not one a page of the image). 9: decorative images by path and role too
 #: (kit.web.zim.decorative: avatars, badges, sprites, icons), Greek/Cyrillic folding before the
 #: analyzer and an ``exact`` field (exact forms first), duplicate bodies indexed once (aliases).
-INDEX_FORMAT = 9
+#: 10 (issue 32): pages without a declared charset read as UTF-8 (the ZIM format's encoding),
+#: not libxml2's Latin-1; occurrences indexed by (image, position, doc) for lead-first samples.
+INDEX_FORMAT = 10
 #: Bump when the collection indexes' layout changes (``<root>/collections/<key>/``, part of the
 #: key, so those are rebuilt while the per-archive extracts are kept). 2 (issue 32): a
 #: ``heads_<member>.bin`` table of each member's article paths and titles, so ranking returns

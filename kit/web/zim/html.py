@@ -63,17 +63,31 @@ _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
 #: the same tree without ``lxml.html``'s Python class look-up for every element touched (a
 #: quarter of the extraction time). ``collect_ids=False``: nothing here asks for ids by hash.
 _PARSER = lxml.etree.HTMLParser(collect_ids=False)
+#: Pages that declare no charset are UTF-8 (the ZIM format's encoding; libxml2 would read them as
+#: Latin-1: "Zürich" as "ZÃ¼rich"); a declared one (meta charset or http-equiv) or a BOM is
+#: left to libxml2. Browsers look for the declaration in the first 1024 bytes.
+_PARSER_UTF8 = lxml.etree.HTMLParser(collect_ids=False, encoding="utf-8")
+_DECLARED_CHARSET = re.compile(rb"<meta[^>]*charset", re.IGNORECASE)
+_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+#: C0 controls other than tab, newline and carriage return: libxml2 keeps some in text nodes
+#: (form feeds, vertical tabs), where lxml then refuses any edit of that text (the page was lost
+#: as "unparsable") and a fetched page would show them to the model. Read as spaces.
+_CONTROLS = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 def _parse_html(html: bytes) -> lxml.etree._Element:
     """Parse article HTML into plain ``lxml.etree`` elements (the tree ``lxml.html.
     document_fromstring`` builds; use :func:`~kit.web.text_clean.text_content` and
-    :func:`~kit.web.text_clean.drop_tree` on it). Raises ValueError on an empty or unparsable
+    :func:`~kit.web.text_clean.drop_tree` on it), as UTF-8 unless the page declares its charset
+    (:data:`_PARSER_UTF8`), control characters as spaces (:data:`_CONTROLS`). Raises ValueError on an empty or unparsable
     document."""
     if not html.strip():
         raise ValueError("empty HTML")
+    declared = html.startswith(_BOMS) or _DECLARED_CHARSET.search(html, 0, 1024) is not None
+    if not html.startswith(_BOMS[1:]) and _CONTROLS.search(html) is not None:  # not UTF-16
+        html = _CONTROLS.sub(b" ", html)
     try:
-        root = lxml.etree.fromstring(html, _PARSER)
+        root = lxml.etree.fromstring(html, _PARSER if declared else _PARSER_UTF8)
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
         raise ValueError(f"unparsable HTML: {exc}") from exc
     if root is None:

@@ -277,13 +277,16 @@ class Heads:
             raise ValueError(f"{path.name}: its offsets do not span its entries")
         self.n = n
         self.path = path
+        self._blob = blob
 
     def get(self, i: int) -> tuple[str, str]:
         """(entry path, title) of article ``i``."""
         if not 0 <= i < self.n:
             raise ValueError(f"{self.path.name}: no article {i}")
-        lo, hi = 24 + self._offs[i], 24 + self._offs[i + 1]
-        raw = self._mm[lo:hi]
+        lo, hi = self._offs[i], self._offs[i + 1]
+        if not lo <= hi <= self._blob:  # a slice past the entries would read the offsets
+            raise ValueError(f"{self.path.name}: entry {i} is damaged")
+        raw = self._mm[24 + lo:24 + hi]
         plen = shift = at = 0
         while at < len(raw):
             b = raw[at]
@@ -292,7 +295,7 @@ class Heads:
             shift += 7
             if not b & 0x80:
                 break
-        if hi < lo or at + plen > len(raw):
+        if at + plen > len(raw):
             raise ValueError(f"{self.path.name}: entry {i} is damaged")
         try:
             title = raw[at + plen:].decode("utf-8")

@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS aliases(doc INTEGER PRIMARY KEY, canonical INTEGER NO
 PAGE_SIZE = 4096
 #: Created once the tables are filled (bulk inserts into an unindexed table are faster).
 INDEXES = """
-CREATE INDEX IF NOT EXISTS occurrences_image ON occurrences(image, doc, position);
+CREATE INDEX IF NOT EXISTS occurrences_image ON occurrences(image, position, doc);
 """
 #: Articles a block (kit: measured on the shared archives' real articles, zstd level 5 with a
 #: 64 KB dictionary: 1,961 B of text + 172 B of path/title/first sentence an article in frames
@@ -360,10 +360,12 @@ class ArchiveStore:
         and ``page_first`` (:meth:`add_pages`, one statement for the blocks not cached: an
         image on thousands of pages costs thousands of blocks, so search asks :meth:`add_pages`
         for the pages it shows only). ``bare_ok``: an image without occurrences is returned
-        (:meth:`image`) rather than refused. ``sample``: at most this many occurrences an image,
-        its first in (doc, position) order (at least one), read through the ``occurrences_image`` index (issue
-        32: the rows read do not grow with the pages that show an image, and an icon is on
-        10^4-10^5 Wikipedia pages); None: all of them.
+        (:meth:`image`) rather than refused. ``sample``: an image's occurrences in (position,
+        doc) order (lead images first) up to the first that cover ``sample`` distinct pages (at
+        least one), read through the ``occurrences_image`` index (issue 32: the rows read do not
+        grow with the pages that show an image, and an icon is on 10^4-10^5 Wikipedia pages):
+        the first ``sample`` pages by (lowest position, doc) are exactly those of the full list;
+        None: all of them.
 
         Raises:
             TypeError: an id that is not an int (``1.7``, ``"3"``, ``None``, ``True``).
@@ -384,34 +386,17 @@ class ArchiveStore:
         want = sorted({int(i) for i in ids})
         out: dict[int, _ImageRecord] = {}
         for lo in range(0, len(want), IN_MAX):
-            part = want[lo: lo + IN_MAX]
-            if sample is None:
-                on, args = "o.image = i.id", part
-            else:  # a correlated LIMIT: an index range of at most ``sample`` entries an image
-                on = ("o.rowid IN (SELECT rowid FROM occurrences WHERE image = i.id"
-                      " ORDER BY doc, position LIMIT ?)")
-                args = [max(1, int(sample)), *part]
-            with self.lock:
-                rows = self.db.execute(
-                    "SELECT i.id, i.path, i.mime, i.width, i.height, o.doc, o.position, o.alt,"
-                    " o.caption, o.context, t.title FROM images i"
-                    f" LEFT JOIN occurrences o ON {on}"
-                    " LEFT JOIN page_titles t ON t.doc = o.doc"
-                    f" WHERE i.id IN ({','.join('?' * len(part))}) ORDER BY i.id, o.doc, o.position",
-                    args).fetchall()
-            for i, path, mime, w, h, d, p, alt, cap, ctx, title in rows:
-                rec = out.get(i)
-                if rec is None:
-                    rec = out[i] = _ImageRecord(path, mime, w, h, [])
-                if d is None:  # LEFT JOIN: an image without occurrences
-                    continue
-                if not (type(d) is int and type(p) is int and 0 <= d < self.n_articles):
-                    raise IndexError(f"image {i}: occurrence on missing article {d!r} "
-                                     f"(position {p!r})")
-                if title is None:
-                    raise IndexError(f"image {i}: page {d} has no title row")
-                rec.occurrences.append({"doc": d, "position": p, "alt": alt, "caption": cap,
-                                        "context": ctx, "page_title": title})
+            self._read_images(want[lo: lo + IN_MAX], sample, out)
+        if sample is not None:  # an image whose first rows repeat pages: read further, alone
+            need = max(1, int(sample))
+            limit = need
+            while short := [i for i, rec in out.items() if len(rec.occurrences) >= limit
+                            and len({o["doc"] for o in rec.occurrences}) < need]:
+                limit *= 4
+                for i in short:
+                    del out[i]
+                for lo in range(0, len(short), IN_MAX):
+                    self._read_images(short[lo: lo + IN_MAX], limit, out)
         missing = [i for i in want if i not in out]
         if missing:
             raise IndexError(f"no image {missing[0]}")
@@ -421,6 +406,39 @@ class ArchiveStore:
         if pages:
             self.add_pages([o for rec in out.values() for o in rec.occurrences])
         return out
+
+    def _read_images(self, part: list[int], limit: int | None,
+                     out: dict[int, _ImageRecord]) -> None:
+        """Step of :meth:`images_with_pages`: the records of ``part`` (at most :data:`IN_MAX`
+        ids) into ``out``, each with at most ``limit`` occurrences (None: all), first in
+        (position, doc) order, kept in (doc, position) order."""
+        if limit is None:
+            on, args = "o.image = i.id", part
+        else:  # a correlated LIMIT: an index range of at most ``limit`` entries an image
+            on = ("o.rowid IN (SELECT rowid FROM occurrences WHERE image = i.id"
+                  " ORDER BY position, doc LIMIT ?)")
+            args = [max(1, int(limit)), *part]
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT i.id, i.path, i.mime, i.width, i.height, o.doc, o.position, o.alt,"
+                " o.caption, o.context, t.title FROM images i"
+                f" LEFT JOIN occurrences o ON {on}"
+                " LEFT JOIN page_titles t ON t.doc = o.doc"
+                f" WHERE i.id IN ({','.join('?' * len(part))}) ORDER BY i.id, o.doc, o.position",
+                args).fetchall()
+        for i, path, mime, w, h, d, p, alt, cap, ctx, title in rows:
+            rec = out.get(i)
+            if rec is None:
+                rec = out[i] = _ImageRecord(path, mime, w, h, [])
+            if d is None:  # LEFT JOIN: an image without occurrences
+                continue
+            if not (type(d) is int and type(p) is int and 0 <= d < self.n_articles):
+                raise IndexError(f"image {i}: occurrence on missing article {d!r} "
+                                 f"(position {p!r})")
+            if title is None:
+                raise IndexError(f"image {i}: page {d} has no title row")
+            rec.occurrences.append({"doc": d, "position": p, "alt": alt, "caption": cap,
+                                    "context": ctx, "page_title": title})
 
     def add_pages(self, occurrences: Sequence[dict]) -> None:
         """Set ``page_path``, ``page_title`` and ``page_first`` on each of ``occurrences`` (as
