@@ -124,6 +124,32 @@ def test_stage_files_sort_keeps_unknown_ids_after_and_is_atomic(tmp_path):
     assert [r.id for r in files.rejected.read()] == ["a", "b", "c", "z"]
 
 
+def test_store_sort_moves_lines_as_written_and_leaves_no_side_file(tmp_path, monkeypatch):
+    """Sorting moves each line as it is: a field the model does not know (a newer writer's) stays,
+    no default is written in; a failed write leaves the file as it was and no side file."""
+
+    from kit.data.records import JsonlStore, Rejection
+
+    store = JsonlStore(tmp_path / "r.jsonl", Rejection)
+    raw = [{"id": "b", "stage": "x", "reason": "r", "note": "from a newer writer"},
+           {"id": "a", "stage": "x", "reason": "r"}]
+    store.path.write_text("".join(json.dumps(r) + "\n" for r in raw) + '{"id": "c", "sta', encoding="utf-8")
+    store.sort(["a", "b"])  # the torn last line is cut, the rest reordered byte for byte
+    assert [json.loads(ln) for ln in store.path.read_text().splitlines()] == raw[::-1]
+    before = store.path.read_bytes()
+
+    def full_disk(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("kit.data.records.os.fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        store.sort(["b", "a"])
+    assert store.path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.jsonl"]
+    JsonlStore(tmp_path / "absent.jsonl", Rejection).sort(["a"])  # nothing written yet: nothing to do
+    assert not (tmp_path / "absent.jsonl").exists()
+
+
 def _seed_json(tmp_path):
     p = tmp_path / "t.png"
     p.write_bytes(_img((200, 0, 0), (300, 100)))

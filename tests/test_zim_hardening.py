@@ -56,6 +56,8 @@ def inline(monkeypatch):
 # ---- samples of an image's pages -----------------------------------------------------------------
 N_PAGES = 120
 REPEATS = 3 * backend_mod.OCC_SAMPLE  # times page 2 shows the image
+MOON = '<img src="../I/moon.png" alt="moon">'
+MOON_REPEATS = 200
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +70,13 @@ def shared_image_web(tmp_path_factory) -> LocalZimWeb:
     for i in range(N_PAGES):
         star = '<img src="../I/star.png" alt="star map">'
         figs = star + fillers if i == 110 else fillers + star * (REPEATS if i == 2 else 1)
+        if i == 5:  # moon: after the star, 200 times on page 5 ...
+            figs += MOON * MOON_REPEATS
+        elif i in (6, 7, 8):  # ... and once on pages 6-8, after 40 more images
+            figs += '<img src="../I/f0.png" alt="filler 0">' * 40 + MOON
         pages[f"Page_{i:03d}"] = (f"<p>Page {i} is about a place and the coast near it, in a few "
                                   f"words.</p>{figs}")
-    images = {"star.png": _png(0), **{f"f{k}.png": _png(k + 1) for k in range(3)}}
+    images = {"star.png": _png(0), "moon.png": _png(7), **{f"f{k}.png": _png(k + 1) for k in range(3)}}
     mp = pytest.MonkeyPatch()
     mp.setattr(build_mod, "PARALLEL_MIN_ENTRIES", 10**9)
     try:
@@ -81,9 +87,9 @@ def shared_image_web(tmp_path_factory) -> LocalZimWeb:
     return w
 
 
-def _star(web: LocalZimWeb) -> int:
+def _star(web: LocalZimWeb, name: str = "star") -> int:
     arch = web.archives[0]
-    return next(i for i in range(len(arch.images)) if arch.images[i].path == "I/star.png")
+    return next(i for i in range(len(arch.images)) if arch.images[i].path == f"I/{name}.png")
 
 
 def test_a_sample_holds_the_lead_page_and_distinct_pages(shared_image_web):
@@ -103,6 +109,25 @@ def test_a_sample_holds_the_lead_page_and_distinct_pages(shared_image_web):
         assert part == sorted(part, key=lambda o: (o["doc"], o["position"]))  # kept in page order
     lead = store.images_with_pages([i], sample=1)[i].occurrences
     assert [o["page_title"] for o in lead] == ["Page 110"]
+
+
+def test_a_sample_reads_past_a_page_that_repeats_the_image(shared_image_web, monkeypatch):
+    """moon.png's first 40 rows by (position, doc) are all page 5: a sample of 2-4 pages reads
+    further (4x the rows each time) until it covers them, in the exact order of the full list."""
+    store, i = shared_image_web.archives[0].store, _star(shared_image_web, "moon")
+    assert len(store.images_with_pages([i])[i].occurrences) == MOON_REPEATS + 3
+    reads = []
+    real = store._read_images
+    monkeypatch.setattr(store, "_read_images", lambda part, limit, out: (reads.append(limit),
+                                                                         real(part, limit, out)))
+    for k, want in ((1, [5]), (2, [5, 6]), (4, [5, 6, 7, 8])):
+        reads.clear()
+        part = store.images_with_pages([i], sample=k)[i].occurrences
+        docs = list(dict.fromkeys(o["doc"] for o in sorted(part, key=lambda o: (o["position"], o["doc"]))))
+        assert docs[:k] == want  # the first k pages of the full list (the last read may hold more)
+        assert max(reads) <= 4 * (40 + k)  # grows by 4x from k, stops once the pages are covered
+        assert reads == [k * 4**n for n in range(len(reads))]
+    assert reads == [4, 16, 64]
 
 
 def test_reverse_search_lists_the_exact_first_pages(shared_image_web):
@@ -140,6 +165,27 @@ def test_heads_offsets_outside_the_entries_are_damage(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="damaged"):
         Heads(path, len(rows)).get(1)
+
+
+@pytest.mark.parametrize("entry", [b"\x80", b"\x80\x80\x80", b""])
+def test_heads_entry_with_an_unended_length_is_damage(tmp_path, entry):
+    """A uvarint cut short (its last byte has the continuation bit) or an empty entry was read
+    as ("", ""): a hit with no path and no title."""
+    from kit.web.zim.index import Heads, write_heads
+
+    rows = [("A/One", "One"), ("A/Two", "Two")]
+    path = tmp_path / "heads_0.bin"
+    write_heads(iter(rows), len(rows), path)
+    data = bytearray(path.read_bytes())
+    (blob,) = struct.unpack_from("<Q", data, 16)
+    (end0,) = struct.unpack_from("<Q", data, 24 + blob + 8)
+    data[24:24 + end0] = entry.ljust(end0, b"\x80")[:end0] if entry else data[24:24 + end0]
+    if not entry:
+        struct.pack_into("<Q", data, 24 + blob + 8, 0)  # entry 0 = [0, 0)
+        struct.pack_into("<Q", data, 24 + blob, 0)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="damaged"):
+        Heads(path, len(rows)).get(0)
 
 
 def test_ranking_on_a_damaged_heads_table_is_a_backend_error(shared_image_web, monkeypatch):
@@ -212,6 +258,27 @@ def test_inline_builds_in_threads_keep_their_own_files_and_the_cache(tmp_path, i
         libzim.set_cluster_cache_max_size(original)
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_a_pool_that_cannot_start_releases_the_cache_and_the_store(tmp_path, monkeypatch):
+    import libzim
+
+    from kit.web.zim.archive import _ZimArchive
+
+    a = _ZimArchive(_write(tmp_path / "alpha.zim", _pages(5, "alpha")), tmp_path / "idx")
+    (tmp_path / "ia").mkdir()
+
+    def no_pool(workers):
+        raise OSError("cannot start workers")
+
+    monkeypatch.setattr(build_mod, "_Runner", no_pool)
+    before, count, fds = libzim.get_cluster_cache_max_size(), build_mod._CACHE[0], _open_fds()
+    for _ in range(2):  # twice: the count is not left raised by the first
+        with pytest.raises(OSError, match="cannot start"):
+            build_mod.build_archive(a, tmp_path / "ia", workers=2)
+    assert build_mod._CACHE[0] == count and libzim.get_cluster_cache_max_size() == before
+    assert _open_fds() == fds  # the store's connection was closed
+
+
 def test_thread_state_is_per_thread(tmp_path):
     a = _write(tmp_path / "alpha.zim", _pages(3, "alpha"))
     b = _write(tmp_path / "beta.zim", _pages(3, "beta"))
@@ -274,6 +341,35 @@ def test_pages_without_a_charset_are_utf8(tmp_path, inline):
     assert "die größte Stadt" in page.markdown
     bern = web.search_sync("Brücken Aare", 3)
     assert bern and bern[0].title == "Bern" and "Brücken" in web.fetch_sync(bern[0].url).markdown
+
+
+LONG_HEAD = "".join(f'<link rel="stylesheet" href="../-/s/css_modules/m{k}.css">' for k in range(40))
+JA = "\u65e5\u672c\u8a9e\u306e\u30da\u30fc\u30b8"  # "a Japanese page"
+
+
+@pytest.mark.parametrize(("html", "want", "declared"), [
+    # a meta charset after 1024 bytes of head (TemplateStyles links): libxml2 reads it there
+    ((f"<html><head>{LONG_HEAD}<meta charset='iso-8859-1'><title>Z</title></head>"
+      "<body><p>Z\u00fcrich</p></body></html>").encode("latin-1"), "Z\u00fcrich", ("meta", "iso-8859-1")),
+    # a description that mentions a charset declares none: the page is UTF-8
+    (("<html><head><meta name='description' content='pages in charset=latin1 and others'></head>"
+      "<body><p>Z\u00fcrich</p></body></html>").encode("utf-8"), "Z\u00fcrich", None),
+    # an http-equiv declaration
+    (("<html><head><meta http-equiv='Content-Type' content='text/html; charset=windows-1252'></head>"
+      "<body><p>Z\u00fcrich \u20ac</p></body></html>").encode("cp1252"), "Z\u00fcrich \u20ac", ("meta", "windows-1252")),
+    # an XML declaration only (libxml2's HTML parser ignores it)
+    (("<?xml version='1.0' encoding='iso-8859-1'?><html><head><title>Z</title></head>"
+      "<body><p>Z\u00fcrich</p></body></html>").encode("latin-1"), "Z\u00fcrich", ("xml", "iso-8859-1")),
+    # ISO-2022-JP: its escape sequences start with ESC, which is kept for it
+    (f"<html><head><meta charset='iso-2022-jp'></head><body><p>{JA}</p></body></html>".encode("iso-2022-jp"),
+     JA, ("meta", "iso-2022-jp")),
+])
+def test_declared_charsets_are_read_as_browsers_read_them(html, want, declared):
+    from kit.web.zim.html import _parse_html, declared_charset
+
+    assert declared_charset(html) == declared
+    text = "".join(_parse_html(html).itertext())
+    assert want in text and "\ufffd" not in text and "\u00c3" not in text
 
 
 def test_control_characters_are_whitespace_not_a_lost_page(tmp_path, inline):

@@ -225,18 +225,29 @@ class JsonlStore(Generic[T]):
     def sort(self, order: Sequence[str]) -> None:
         """Rewrite the file with its records in ``order`` of ids (records of other ids after them, as they
         were), atomically: stages that run items concurrently append them as they finish, and the file a
-        run leaves is then the same from run to run."""
-        recs = self.read()
+        run leaves is then the same from run to run. The lines are moved as they are (fields the model
+        does not know are kept, no default is added); the side file is removed whatever happens.
+
+        Raises:
+            ValueError: (:meth:`read`) a line other than the last is not a valid record.
+        """
+        if not self.path.exists():
+            return
+        recs = self.read()  # validates every line and cuts a torn last one
+        lines = [ln for ln in self.path.read_bytes().split(b"\n") if ln.strip()]
         rank = {i: k for k, i in enumerate(order)}
         ranked = sorted(range(len(recs)), key=lambda k: (rank.get(recs[k].id, len(rank)), k))
         if ranked == list(range(len(recs))):
             return
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.writelines(recs[k].model_dump_json() + "\n" for k in ranked)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "wb") as f:
+                f.writelines(lines[k] + b"\n" for k in ranked)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 class StageFiles:

@@ -519,8 +519,9 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
         if not _CACHE[0]:
             _CACHE[1] = libzim.get_cluster_cache_max_size()
         _CACHE[0] += 1
-    runner = _Runner(max(1, workers))
-    try:
+    runner: _Runner | None = None
+    try:  # the runner is made inside: if it fails, the cache count and the store are still released
+        runner = _Runner(max(1, workers))
         db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # before the first table: no effect later
         db.execute("PRAGMA journal_mode=DELETE")  # WAL off: the store is read as one file
         db.execute("ATTACH DATABASE ? AS b", (str(out / BUILD_FILE),))
@@ -544,7 +545,8 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
                                       "ORDER BY reason", (p,)).fetchall())
                    for p in ("articles", "images")}
     finally:
-        runner.close()
+        if runner is not None:
+            runner.close()
         db.close()
         with _CACHE_LOCK:
             _CACHE[0] -= 1

@@ -64,30 +64,76 @@ _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
 #: quarter of the extraction time). ``collect_ids=False``: nothing here asks for ids by hash.
 _PARSER = lxml.etree.HTMLParser(collect_ids=False)
 #: Pages that declare no charset are UTF-8 (the ZIM format's encoding; libxml2 would read them as
-#: Latin-1: "Zürich" as "ZÃ¼rich"); a declared one (meta charset or http-equiv) or a BOM is
-#: left to libxml2. Browsers look for the declaration in the first 1024 bytes.
+#: Latin-1: "Zürich" as "ZÃ¼rich"); a charset declared by a meta tag in the head (``charset`` or
+#: ``http-equiv="Content-Type"``, as browsers read them) or a BOM is left to libxml2, and one declared
+#: only by an XML declaration (which libxml2's HTML parser ignores) is passed to it.
 _PARSER_UTF8 = lxml.etree.HTMLParser(collect_ids=False, encoding="utf-8")
-_DECLARED_CHARSET = re.compile(rb"<meta[^>]*charset", re.IGNORECASE)
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+_META = re.compile(rb"<meta\s[^>]*>", re.IGNORECASE)
+_ATTR = re.compile(rb"""([a-zA-Z_:][-\w:.]*)\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+)""")
+_CONTENT_CHARSET = re.compile(rb"""charset\s*=\s*["']?\s*([-\w.:]+)""", re.IGNORECASE)
+_XML_ENCODING = re.compile(rb"""\s*<\?xml\s[^>]*?\bencoding\s*=\s*["']([-\w.:]+)["']""", re.IGNORECASE)
+_HEAD_END = re.compile(rb"</head\s*>|<body[\s>]", re.IGNORECASE)
+#: bytes searched for a meta charset when the page has no ``</head>`` or ``<body>`` before them
+_HEAD_SCAN = 65536
 #: C0 controls other than tab, newline and carriage return: libxml2 keeps some in text nodes
 #: (form feeds, vertical tabs), where lxml then refuses any edit of that text (the page was lost
-#: as "unparsable") and a fetched page would show them to the model. Read as spaces.
+#: as "unparsable") and a fetched page would show them to the model. Read as spaces; ESC (0x1b)
+#: is kept in the ISO-2022 encodings, whose shift sequences it starts.
 _CONTROLS = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_CONTROLS_NO_ESC = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]")
+_PARSERS: dict[str, lxml.etree.HTMLParser] = {}
+
+
+def declared_charset(html: bytes) -> tuple[str, str] | None:
+    """The charset a page declares, as ``(how, name)``: ``("bom", ...)``, ``("meta", name)`` for a meta
+    tag in the head (``<meta charset>`` or ``<meta http-equiv="Content-Type" content="...; charset=...">``;
+    a ``charset=`` inside another meta's content, such as a description, is not one) or ``("xml", name)``
+    for an XML declaration's ``encoding``; None when it declares none."""
+    if html.startswith(_BOMS):
+        return ("bom", "utf-16" if html.startswith(_BOMS[1:]) else "utf-8")
+    xml = _XML_ENCODING.match(html)
+    end = _HEAD_END.search(html, 0, _HEAD_SCAN)
+    for tag in _META.finditer(html, 0, end.start() if end else _HEAD_SCAN):
+        attrs = {k.lower(): v.strip(b"\"'") for k, v in _ATTR.findall(tag.group(0))}
+        if attrs.get(b"charset"):
+            return ("meta", attrs[b"charset"].decode("ascii", "replace").strip().lower())
+        if attrs.get(b"http-equiv", b"").lower() == b"content-type":
+            m = _CONTENT_CHARSET.search(attrs.get(b"content", b""))
+            if m:
+                return ("meta", m.group(1).decode("ascii", "replace").lower())
+    return ("xml", xml.group(1).decode("ascii").lower()) if xml else None
+
+
+def _parser_for(declared: tuple[str, str] | None) -> lxml.etree.HTMLParser:
+    if declared is None:
+        return _PARSER_UTF8
+    how, name = declared
+    if how != "xml":
+        return _PARSER  # libxml2 reads BOMs and meta declarations itself
+    if name not in _PARSERS:
+        try:
+            _PARSERS[name] = lxml.etree.HTMLParser(collect_ids=False, encoding=name)
+        except LookupError:  # an encoding libxml2 does not know: the ZIM format's UTF-8
+            _PARSERS[name] = _PARSER_UTF8
+    return _PARSERS[name]
 
 
 def _parse_html(html: bytes) -> lxml.etree._Element:
     """Parse article HTML into plain ``lxml.etree`` elements (the tree ``lxml.html.
     document_fromstring`` builds; use :func:`~kit.web.text_clean.text_content` and
     :func:`~kit.web.text_clean.drop_tree` on it), as UTF-8 unless the page declares its charset
-    (:data:`_PARSER_UTF8`), control characters as spaces (:data:`_CONTROLS`). Raises ValueError on an empty or unparsable
-    document."""
+    (:func:`declared_charset`), control characters as spaces (:data:`_CONTROLS`). Raises ValueError on an empty or
+    unparsable document."""
     if not html.strip():
         raise ValueError("empty HTML")
-    declared = html.startswith(_BOMS) or _DECLARED_CHARSET.search(html, 0, 1024) is not None
-    if not html.startswith(_BOMS[1:]) and _CONTROLS.search(html) is not None:  # not UTF-16
-        html = _CONTROLS.sub(b" ", html)
+    declared = declared_charset(html)
+    if declared is None or declared[1] != "utf-16":
+        controls = _CONTROLS_NO_ESC if declared and "2022" in declared[1] else _CONTROLS
+        if controls.search(html) is not None:
+            html = controls.sub(b" ", html)
     try:
-        root = lxml.etree.fromstring(html, _PARSER if declared else _PARSER_UTF8)
+        root = lxml.etree.fromstring(html, _parser_for(declared))
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
         raise ValueError(f"unparsable HTML: {exc}") from exc
     if root is None:

@@ -288,7 +288,9 @@ class Heads:
             raise ValueError(f"{self.path.name}: entry {i} is damaged")
         raw = self._mm[24 + lo:24 + hi]
         plen = shift = at = 0
-        while at < len(raw):
+        while True:
+            if at >= len(raw) or shift > 63:  # an empty entry or a length that never ends
+                raise ValueError(f"{self.path.name}: entry {i} is damaged")
             b = raw[at]
             at += 1
             plen |= (b & 0x7F) << shift
