@@ -23,7 +23,9 @@ measured alone:
   ``search_sync`` (ranking + snippets + result objects), ``rank_sync`` (ranking only),
   ``image_search_sync`` (also queries for the hub picture, shown on up to 10^5 pages),
   ``reverse_image_search_sync`` (query images: other crops of the source images; the first call
-  builds the hash index and is reported apart) and ``fetch_sync`` (pages of the search hits);
+  builds the hash index and is reported apart) and ``fetch_sync`` (pages of the search hits, after
+  the search's read-ahead has run, as an agent's fetch a model turn later sees them; and, reported
+  apart as ``fetch_cold``, pages of other searches made with ``read_ahead=False``);
 - side by side, the same texts in a raw tantivy index (title + body, ``en_stem``, nothing stored
   but the id): build time, bytes per article, query p50/p99 (the ranking target's reference); and
   at N <= 20,000 a ``rank_bm25.BM25Okapi`` baseline with the kit's tokenization and tantivy's IDF
@@ -232,6 +234,7 @@ def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: boo
     from gen_zim_archive import load_sources, near_duplicate
 
     from kit.web.zim import LocalZimWeb
+    from kit.web.zim.readahead import READ_AHEAD
 
     web = LocalZimWeb(zim, index_dir=index_dir)
     web.ensure_ready()
@@ -270,7 +273,12 @@ def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: boo
             hub_found += any("Location_map" in h.image_url for h in web.image_search_sync(q, 5))
         out["image_hub"] = lat(hub, hub_q)
         out["image_hub_found"] = hub_found / len(hub_q)
-    urls = [h.url for q in texts[: max(10, n_queries // 4)] for h in web.search_sync(q, 1)]
+    m = max(10, n_queries // 4)
+    web.read_ahead = False  # cold: pages of searches without read-ahead (the disk's share, reported apart)
+    out["fetch_cold"] = lat(web.fetch_sync, [h.url for q in texts[m:2 * m] for h in web.search_sync(q, 1)])
+    web.read_ahead = True  # as an agent sees it: the hits read ahead while the model writes its next turn
+    urls = [h.url for q in texts[:m] for h in web.search_sync(q, 1)]
+    READ_AHEAD.join()
     out["fetch"] = lat(web.fetch_sync, urls)
     _, _, _, images = load_sources([p for p in zim_paths() if p.name.startswith("wikipedia_en_")])
     rng = random.Random(seed + 1)
@@ -503,7 +511,8 @@ def main() -> int:
               f"{q['reverse_matched']:.0%}; empty snippets {q['empty_snippets']}; ranking / raw tantivy "
               f"p50 {pct(q['rank'], 50) / pct(raw['lat'], 50):.2f}x, p99 "
               f"{pct(q['rank'], 99) / pct(raw['lat'], 99):.2f}x; raw tantivy build {raw['build_s']:.0f} s, "
-              f"{raw['bytes'] / r['n']:.0f} B/article")
+              f"{raw['bytes'] / r['n']:.0f} B/article; fetch without read-ahead p50/p99 "
+              f"{pct(q.get('fetch_cold') or [0], 50):.2f}/{pct(q.get('fetch_cold') or [0], 99):.2f} ms")
         if "full_vs_bm25" in q:
             print(f"[{r['n']:,}] vs rank-bm25 ({q['bm25_ms']:.1f} ms a query, CPU): full search "
                   f"{q['full_vs_bm25']:.1f}x, ranking {q['rank_vs_bm25']:.1f}x; top-5 agreement "
@@ -514,7 +523,7 @@ def main() -> int:
     # Figures at every size.
     for r in rows:
         n, q, b = r["n"], r["q"], r["build"]
-        for k in ("search", "rank", "image", "image_hub", "reverse", "fetch"):
+        for k in ("search", "rank", "image", "image_hub", "reverse", "fetch", "fetch_cold"):
             if q.get(k):
                 summary.figure(f"{k}_p50_ms_{n}", pct(q[k], 50))
                 summary.figure(f"{k}_p99_ms_{n}", pct(q[k], 99))

@@ -114,6 +114,25 @@ class _ZimArchive:
             except (RuntimeError, KeyError):
                 return None
 
+    def entry_indexes(self, paths: Sequence[str]) -> list[int] | None:
+        """libzim's entry indexes of ``paths`` (redirects followed; a path with no entry is left
+        out), or None when another thread holds the archive (read-ahead does not wait:
+        :mod:`kit.web.zim.readahead`)."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            out = []
+            for p in paths:
+                try:
+                    e = self._follow(self.archive.get_entry_by_path(p)) if self.archive.has_entry_by_path(p) else None
+                except (RuntimeError, KeyError):
+                    e = None
+                if e is not None:
+                    out.append(int(e._index))
+            return out
+        finally:
+            self.lock.release()
+
     def read(self, entry) -> tuple[str, bytes]:
         """(mimetype without parameters, content bytes) of an entry.
 

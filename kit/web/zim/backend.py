@@ -11,14 +11,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from kit.images import has_structure
 from kit.paths import cache_dir
-from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, RequestRejected, ReverseImageResult, SearchHit
-from kit.web.text_clean import MIN_IMAGE_LONG_SIDE, MIN_IMAGE_SIDE, normalize_text
+from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, ReverseImageResult, SearchHit
+from kit.web.text_clean import normalize_text
 from kit.web.zim.archive import ZimError, _ZimArchive
 from kit.web.zim.hash_index import archive_hash_index
 from kit.web.zim.html import _parse_html, page_title
-from kit.web.zim.images import MATCH_DISTANCE, RASTER_MIMES, STRONG_DISTANCE, _is_decorative, decode_image, image_hashes
+from kit.web.zim.images import MATCH_DISTANCE, RASTER_MIMES, STRONG_DISTANCE, image_hashes, query_image
 from kit.web.zim.index import (
     _IMAGE_FIELDS,
     _ITEM_MASK,
@@ -28,6 +27,7 @@ from kit.web.zim.index import (
     bm25_bound,
 )
 from kit.web.zim.markdown import _md_url, render_article
+from kit.web.zim.readahead import READ_AHEAD
 from kit.web.zim.resolve import check_unicode, resolve_entry
 from kit.web.zim.snippets import SNIPPET_CHARS, make_snippet, snippet_keys
 from kit.web.zim.store import _ImageRecord
@@ -79,7 +79,8 @@ class LocalZimWeb:
     name = "zim"
 
     def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike],
-                 index_dir: str | os.PathLike | None = None, *, keep_links: bool = False):
+                 index_dir: str | os.PathLike | None = None, *, keep_links: bool = False,
+                 read_ahead: bool = True):
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         paths = [Path(p).expanduser() for p in paths]
@@ -88,6 +89,9 @@ class LocalZimWeb:
         root = Path(index_dir).expanduser() if index_dir is not None else cache_dir() / "zim_index"
         self.index_root = root
         self.keep_links = keep_links
+        #: after each search, the hits' pages are read into the page cache in the background
+        #: (:mod:`kit.web.zim.readahead`: the fetch that usually follows reads memory, not disk)
+        self.read_ahead = read_ahead
         self.archives: list[_ZimArchive] = []
         seen: dict[str, Path] = {}
         for p in paths:
@@ -277,6 +281,7 @@ class LocalZimWeb:
         records = self._hit_records(ranked)
         out = []
         keys_by_lang: dict[int, list[tuple[str, str]]] = {}
+        ahead: dict[str, tuple[_ZimArchive, list[str]]] = {}  # the hits' pages, read ahead for a fetch
         for _, key, li, _addr in ranked:
             arch = members[key >> 40]
             keys = keys_by_lang.get(id(li))
@@ -286,6 +291,9 @@ class LocalZimWeb:
             path, title, _, body = records[key >> 40][key & _ITEM_MASK]
             out.append(SearchHit(title=title, url=arch.url(path),
                                  snippet=make_snippet(body, keys, li.analyzer)))
+            ahead.setdefault(arch.stem, (arch, []))[1].append(path)
+        for arch, paths in ahead.values() if self.read_ahead else ():
+            READ_AHEAD.pages(arch, paths)
         return out
 
     async def search(self, query: str, num: int) -> list[SearchHit]:
@@ -328,12 +336,22 @@ class LocalZimWeb:
         with arch.store_reads() as store:
             return store.images_with_pages(ids, sample=OCC_SAMPLE if sample is None else sample)
 
-    @staticmethod
-    def _add_pages(arch: _ZimArchive, occurrences: list[dict]) -> None:
-        """The page fields of the occurrences shown (:meth:`ArchiveStore.add_pages`: one
-        statement for their blocks); raises BackendError like :meth:`_records`."""
-        with arch.store_reads() as store:
-            store.add_pages(occurrences)
+    def _add_pages(self, arch: _ZimArchive, occurrences: list[dict], first: Sequence[dict] = ()) -> None:
+        """``page_path`` of each of ``occurrences`` (their ``page_title`` is already there) from the
+        collection's heads table, no record block read (issue 32: an image on a page costs no
+        decompression); ``page_first`` of each of ``first`` too, their blocks read in one statement
+        (:meth:`ArchiveStore.add_pages`). Raises BackendError naming the folder to delete when the
+        heads table is damaged, or like :meth:`_records`."""
+        heads = self.collection.heads[self.collection.members.index(arch)]
+        try:
+            for o in occurrences:
+                o["page_path"] = heads.get(o["doc"])[0]
+        except ValueError as exc:
+            raise BackendError(f"{exc}: the BM25 index is damaged; delete "
+                               f"{self.collection.dir} to rebuild it") from exc
+        if first:
+            with arch.store_reads() as store:
+                store.add_pages(list(first))
 
     def image_search_sync(self, query: str, num: int) -> list[ImageHit]:
         """Text-to-image search (Table 4 ``web_search_for_image``).
@@ -408,7 +426,7 @@ class LocalZimWeb:
             BackendError: ``num`` < 1.
         """
         self._check_num(num)
-        img = _query_image(image)
+        img = query_image(image)
         self.ensure_ready()
         matches = self._hash_matches(*image_hashes(img))
         recs: dict[int, dict[int, _ImageRecord]] = {}  # archive -> image -> record, as the steps read them
@@ -418,9 +436,13 @@ class LocalZimWeb:
             rec = recs[ai][idx]
             thumb_occs.append((ai, rec, min(rec.occurrences,
                                             key=lambda o: (o.get("position", 0), o["doc"]))))
+        strong = bool(shown) and shown[0][0][0] <= STRONG_DISTANCE  # a knowledge graph from the best page
         for ai in {k[2] for k, _ in shown} | {ai for ai, _, _ in thumb_occs}:
+            # a page's first sentence is read (its block) only where it is shown: no caption, or the graph
             self._add_pages(self.archives[ai], [o for k, o in shown if k[2] == ai]
-                            + [o for a, _, o in thumb_occs if a == ai])
+                            + [o for a, _, o in thumb_occs if a == ai],
+                            first=[o for j, (k, o) in enumerate(shown)
+                                   if k[2] == ai and (not o["caption"] or (j == 0 and strong))])
         pages = []
         for (_, _, ai, _), occ in shown:
             arch = self.archives[ai]
@@ -428,7 +450,7 @@ class LocalZimWeb:
             pages.append(SearchHit(title=occ["page_title"], url=arch.url(occ["page_path"]),
                                    snippet=_clip(snippet, SNIPPET_CHARS)))
         kg = None
-        if shown and shown[0][0][0] <= STRONG_DISTANCE:
+        if strong:
             (_, _, ai, _), occ = shown[0]
             kg = KnowledgeGraph(title=occ["page_title"], description=occ["page_first"],
                                 url=self.archives[ai].url(occ["page_path"]))
@@ -562,25 +584,3 @@ def _best_occurrence(analyzer: Analyzer, query: str, occurrences: list[dict]) ->
 
     return min(occurrences, key=key)
 
-
-def _query_image(image: bytes):
-    """Step of :meth:`LocalZimWeb.reverse_image_search_sync`: the query image decoded and checked.
-
-    Raises:
-        RequestRejected: bytes that are not a usable image, too small to search by, or without spatial
-            structure (a flat colour hashes like every other flat image: no match would mean anything).
-    """
-    try:
-        img = decode_image(image)
-    except BackendError as e:  # the query image itself: the same bytes are always refused
-        raise RequestRejected(str(e)) from e
-    if _is_decorative(*img.size):
-        raise RequestRejected(
-            f"image of {img.size[0]}x{img.size[1]} pixels is too small to search by "
-            f"(needs at least {MIN_IMAGE_LONG_SIDE} px on its long side and "
-            f"{MIN_IMAGE_SIDE} px on its short side)"
-        )
-    if not has_structure(img):
-        raise RequestRejected("the image has no spatial structure to search by (a flat colour or a blank "
-                              "pictogram): its perceptual hash matches any other such image")
-    return img

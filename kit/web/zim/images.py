@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from kit.images import SAME_PICTURE_DISTANCE, ImageRejected, flatten_rgb, image_hashes  # noqa: F401 (re-exported)
+from kit.images import SAME_PICTURE_DISTANCE, ImageRejected, flatten_rgb, has_structure, image_hashes  # noqa: F401 (re-exported)
 from kit.images import decode_image as _decode
+from kit.types import BackendError, RequestRejected
 from kit.web.text_clean import MIN_IMAGE_LONG_SIDE, MIN_IMAGE_SIDE
 
 #: Image types that are indexed, hashed and returned with pages (SVG is not raster: left out).
@@ -76,3 +77,26 @@ def _center_crop(img: Image.Image, frac: float) -> Image.Image:
 
 def _is_decorative(width: int, height: int) -> bool:
     return max(width, height) < MIN_IMAGE_LONG_SIDE or min(width, height) < MIN_IMAGE_SIDE
+
+
+def query_image(image: bytes) -> Image.Image:
+    """Step of :meth:`~kit.web.zim.backend.LocalZimWeb.reverse_image_search_sync`: the query image decoded and checked.
+
+    Raises:
+        RequestRejected: bytes that are not a usable image, too small to search by, or without spatial
+            structure (a flat colour hashes like every other flat image: no match would mean anything).
+    """
+    try:
+        img = decode_image(image)
+    except BackendError as e:  # the query image itself: the same bytes are always refused
+        raise RequestRejected(str(e)) from e
+    if _is_decorative(*img.size):
+        raise RequestRejected(
+            f"image of {img.size[0]}x{img.size[1]} pixels is too small to search by "
+            f"(needs at least {MIN_IMAGE_LONG_SIDE} px on its long side and "
+            f"{MIN_IMAGE_SIDE} px on its short side)"
+        )
+    if not has_structure(img):
+        raise RequestRejected("the image has no spatial structure to search by (a flat colour or a blank "
+                              "pictogram): its perceptual hash matches any other such image")
+    return img
