@@ -554,7 +554,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="1 seed, few steps (development)")
     ap.add_argument("--workers", type=int, default=2, help="runs in parallel (one torch thread each)")
-    ap.add_argument("--out", default="results/learning")
+    ap.add_argument("--out", default="results/learning",
+                    help="where learning.json, learning.md and reward_curves.png go (default: %(default)s)")
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     ap.add_argument("--methods", nargs="*", default=None,
                     help=f"only these runs (development; default all: {sorted(RL_METHODS)} lr0 sft sft_lr0)")
