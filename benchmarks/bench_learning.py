@@ -47,6 +47,7 @@ import os
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -78,7 +79,8 @@ COST = {"grpo": 225, "fa_gspo": 100, "lr0": 90, "gspo": 70, "sft": 15, "sft_lr0"
 #: 0.010), FA-GSPO +0.015..+0.070 (0.016); the margin 0.03 is twice the larger standard error, and a verdict also needs
 #: the mean gap to be at least :data:`MIN_SE` standard errors above 0 (three seeds that agree, not one lucky seed).
 #: The earlier 0.05 came from machine A's spread with group 4 x 4 prompts, which machine B did not reproduce
-#: (docs/benchmarks.md). SFT: held-out masked loss (nats per token) lower by (gaps 0.70..0.81)
+#: (docs/benchmarks.md). SFT: held-out masked loss (nats per token) at least 0.2 lower than the control's (gaps
+#: 0.65..0.77 on 2026-12-05, 0.70..0.81 before)
 MARGINS = {"rl_reward": 0.03, "sft_loss": 0.2}
 #: standard errors of the mean gap above 0 an RL verdict needs (with the margin)
 MIN_SE = 2.0
@@ -550,25 +552,37 @@ def _timing(results: list[dict], prep_cpu: float, cores: int = 2) -> dict:
             "idle_estimate_s": prep_cpu + max(free)}
 
 
+#: names --methods accepts (the two lr-0 controls are one set of rollouts: any of their names runs it)
+METHOD_NAMES = (*sorted(RL_METHODS), "lr0", *CONTROLS, "sft", "sft_lr0")
+_EPILOG = (f"Measures, per seed, SFT's held-out masked loss and RL's train reward over the last third of the steps, "
+           f"each against a run at learning rate 0 on the same seeds. A verdict is met when the mean gap over seeds "
+           f"is at least the margin ({MARGINS}) and, for RL with 2 or more seeds, at least {MIN_SE:g} standard errors "
+           f"above 0. Exit 0: every verdict met; 1: one missed; 2: bad arguments. Full run ~18 min on 2 idle cores; "
+           f"--quick (~5 min) is for development: 1 seed and 4 RL steps give noise, not verdicts, and it writes to "
+           f"a temporary folder unless --out is given.")
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="1 seed, few steps (development)")
-    ap.add_argument("--workers", type=int, default=2, help="runs in parallel (one torch thread each)")
-    ap.add_argument("--out", default="results/learning",
-                    help="where learning.json, learning.md and reward_curves.png go (default: %(default)s)")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=_EPILOG)
+    ap.add_argument("--quick", action="store_true", help="1 seed, 4 RL steps, 10 + 5 SFT steps (development)")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="runs in parallel, one torch thread each (default: %(default)s)")
+    ap.add_argument("--out", default=None,
+                    help="where learning.json, learning.md and reward_curves.png go (default: results/learning; "
+                         "with --quick a temporary folder, so the committed 3-seed results are not replaced)")
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
-    ap.add_argument("--methods", nargs="*", default=None,
-                    help=f"only these runs (development; default all: {sorted(RL_METHODS)} lr0 sft sft_lr0)")
+    ap.add_argument("--methods", nargs="*", default=None, choices=METHOD_NAMES, metavar="METHOD",
+                    help=f"only these runs (development; default: all of {' '.join(METHOD_NAMES)})")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                    help="override one of the sizes (e.g. --set rl_steps=20; fields of Sizes)")
+                    help=f"override one of the sizes (e.g. --set rl_steps=20): {' '.join(Sizes.__dataclass_fields__)}")
     a = ap.parse_args()
+    if a.out is None:
+        a.out = tempfile.mkdtemp(prefix="bench_learning_quick_") if a.quick else "results/learning"
     summary = Summary("bench_learning")
     from kit.paths import shared_data_dir
 
     if shared_data_dir() is None:
         return summary.skip("no shared data (the local ZIM web)")
-    import tempfile
-
     from kit.models.tiny import build_tiny_checkpoint
 
     _threads()
