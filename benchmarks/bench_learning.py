@@ -30,7 +30,7 @@ Runs are independent processes (``--workers``, one torch thread each: :data:`THR
 :data:`COST`); each run prints its rollout, scoring (judge, encoding and the old log-probs' forward pass over the
 eligible trajectories: most of it) and update (forward + backward) time per step, and how its episodes ended. The
 report gives the wall time, the CPU time and an estimate for idle cores (the preparation's CPU plus the busiest
-worker's). Writes ``results/learning/``:
+worker's). Writes ``results/learning/`` (``--quick``: a temporary folder unless ``--out`` names one):
 ``learning.json`` (every step of every run, the settings, the verdicts), ``learning.md`` (the tables) and
 ``reward_curves.png`` (train reward vs step, each method beside its control, mean ± seed range). Exit status 1
 when a trained run is not better than its control by :data:`MARGINS` (mean over seeds; for RL also by :data:`MIN_SE`
