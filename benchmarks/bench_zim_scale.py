@@ -239,14 +239,12 @@ def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: boo
     web = LocalZimWeb(zim, index_dir=index_dir)
     web.ensure_ready()
     corpus = list(web.corpus()) if bm25 else None
-    if corpus is None:  # queries from a sample of the corpus (the whole one need not be held)
-        rng = random.Random(seed)
-        sample: list = []
-        for i, row in enumerate(web.corpus()):
-            if len(sample) < 4 * n_queries:
-                sample.append(row)
-            elif (j := rng.randrange(i + 1)) < len(sample):
-                sample[j] = row
+    if corpus is None:  # queries from a sample of the articles, their full texts read for it only
+        arch = web.archives[0]
+        docs = random.Random(seed).sample(range(len(arch.articles)), min(4 * n_queries, len(arch.articles)))
+        texts_by_doc = arch.full_texts(docs)
+        sample = [(arch.stem, arch.language, arch.articles[d]["path"], arch.articles[d]["title"],
+                   f"{arch.articles[d]['title']}\n{texts_by_doc[d]}") for d in docs]
         queries = make_queries(sample, n_queries, seed)
     else:
         queries = make_queries(corpus, n_queries, seed)

@@ -163,7 +163,7 @@ def test_articles_are_stored_in_zstd_blocks_with_a_trained_dictionary(zims, tmp_
     texts = {n: [t for _, _, _, t in s.iter_articles(batch=64)] for n, s in stores.items()}
     assert texts["inline"] == texts["plain"] and len(texts["plain"]) == 1000
     assert [i for i, *_ in stores["inline"].iter_articles(batch=7, start=995)] == list(range(995, 1000))
-    assert stores["inline"].article_text(999) == texts["plain"][999]
+    assert stores["inline"].record(999)[3] == texts["plain"][999]
     assert stores["inline"].article(999) == stores["plain"].article(999)
     with pytest.raises(IndexError):
         stores["inline"].article(1000)
@@ -276,7 +276,7 @@ def test_a_damaged_article_block_is_a_clear_error(zims, tmp_path):
     with pytest.raises(ValueError, match="article block 1 is damaged"):
         store.article(store_mod.BLOCK)
     with pytest.raises(ValueError, match="article block 2 is missing"):
-        store.article_text(2 * store_mod.BLOCK)
+        store.record(2 * store_mod.BLOCK)
     with pytest.raises(ValueError, match="article block 2 is missing"):
         store.records([0, 2 * store_mod.BLOCK])
 

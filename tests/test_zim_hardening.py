@@ -118,8 +118,8 @@ def test_a_sample_reads_past_a_page_that_repeats_the_image(shared_image_web, mon
     assert len(store.images_with_pages([i])[i].occurrences) == MOON_REPEATS + 3
     reads = []
     real = store._read_images
-    monkeypatch.setattr(store, "_read_images", lambda part, limit, out: (reads.append(limit),
-                                                                         real(part, limit, out)))
+    monkeypatch.setattr(store, "_read_images", lambda part, limit, out, ctx=False: (
+        reads.append(limit), real(part, limit, out, ctx)))
     for k, want in ((1, [5]), (2, [5, 6]), (4, [5, 6, 7, 8])):
         reads.clear()
         part = store.images_with_pages([i], sample=k)[i].occurrences

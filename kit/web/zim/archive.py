@@ -22,9 +22,11 @@ from kit.types import BackendError
 from kit.web.urls import zim_url
 from kit.web.zim.build import BUILD_FILE, FORMAT_FILE, _base_mime, build_archive, is_article_path
 from kit.web.zim.cache import INDEX_FORMAT, _load_or_build, _write_json_atomic, archive_sha256
+from kit.web.zim.fulltext import full_texts, iter_full_texts
 from kit.web.zim.html import _Article, _extract_article
 from kit.web.zim.images import HASH_CROPS
 from kit.web.zim.store import STORE_FILE, ArchiveStore, ArticleView, ImageView, TitleMap, _ImageRecord  # noqa: F401 (re-exported)
+from kit.web.zim.tails import TAILS_FILE
 from kit.web.zim.text import analyzer_language, text_analyzer
 
 log = logging.getLogger(__name__)
@@ -196,8 +198,9 @@ class _ZimArchive:
         """Extract this archive into ``out`` (empty, or a killed build's folder: finished chunks
         are kept); returns the manifest. Streaming and parallel (:mod:`kit.web.zim.build`).
 
-        Writes ``store.sqlite`` (articles with their text, images, occurrences:
-        :mod:`kit.web.zim.store`), ``hashes.npy`` (uint64, shape ``(images, len(HASH_CROPS),
+        Writes ``store.sqlite`` (articles with their text's prefix, images, occurrences:
+        :mod:`kit.web.zim.store`), ``tails.sqlite`` (the rest of long texts, until the collection
+        indexes are built: :mod:`kit.web.zim.tails`), ``hashes.npy`` (uint64, shape ``(images, len(HASH_CROPS),
         2)``: pHash, dHash per crop variant) and, last, ``manifest.json``.
 
         Raises:
@@ -277,8 +280,37 @@ class _ZimArchive:
                                f"{self.index_dir} to rebuild it") from exc
 
     def article_text(self, doc: int) -> str:
-        """The indexed body text of article ``doc`` (without its title line), from the store."""
-        return self.store.article_text(doc)
+        """The indexed body text of article ``doc`` (without its title line): the store's copy,
+        completed from the tails file or the archive when long (:mod:`kit.web.zim.fulltext`).
+        Raises BackendError like :meth:`full_texts`."""
+        return self.full_texts([doc])[doc]
+
+    def full_texts(self, docs: Sequence[int]) -> dict[int, str]:
+        """{doc: full indexed body text} of articles ``docs`` (:func:`~kit.web.zim.fulltext.full_texts`).
+
+        Raises:
+            BackendError: an id with no article, a damaged store, or an archive that extracts to
+                another text than its index holds.
+        """
+        with self.store_reads() as store:
+            return full_texts(self, store, docs)
+
+    def iter_full_texts(self, start: int = 0) -> Iterator[tuple[int, str, str, str]]:
+        """(doc, path, title, full body text) of every article from ``start``, in doc order
+        (:func:`~kit.web.zim.fulltext.iter_full_texts`: the tails file, else the archive extracted
+        again). Raises BackendError like :meth:`full_texts`."""
+        with self.store_reads() as store:
+            yield from iter_full_texts(self, store, start)
+
+    def drop_tails(self) -> bool:
+        """Delete the tails file (the text of long bodies beyond the stored prefix, kept from the
+        build until the collection indexes are built: :mod:`kit.web.zim.tails`); True if there
+        was one. Readers that opened it keep reading it."""
+        try:
+            (self.index_dir / TAILS_FILE).unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
     def ensure_ready(self, build_fn=None) -> bool:
         """Load the cached data, extracting it first when missing or corrupt; True if built.

@@ -29,7 +29,7 @@ from kit.web.zim.index import (
 from kit.web.zim.markdown import _md_url, render_article
 from kit.web.zim.readahead import READ_AHEAD
 from kit.web.zim.resolve import check_unicode, resolve_entry
-from kit.web.zim.snippets import SNIPPET_CHARS, make_snippet, snippet_keys
+from kit.web.zim.snippets import SNIPPET_CHARS, lead_snippet, make_snippet, snippet_keys
 from kit.web.zim.store import _ImageRecord
 from kit.web.zim.text import Analyzer, _clip, filename_words
 
@@ -67,6 +67,11 @@ class LocalZimWeb:
         keep_links: keep hyperlinks in fetched Markdown (internal links become ``zim://`` URLs).
             Off by default: pages are read by a model under a 5,000-character budget per page
             (weagent_mmsearch Table 5) and every article is reachable through search.
+        read_ahead: after each search, read the hits' pages into the page cache in the background.
+        keep_text: keep each archive's ``tails.sqlite`` (long texts beyond the stored lead,
+            :mod:`kit.web.zim.tails`) once the BM25 indexes are built; off (~1.3 KB an article of
+            Wikipedia-weight pages), a new collection, :meth:`corpus` and the snippets of hits
+            whose query terms are not in a long body's lead extract those pages again.
 
     Raises:
         ZimError: no paths, a missing/unreadable/non-ZIM file, or two archives with the same stem.
@@ -80,7 +85,7 @@ class LocalZimWeb:
 
     def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike],
                  index_dir: str | os.PathLike | None = None, *, keep_links: bool = False,
-                 read_ahead: bool = True):
+                 read_ahead: bool = True, keep_text: bool = False):
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         paths = [Path(p).expanduser() for p in paths]
@@ -89,6 +94,7 @@ class LocalZimWeb:
         root = Path(index_dir).expanduser() if index_dir is not None else cache_dir() / "zim_index"
         self.index_root = root
         self.keep_links = keep_links
+        self.keep_text = keep_text
         #: after each search, the hits' pages are read into the page cache in the background
         #: (:mod:`kit.web.zim.readahead`: the fetch that usually follows reads memory, not disk)
         self.read_ahead = read_ahead
@@ -119,6 +125,9 @@ class LocalZimWeb:
             built = [a.stem for a in self.archives if a.ensure_ready()]
             if self.collection.ensure_ready():
                 built.append("<collection>")
+            if not self.keep_text:  # the BM25 indexes hold what the full texts were kept for
+                for a in self.archives:
+                    a.drop_tails()
             self._ready = True
             return built
 
@@ -134,13 +143,14 @@ class LocalZimWeb:
     def corpus(self) -> Iterator[tuple[str, str | None, str, str, str]]:
         """(archive stem, language, entry path, title, indexed text) of every indexed article.
 
-        Read from the cache (builds it if needed); meant for benchmarks and audits.
+        Read from the cache (builds it if needed), long texts completed from the tails file or,
+        once it is dropped (``keep_text=False``), by extracting the archive again (the build's
+        extraction cost); meant for benchmarks, audits and data synthesis.
         """
         self.ensure_ready()
         for arch in self.archives:
-            with arch.store_reads() as store:
-                for _, path, title, text in store.iter_articles():
-                    yield arch.stem, arch.language, path, title, f"{title}\n{text}"
+            for _, path, title, text in arch.iter_full_texts():
+                yield arch.stem, arch.language, path, title, f"{title}\n{text}"
 
     def _archive(self, stem: str) -> _ZimArchive:
         try:
@@ -287,10 +297,14 @@ class LocalZimWeb:
             keys = keys_by_lang.get(id(li))
             if keys is None:
                 keys = keys_by_lang[id(li)] = snippet_keys(query, li.analyzer)
-            # the store's copy of the text (the index does not store it)
-            path, title, _, body = records[key >> 40][key & _ITEM_MASK]
-            out.append(SearchHit(title=title, url=arch.url(path),
-                                 snippet=make_snippet(body, keys, li.analyzer)))
+            # the store's copy of the text's lead (the index does not store it); the full text
+            # only when no query term is in the lead of a long body
+            doc = key & _ITEM_MASK
+            path, title, _, prefix = records[key >> 40][doc]
+            snippet = lead_snippet(prefix, keys, li.analyzer)
+            if snippet is None:
+                snippet = make_snippet(arch.full_texts([doc])[doc], keys, li.analyzer)
+            out.append(SearchHit(title=title, url=arch.url(path), snippet=snippet))
             ahead.setdefault(arch.stem, (arch, []))[1].append(path)
         for arch, paths in ahead.values() if self.read_ahead else ():
             READ_AHEAD.pages(arch, paths)

@@ -7,8 +7,9 @@ folder and renames it to the final one only once :func:`build_archive` returned)
 1. **articles**: entry ids in chunks of :data:`ARTICLE_CHUNK`; each chunk is extracted (in a
    process pool of ``workers`` processes, results consumed in chunk order so ids are
    deterministic) and written with its image references (and the titles of the pages that
-   have any, for ``page_titles``) in one transaction. Article records
-   are stored in zstd-compressed blocks of :data:`~kit.web.zim.store.BLOCK` (compressed here,
+   have any, for ``page_titles``) in one transaction. Article records (with their bodies'
+   first :data:`~kit.web.zim.tails.TEXT_PREFIX` characters; the rest goes to ``tails.sqlite``,
+   :mod:`kit.web.zim.tails`) are stored in zstd-compressed blocks of :data:`~kit.web.zim.store.BLOCK` (compressed here,
    in order); records wait in a scratch table until their block is full, and no block is
    written before the dictionary is trained on the first ``ZDICT_SAMPLES`` bytes of text.
 2. **images**: the distinct referenced paths in first-reference order, in batches of
@@ -53,9 +54,11 @@ from kit.web.zim.store import (
     STORE_FILE,
     TextCodec,
     pack_records,
+    pack_text,
     read_codec,
     title_hash,
 )
+from kit.web.zim.tails import TAILS_FILE, TAILS_SCHEMA, split_body, write_tails
 
 log = logging.getLogger(__name__)
 
@@ -329,8 +332,10 @@ def _flush_blocks(db: sqlite3.Connection, codec: TextCodec, pending: list, final
     block; returns the records left over (fewer than a block). Caller holds a transaction."""
     (b,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM blocks").fetchone()
     while len(pending) >= BLOCK or (final and pending):
-        db.execute("INSERT INTO blocks VALUES (?, ?)",
-                   (b, codec.pack(pack_records(pending[:BLOCK]))))
+        recs = pending[:BLOCK]  # bodies stored as their prefix, the rest in the tails file
+        db.execute("INSERT INTO blocks VALUES (?, ?)", (b, codec.pack(pack_records(
+            [(path, title, first, split_body(text)[0]) for path, title, first, text in recs]))))
+        write_tails(db, codec, b, [r[3] for r in recs])
         pending, b = pending[BLOCK:], b + 1
     return pending
 
@@ -470,12 +475,14 @@ def save_hashes(db: sqlite3.Connection, out: Path, n_images: int) -> None:
 
 def _finish(db: sqlite3.Connection, out: Path) -> int:
     if not _done(db, "occurrences"):
+        codec = read_codec(db)
+        db.create_function("kit_pack_text", 1, lambda t: pack_text(codec, t), deterministic=True)
         with db:
             db.execute("DELETE FROM occurrences")
             db.execute(
                 "INSERT INTO occurrences(image, doc, position, alt, caption, context) "
                 "SELECT s.image, r.doc, row_number() OVER (PARTITION BY r.doc ORDER BY r.id) - 1,"
-                " r.alt, r.caption, r.context FROM b.refs r JOIN b.srcs s ON s.src = r.src "
+                " r.alt, r.caption, kit_pack_text(r.context) FROM b.refs r JOIN b.srcs s ON s.src = r.src "
                 "WHERE s.image IS NOT NULL AND r.deco = 0")
             db.execute("DELETE FROM page_titles")  # of the pages that kept an image
             db.execute("INSERT INTO page_titles SELECT doc, title FROM b.page_titles "
@@ -508,7 +515,7 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
     t0 = time.perf_counter()
     stamp = out / FORMAT_FILE
     if stamp.exists() and stamp.read_text() != str(INDEX_FORMAT):  # an older layout's leftovers
-        for name in (STORE_FILE, BUILD_FILE, "hashes.npy", "manifest.json"):
+        for name in (STORE_FILE, BUILD_FILE, TAILS_FILE, "hashes.npy", "manifest.json"):
             (out / name).unlink(missing_ok=True)
     stamp.write_text(str(INDEX_FORMAT))
     db = sqlite3.connect(out / STORE_FILE, isolation_level=None)
@@ -525,7 +532,9 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
         db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # before the first table: no effect later
         db.execute("PRAGMA journal_mode=DELETE")  # WAL off: the store is read as one file
         db.execute("ATTACH DATABASE ? AS b", (str(out / BUILD_FILE),))
-        db.executescript(SCHEMA + _BUILD_SCHEMA)
+        db.execute("ATTACH DATABASE ? AS t", (str(out / TAILS_FILE),))
+        db.execute(f"PRAGMA t.page_size={PAGE_SIZE}")
+        db.executescript(SCHEMA + _BUILD_SCHEMA + TAILS_SCHEMA)
         db.isolation_level = ""  # `with db:` transactions from here on
         try:
             _articles(arch, db, runner, stats)

@@ -34,7 +34,9 @@ log = logging.getLogger(__name__)
 #: analyzer and an ``exact`` field (exact forms first), duplicate bodies indexed once (aliases).
 #: 10 (issue 32): pages without a declared charset read as UTF-8 (the ZIM format's encoding),
 #: not libxml2's Latin-1; occurrences indexed by (image, position, doc) for lead-first samples.
-INDEX_FORMAT = 10
+#: 11 (issue 32): records keep a body's first 3,290 characters (the rest in ``tails.sqlite`` until
+#: the collection indexes are built: kit.web.zim.tails), record blocks packed as one string list.
+INDEX_FORMAT = 11
 #: Bump when the collection indexes' layout changes (``<root>/collections/<key>/``, part of the
 #: key, so those are rebuilt while the per-archive extracts are kept). 2 (issue 32): a
 #: ``heads_<member>.bin`` table of each member's article paths and titles, so ranking returns

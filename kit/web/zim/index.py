@@ -387,22 +387,22 @@ class _Collection:
                 continue
             with arch.store_reads() as store:  # a damaged store: BackendError naming it
                 aliases = store.aliases()
-                for doc, _path, title, body in store.iter_articles(_READ_BATCH, start):
-                    title_key = " ".join(analyzer.analyze(title))
-                    canonical = aliases.get(doc)
-                    if canonical is not None:
-                        tdoc = tantivy.Document(title_key=title_key)
-                        tdoc.add_unsigned("key", _key(mi, canonical))
-                        yield tdoc
-                        continue
-                    text = f"{title}\n{body}"
-                    tdoc = tantivy.Document(content=analyzer.fold(text), title_key=title_key)
-                    if analyzer.folding:
-                        exact = exact_words(text)
-                        if exact:
-                            tdoc.add_text("exact", exact)
-                    tdoc.add_unsigned("key", _key(mi, doc))  # kwargs would make it i64
+            for doc, _path, title, body in arch.iter_full_texts(start):
+                title_key = " ".join(analyzer.analyze(title))
+                canonical = aliases.get(doc)
+                if canonical is not None:
+                    tdoc = tantivy.Document(title_key=title_key)
+                    tdoc.add_unsigned("key", _key(mi, canonical))
                     yield tdoc
+                    continue
+                text = f"{title}\n{body}"
+                tdoc = tantivy.Document(content=analyzer.fold(text), title_key=title_key)
+                if analyzer.folding:
+                    exact = exact_words(text)
+                    if exact:
+                        tdoc.add_text("exact", exact)
+                tdoc.add_unsigned("key", _key(mi, doc))  # kwargs would make it i64
+                yield tdoc
             start = 0
 
     def _image_docs(self, language: str | None, start: int) -> Iterator[tantivy.Document]:

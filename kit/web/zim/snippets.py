@@ -50,6 +50,11 @@ _SNIPPET_REGIONS = (3_000, 24_000, 200_000)
 _SNIPPET_LEAD = _SNIPPET_REGIONS[0]
 _SNIPPET_SCAN = _SNIPPET_REGIONS[-1]  # characters scanned at most
 _HITS_PER_KEY = 12
+#: Characters of an article's text that decide its snippet whenever a query term occurs in the lead
+#: region: the region plus one window (a window starts before the region's end and spans at most
+#: ``limit + 40`` characters). The store keeps this prefix of each body (issue 32: the rest is read
+#: from the archive for the hits whose terms lie beyond it; :func:`lead_snippet`).
+LEAD_TEXT_CHARS = _SNIPPET_LEAD + SNIPPET_CHARS + 40
 
 
 class _StemCache:
@@ -76,6 +81,14 @@ class _StemCache:
 _STEMS = _StemCache()
 
 
+def lead_snippet(prefix: str, keys: Sequence[tuple[str, str]], analyzer: Analyzer) -> str | None:
+    """:func:`make_snippet` of a text of which ``prefix`` holds the first :data:`LEAD_TEXT_CHARS`
+    characters (the store's copy of a long body, issue 32): the full text's snippet when a query
+    term occurs in the lead region, else ``None`` (the terms may lie beyond the prefix: the caller
+    reads the full text). A shorter ``prefix`` is the whole text: its snippet is returned."""
+    return _snippet(prefix, keys, analyzer, SNIPPET_CHARS, len(prefix) < LEAD_TEXT_CHARS)
+
+
 def make_snippet(text: str, keys: Sequence[tuple[str, str]], analyzer: Analyzer,
                  limit: int = SNIPPET_CHARS) -> str:
     """A one-line passage of ``text`` (at most ``limit`` characters) around the earliest cluster
@@ -88,6 +101,14 @@ def make_snippet(text: str, keys: Sequence[tuple[str, str]], analyzer: Analyzer,
     :data:`_SNIPPET_REGIONS` are scanned in turn (the window is chosen in the first with a term),
     at most 12 occurrences per key, stems cached across calls (issue 17 part 5).
     """
+    snippet = _snippet(text, keys, analyzer, limit, True)
+    assert snippet is not None  # a complete text always has one
+    return snippet
+
+
+def _snippet(text: str, keys: Sequence[tuple[str, str]], analyzer: Analyzer, limit: int,
+             complete: bool) -> str | None:
+    """:func:`make_snippet`; ``complete=False``: ``None`` when no term is in the lead region."""
     stem_of = _STEMS.table(analyzer)
 
     def find(low: str, cap: int) -> list[tuple[int, int]]:
@@ -120,6 +141,8 @@ def make_snippet(text: str, keys: Sequence[tuple[str, str]], analyzer: Analyzer,
             hits = find(fold_surface(region), _HITS_PER_KEY)
         if hits:
             break
+        if not complete:
+            return None  # the terms may lie beyond the prefix: the full text decides
     if not hits:
         return _clip(_one_line(text[: limit + 40]), limit)
     hits.sort()

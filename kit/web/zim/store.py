@@ -6,17 +6,21 @@ Python at start.
 Tables (ids are 0-based, in extraction order, as the BM25 index keys name them):
 
 * ``blocks(id, data)``: articles ``BLOCK * id .. BLOCK * id + BLOCK - 1``, each a record of
-  (path, title, first sentence, body text BM25 indexes), packed by :func:`pack_records` into one
-  zstd frame (:class:`TextCodec`, with the archive's trained dictionary): the only copy of the
-  corpus text (the tantivy index does not store it). A path equal to the title with ``_`` for
-  spaces (Wikipedia's rule) is stored empty.
+  (path, title, first sentence, the first :data:`~kit.web.zim.tails.TEXT_PREFIX` characters of
+  the body text BM25 indexes), packed by :func:`pack_records` into one zstd frame
+  (:class:`TextCodec`, with the archive's trained dictionary). The tantivy index does not store
+  text; the rest of long bodies is in ``tails.sqlite`` until the collection indexes are built
+  (:mod:`kit.web.zim.tails`, :mod:`kit.web.zim.fulltext`). A path equal to the title with ``_``
+  for spaces (Wikipedia's rule) is stored empty.
 * ``titles(key, id)``: a 64-bit hash of the casefolded title -> article ids (Wikipedia-URL
   look-up, lowest id wins; :meth:`ArchiveStore.title_id` checks the title itself, so a hash
   collision cannot return another article).
 * ``meta(key, value)``: ``zdict``, the dictionary (absent until trained, or for archives with
   less text than a sample), and ``articles``, the article count.
 * ``images(id, path, mime, width, height)`` and ``occurrences(image, doc, position, alt,
-  caption, context)`` (``position``: rank among the page's indexed images, 0 = lead image).
+  caption, context)`` (``position``: rank among the page's indexed images, 0 = lead image;
+  ``context``: the text around the image, read by the collection build only, stored compressed
+  with the archive's codec: :func:`pack_text`, empty for none).
 * ``page_titles(doc, title)``: the title of every page that shows an indexed image, so image
   search picks an image's page and the image index names its pages without decompressing a
   block a page (a picture on thousands of pages would cost thousands of blocks a search).
@@ -51,7 +55,7 @@ CREATE TABLE IF NOT EXISTS titles(key INTEGER NOT NULL, id INTEGER NOT NULL,
 CREATE TABLE IF NOT EXISTS images(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,
     mime TEXT NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS occurrences(image INTEGER NOT NULL, doc INTEGER NOT NULL,
-    position INTEGER NOT NULL, alt TEXT NOT NULL, caption TEXT NOT NULL, context TEXT NOT NULL);
+    position INTEGER NOT NULL, alt TEXT NOT NULL, caption TEXT NOT NULL, context BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS page_titles(doc INTEGER PRIMARY KEY, title TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS aliases(doc INTEGER PRIMARY KEY, canonical INTEGER NOT NULL);
@@ -80,7 +84,8 @@ class _ImageRecord:
     mime: str
     width: int
     height: int
-    #: {"doc", "position", "alt", "caption", "context", "page_title"}, in (doc, position) order
+    #: {"doc", "position", "alt", "caption", "page_title"} (and "context" when asked for), in
+    #: (doc, position) order
     occurrences: list[dict]
 
 
@@ -150,44 +155,73 @@ class TextCodec:
         return self._plain_d.decompress(frame)
 
 
+def pack_text(codec: TextCodec, text: str) -> bytes:
+    """One short text (an image's context) as a stored frame; ``b""`` for ``""`` (issue 32: ~280
+    characters of context take ~110 bytes with the archive's dictionary, ~380 plain)."""
+    return codec.pack(text.encode("utf-8")) if text else b""
+
+
+def unpack_text(codec: TextCodec, blob: bytes) -> str:
+    """Inverse of :func:`pack_text`; raises ValueError (or ``zstandard.ZstdError``) on a blob it
+    did not write."""
+    if not isinstance(blob, bytes):
+        raise ValueError(f"stored as {type(blob).__name__}, not a blob")
+    return codec.unpack(blob).decode("utf-8") if blob else ""
+
+
 def read_codec(db: sqlite3.Connection) -> TextCodec:
     """The store's codec: its ``meta.zdict`` dictionary, or none yet."""
     row = db.execute("SELECT value FROM meta WHERE key = 'zdict'").fetchone()
     return TextCodec(row[0] if row else b"")
 
 
-#: One article record: (path, title, first sentence, body text).
+#: One article record: (path, title, first sentence, body text or its stored prefix).
 Record = tuple[str, str, str, str]
 _FIELDS = 4
 
 
+def pack_strings(strings: Sequence[str]) -> bytes:
+    """``strings`` as bytes: a little-endian uint32 count, a uint32 byte length each, then their
+    UTF-8 (own format: a list of strings needs no serialisation library, and this one decodes by
+    slicing)."""
+    data = [f.encode("utf-8") for f in strings]
+    return struct.pack(f"<I{len(data)}I", len(data), *map(len, data)) + b"".join(data)
+
+
+def unpack_strings(raw: bytes, what: str = "a string list") -> list[str]:
+    """Inverse of :func:`pack_strings`. Raises ValueError (naming ``what``) on bytes it did not
+    write."""
+    try:
+        (n,) = struct.unpack_from("<I", raw)
+        lens = struct.unpack_from(f"<{n}I", raw, 4)
+    except struct.error as exc:
+        raise ValueError(f"not {what}: {exc}") from exc
+    at = 4 + 4 * n
+    if at + sum(lens) != len(raw):
+        raise ValueError(f"not {what}: field lengths do not add up")
+    out = []
+    for size in lens:
+        out.append(raw[at:at + size].decode("utf-8"))
+        at += size
+    return out
+
+
 def pack_records(records: Sequence[Record]) -> bytes:
-    """``records`` as bytes: a little-endian uint32 count, a uint32 byte length per field, then
-    the fields' UTF-8 (own format: four strings a record need no serialisation library, and this
-    one decodes by slicing). A path that is the title with ``_`` for spaces is stored empty."""
+    """``records`` as :func:`pack_strings` of their fields, four a record. A path that is the
+    title with ``_`` for spaces is stored empty."""
     fields = []
     for path, title, first, text in records:
         fields += ["" if path == title.replace(" ", "_") else path, title, first, text]
-    data = [f.encode("utf-8") for f in fields]
-    return struct.pack(f"<I{len(data)}I", len(records), *map(len, data)) + b"".join(data)
+    return pack_strings(fields)
 
 
 def unpack_records(raw: bytes) -> list[Record]:
     """Inverse of :func:`pack_records`. Raises ValueError on bytes it did not write."""
-    try:
-        (n,) = struct.unpack_from("<I", raw)
-        lens = struct.unpack_from(f"<{n * _FIELDS}I", raw, 4)
-    except struct.error as exc:
-        raise ValueError(f"not an article block: {exc}") from exc
-    at = 4 + 4 * n * _FIELDS
-    if at + sum(lens) != len(raw):
-        raise ValueError("not an article block: field lengths do not add up")
-    fields = []
-    for size in lens:
-        fields.append(raw[at:at + size].decode("utf-8"))
-        at += size
+    fields = unpack_strings(raw, "an article block")
+    if len(fields) % _FIELDS:
+        raise ValueError(f"not an article block: {len(fields)} fields")
     out = []
-    for k in range(n):
+    for k in range(len(fields) // _FIELDS):
         path, title, first, text = fields[_FIELDS * k:_FIELDS * (k + 1)]
         out.append((path or title.replace(" ", "_"), title, first, text))
     return out
@@ -281,17 +315,14 @@ class ArchiveStore:
         return out
 
     def record(self, i: int) -> Record:
-        """(path, title, first sentence, body text) of article ``i``; raises like :meth:`records`."""
+        """(path, title, first sentence, stored body prefix) of article ``i``; raises like
+        :meth:`records`."""
         return self.records([i])[i]
 
     def article(self, i: int) -> dict:
         """{"path", "title", "first"} of article ``i``; IndexError when there is none."""
         path, title, first, _ = self.record(i)
         return {"path": path, "title": title, "first": first}
-
-    def article_text(self, i: int) -> str:
-        """The body text BM25 indexed for article ``i`` (title line not included)."""
-        return self.record(i)[3]
 
     def title_id(self, key: str) -> int | None:
         """Lowest article id whose casefolded title is ``key``."""
@@ -330,7 +361,8 @@ class ArchiveStore:
 
     def iter_articles(self, batch: int = 1024, start: int = 0
                       ) -> Iterator[tuple[int, str, str, str]]:
-        """(id, path, title, body text) of every article from id ``start`` on, in id order."""
+        """(id, path, title, stored body prefix) of every article from id ``start`` on, in id
+        order (full texts: :func:`kit.web.zim.fulltext.iter_full_texts`)."""
         for i, (path, title, _, text) in self.iter_records(batch, start):
             yield i, path, title, text
 
@@ -346,13 +378,13 @@ class ArchiveStore:
 
     def image(self, i: int) -> _ImageRecord:
         """Image ``i`` with its occurrences in (doc, position) order, each with its page's
-        ``page_title``. Raises IndexError if there is no image ``i`` (or the store lacks a
-        page's title: see :meth:`images_with_pages`)."""
-        return self.images_with_pages([i], bare_ok=True)[i]
+        ``page_title`` and ``context``. Raises IndexError if there is no image ``i`` (or the store
+        lacks a page's title: see :meth:`images_with_pages`), ValueError on a damaged context."""
+        return self.images_with_pages([i], bare_ok=True, contexts=True)[i]
 
     def images_with_pages(self, ids: Sequence[int], *, pages: bool = False,
-                          bare_ok: bool = False, sample: int | None = None
-                          ) -> dict[int, _ImageRecord]:
+                          bare_ok: bool = False, sample: int | None = None,
+                          contexts: bool = False) -> dict[int, _ImageRecord]:
         """Images ``ids`` with their occurrences in (doc, position) order, each with its page's
         ``page_title`` (table ``page_titles``: no block is read), in one statement per
         :data:`IN_MAX` ids (issue 17: image and reverse search read their hits in one go, not
@@ -365,7 +397,8 @@ class ArchiveStore:
         least one), read through the ``occurrences_image`` index (issue 32: the rows read do not
         grow with the pages that show an image, and an icon is on 10^4-10^5 Wikipedia pages):
         the first ``sample`` pages by (lowest position, doc) are exactly those of the full list;
-        None: all of them.
+        None: all of them. ``contexts``: each occurrence's ``context`` too (decompressed: only
+        the collection build reads it; searches leave it out).
 
         Raises:
             TypeError: an id that is not an int (``1.7``, ``"3"``, ``None``, ``True``).
@@ -374,7 +407,7 @@ class ArchiveStore:
                 images some page shows), or an occurrence whose page is missing or has no
                 title row. :meth:`LocalZimWeb._records` turns these into ``BackendError`` (index
                 and store disagree).
-            ValueError: (``pages``) a damaged block.
+            ValueError: (``pages``) a damaged block; (``contexts``) a damaged context.
         """
         import numbers  # local: this method's own check (numpy ints are ints too)
 
@@ -386,7 +419,7 @@ class ArchiveStore:
         want = sorted({int(i) for i in ids})
         out: dict[int, _ImageRecord] = {}
         for lo in range(0, len(want), IN_MAX):
-            self._read_images(want[lo: lo + IN_MAX], sample, out)
+            self._read_images(want[lo: lo + IN_MAX], sample, out, contexts)
         if sample is not None:  # an image whose first rows repeat pages: read further, alone
             need = max(1, int(sample))
             limit = need
@@ -396,7 +429,7 @@ class ArchiveStore:
                 for i in short:
                     del out[i]
                 for lo in range(0, len(short), IN_MAX):
-                    self._read_images(short[lo: lo + IN_MAX], limit, out)
+                    self._read_images(short[lo: lo + IN_MAX], limit, out, contexts)
         missing = [i for i in want if i not in out]
         if missing:
             raise IndexError(f"no image {missing[0]}")
@@ -408,7 +441,7 @@ class ArchiveStore:
         return out
 
     def _read_images(self, part: list[int], limit: int | None,
-                     out: dict[int, _ImageRecord]) -> None:
+                     out: dict[int, _ImageRecord], contexts: bool = False) -> None:
         """Step of :meth:`images_with_pages`: the records of ``part`` (at most :data:`IN_MAX`
         ids) into ``out``, each with at most ``limit`` occurrences (None: all), first in
         (position, doc) order, kept in (doc, position) order."""
@@ -421,7 +454,7 @@ class ArchiveStore:
         with self.lock:
             rows = self.db.execute(
                 "SELECT i.id, i.path, i.mime, i.width, i.height, o.doc, o.position, o.alt,"
-                " o.caption, o.context, t.title FROM images i"
+                f" o.caption, {'o.context' if contexts else 'NULL'}, t.title FROM images i"
                 f" LEFT JOIN occurrences o ON {on}"
                 " LEFT JOIN page_titles t ON t.doc = o.doc"
                 f" WHERE i.id IN ({','.join('?' * len(part))}) ORDER BY i.id, o.doc, o.position",
@@ -437,8 +470,14 @@ class ArchiveStore:
                                  f"(position {p!r})")
             if title is None:
                 raise IndexError(f"image {i}: page {d} has no title row")
-            rec.occurrences.append({"doc": d, "position": p, "alt": alt, "caption": cap,
-                                    "context": ctx, "page_title": title})
+            occ = {"doc": d, "position": p, "alt": alt, "caption": cap, "page_title": title}
+            if contexts:
+                try:
+                    occ["context"] = unpack_text(self.codec, ctx)
+                except (zstandard.ZstdError, ValueError) as exc:
+                    raise ValueError(f"{self.path}: image {i}: the context on page {d} is "
+                                     f"damaged: {exc}") from exc
+            rec.occurrences.append(occ)
 
     def add_pages(self, occurrences: Sequence[dict]) -> None:
         """Set ``page_path``, ``page_title`` and ``page_first`` on each of ``occurrences`` (as

@@ -1,0 +1,145 @@
+"""Full body texts of an archive's articles (issue 32): the store keeps a prefix of each body
+(:mod:`kit.web.zim.tails`); the full text is that prefix and its tail while ``tails.sqlite``
+exists (after a build, until the collection indexes are built), else the page extracted again from
+the archive, exactly as the build extracted it (same entry, same :func:`_extract_article`).
+
+Readers: the collection build (BM25 indexes the full text), ``LocalZimWeb.corpus()``, and search
+snippets whose query terms are not in a long body's stored lead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from kit.types import BackendError
+from kit.web.zim.build import (
+    ARTICLE_CHUNK,
+    PARALLEL_MIN_ENTRIES,
+    _release_worker_state,
+    _Runner,
+    cluster_cache_bytes,
+    extract_chunk,
+)
+from kit.web.zim.html import _extract_article
+from kit.web.zim.store import BLOCK, ArchiveStore
+from kit.web.zim.tails import TAILS_FILE, Tails, is_whole
+
+if TYPE_CHECKING:
+    from kit.web.zim.archive import _ZimArchive
+
+#: Articles read from the store at a time by :func:`iter_full_texts`.
+_READ_BATCH = 1024
+
+
+def _open_tails(arch: _ZimArchive, store: ArchiveStore) -> Tails | None:
+    try:
+        return Tails(arch.index_dir / TAILS_FILE, store.codec)
+    except FileNotFoundError:
+        return None
+
+
+def _disagree(arch: _ZimArchive, what: str) -> BackendError:
+    return BackendError(f"{arch.file.name}: the archive and its index disagree ({what}); delete "
+                        f"{arch.index_dir} to rebuild it")
+
+
+def full_texts(arch: _ZimArchive, store: ArchiveStore, docs: Sequence[int]) -> dict[int, str]:
+    """{doc: full body text} of articles ``docs`` (a few: search hits), from the tails file when
+    it exists, else each long body's page extracted again (~2-10 ms a Wikipedia-weight page).
+
+    Raises:
+        IndexError, ValueError: as :meth:`ArchiveStore.records` (callers hold
+            :meth:`_ZimArchive.store_reads`).
+        BackendError: a page that is gone from the archive or extracts to another text.
+    """
+    records = store.records(docs)
+    out = {d: rec[3] for d, rec in records.items() if is_whole(rec[3])}
+    long = [d for d in records if d not in out]
+    if not long:
+        return out
+    with store.lock:
+        tails = _open_tails(arch, store)
+        if tails is not None:
+            try:
+                for d in long:
+                    b = d // BLOCK
+                    n = min(BLOCK, store.n_articles - BLOCK * b)
+                    out[d] = records[d][3] + tails.block(b, n)[d % BLOCK]
+                return out
+            finally:
+                tails.close()
+    for d in long:
+        path, title, _, prefix = records[d]
+        entry = arch.entry(path)
+        if entry is None:
+            raise _disagree(arch, f"article {path} is missing")
+        _mime, html = arch.read(entry)
+        try:
+            text = _extract_article(entry.path, entry.title, html).text
+        except ValueError as exc:
+            raise _disagree(arch, f"article {path} no longer parses: {exc}") from exc
+        if not text.startswith(prefix):
+            raise _disagree(arch, f"article {path} extracts to another text")
+        out[d] = text
+    return out
+
+
+def iter_full_texts(arch: _ZimArchive, store: ArchiveStore, start: int = 0,
+                    workers: int | None = None) -> Iterator[tuple[int, str, str, str]]:
+    """(doc, path, title, full body text) of every article from doc ``start`` on, in doc order:
+    prefixes and tails while the tails file exists, else every page extracted again (the build's
+    chunked, parallel extraction: ``workers`` as in :func:`~kit.web.zim.build.build_archive`), each
+    checked against the store (path and prefix).
+
+    Raises:
+        ValueError: a damaged store or tails block.
+        BackendError: the archive extracts to other articles than the store holds.
+    """
+    tails = _open_tails(arch, store)
+    if tails is not None:
+        try:
+            block, got = -1, [""]
+            for doc, (path, title, _, prefix) in store.iter_records(_READ_BATCH, start):
+                if is_whole(prefix):
+                    yield doc, path, title, prefix
+                    continue
+                if doc // BLOCK != block:
+                    block = doc // BLOCK
+                    with store.lock:
+                        got = tails.block(block, min(BLOCK, store.n_articles - BLOCK * block))
+                yield doc, path, title, prefix + got[doc % BLOCK]
+        finally:
+            tails.close()
+        return
+    yield from _reextracted(arch, store, start, workers)
+
+
+def _reextracted(arch: _ZimArchive, store: ArchiveStore, start: int,
+                 workers: int | None) -> Iterator[tuple[int, str, str, str]]:
+    """:func:`iter_full_texts` without a tails file: the archive extracted again."""
+    if workers is None:
+        workers = (os.cpu_count() or 1) if arch.entry_count >= PARALLEL_MIN_ENTRIES else 1
+    runner = _Runner(max(1, workers))
+    cache = cluster_cache_bytes(arch.file.stat().st_size, runner.workers) if runner.pool else 0
+    n_chunks = -(-arch.entry_count // ARTICLE_CHUNK)
+    jobs = ((str(arch.file), c * ARTICLE_CHUNK, min(arch.entry_count, (c + 1) * ARTICLE_CHUNK),
+             arch.main_path, arch.new_scheme, cache) for c in range(n_chunks))
+    stored = store.iter_records(_READ_BATCH)
+    doc = 0
+    try:
+        for arts, _skipped, _warnings in runner.map(extract_chunk, jobs):
+            for path, title, _first, text, _refs in arts:
+                got = next(stored, None)
+                if got is None or got[1][0] != path or not text.startswith(got[1][3]):
+                    raise _disagree(arch, f"article {doc} extracts as {path}")
+                if doc >= start:
+                    yield doc, path, title, text
+                doc += 1
+        if doc != store.n_articles:
+            raise _disagree(arch, f"{doc} articles extracted, {store.n_articles} stored")
+    finally:
+        runner.close()
+        if runner.pool is None:
+            _release_worker_state()
