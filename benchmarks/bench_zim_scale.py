@@ -65,6 +65,7 @@ sys.path.insert(0, str(HERE))
 from benchlib import Summary  # noqa: E402
 
 from kit.paths import zim_paths  # noqa: E402
+from kit.web.zim.tails import TAILS_FILE  # noqa: E402
 
 WIKIPEDIA_EN = 6_900_000
 BM25_MAX = 20_000  # rank-bm25 keeps Python dicts per document: only at the sizes it can hold
@@ -160,7 +161,9 @@ def child_build(zim: str, index_dir: str) -> dict:
     sampler.start()
     own0 = resource.getrusage(resource.RUSAGE_SELF)
     t0, c0 = time.perf_counter(), _cpu_s()
-    LocalZimWeb(zim, index_dir=index_dir).ensure_ready()
+    # keep_text: the tails file stays for the raw tantivy comparison (its corpus); the parent counts it
+    # apart and parks it while the cold start and the queries run as a default web (without it).
+    LocalZimWeb(zim, index_dir=index_dir, keep_text=True).ensure_ready()
     done.set()
     sampler.join()
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -193,7 +196,7 @@ def child_raw_tantivy(zim: str, index_dir: str, out: str, queries: list[str]) ->
 
     from kit.web.zim import LocalZimWeb
 
-    web = LocalZimWeb(zim, index_dir=index_dir)
+    web = LocalZimWeb(zim, index_dir=index_dir, keep_text=True)  # texts from the unparked tails
     sb = tantivy.SchemaBuilder()
     sb.add_integer_field("id", stored=True)
     sb.add_text_field("title", tokenizer_name="en_stem")
@@ -467,10 +470,15 @@ def main() -> int:
               f"{max(build['peak_rss_one_process_mb'], build['tree_max_rss_mb']):.0f} MB); anonymous "
               f"{build.get('peak_anon_mb', 0):.0f} MB (build process {build.get('peak_anon_main_mb', 0):.0f} MB)",
               flush=True)
-        index_bytes = du(idx)
+        tails = sorted(idx.glob(f"*/{TAILS_FILE}"))  # kept by the build step for the raw comparison
+        tails_bytes = sum(t.stat().st_size for t in tails)
+        parked = [(t, t.rename(args.work / f"parked_{t.parent.name}_{TAILS_FILE}")) for t in tails]
+        index_bytes = du(idx)  # as a default web leaves it: without the tails
         parts = index_parts(idx)
         print(f"[{n}] index {index_bytes / n:.0f} B/article: " + ", ".join(
             f"{k} {v / n:.0f}" for k, v in parts.items() if v >= n), flush=True)
+        print(f"[{n}] tails (long texts beyond the stored lead, kept from the build until the BM25 indexes "
+              f"are built, then deleted): {tails_bytes / n:.0f} B/article", flush=True)
         cold = _run_child(["cold", str(zim), str(idx)], timeout)
         if cold["built"]:  # the kit's code (its index format) changed since the build step
             print(f"[{n}] WARNING: the cold start rebuilt {cold['built']} in {cold['wall_s']:.0f} s "
@@ -482,9 +490,14 @@ def main() -> int:
                         "1" if n <= BM25_MAX else "0", g.get("hub_caption", "")], timeout * 4)
         raw_dir = args.work / f"raw_tantivy_{zim.stem}"
         subprocess.run(["rm", "-rf", str(raw_dir)], check=True)
+        for home, t in parked:
+            t.rename(home)
         raw = _run_child(["raw", str(zim), str(idx), str(raw_dir), json.dumps(q["queries"])],
                          timeout)
+        for home, _ in parked:
+            home.unlink(missing_ok=True)
         rows.append({"n": n, "build": build, "index_bytes": index_bytes, "index_parts": parts,
+                     "tails_bytes": tails_bytes,
                      "cold": cold, "q": q,
                      "raw": raw, "gen": g, "hub_pages": g.get("mix", {}).get("hub_pages", 0)})
         print(f"[{n}] queries done", flush=True)
@@ -538,6 +551,7 @@ def main() -> int:
         summary.figure(f"peak_rss_main_mb_{n}", b.get("peak_rss_main_mb", 0.0))
         summary.figure(f"peak_anon_mb_{n}", b.get("peak_anon_mb", 0.0))
         summary.figure(f"index_bytes_per_article_{n}", r["index_bytes"] / n)
+        summary.figure(f"tails_bytes_per_article_{n}", r["tails_bytes"] / n)
         summary.figure(f"cold_start_s_{n}", r["cold"]["wall_s"])
         summary.figure(f"cold_start_mb_{n}", r["cold"]["rss_mb"])
         summary.figure(f"empty_snippets_{n}", q["empty_snippets"])

@@ -129,3 +129,27 @@ def test_a_busy_archive_is_skipped_not_waited_for(web):
     ahead.pages(arch, ["A/Page_1", "A/Other", "A/Missing"])  # a redirect is followed, a missing path left out
     ahead.join()
     assert ahead.stats["advised"] == 2
+
+
+def test_image_and_reverse_search_ask_for_their_images_together(shared_zim_web, monkeypatch):
+    from kit.web.zim import backend as backend_mod
+    from kit.web.zim.readahead import advise_now
+
+    calls: list = []
+    monkeypatch.setattr(backend_mod, "advise_now",
+                        lambda arch, paths: calls.append((arch.stem, list(paths))) or advise_now(arch, paths))
+    web = shared_zim_web
+    hits = web.image_search_sync("Ray Charles piano", 5)
+    assert hits and calls
+    assert sorted(p for _, paths in calls for p in paths) == sorted(h.image_url.split("/", 3)[3] for h in hits)
+    arch = next(a for a in web.archives if len(a.images))
+    data = arch.read(arch.entry(arch.images[0].path))[1]
+    calls.clear()
+    res = web.reverse_image_search_sync(data, 5)
+    assert res.thumbnails and {p for _, paths in calls for p in paths} == {
+        h.image_url.split("/", 3)[3] for h in res.thumbnails}
+    calls.clear()
+    monkeypatch.setattr(web, "read_ahead", False)
+    web.image_search_sync("Ray Charles piano", 5)
+    web.reverse_image_search_sync(data, 5)
+    assert not calls

@@ -27,7 +27,7 @@ from kit.web.zim.index import (
     bm25_bound,
 )
 from kit.web.zim.markdown import _md_url, render_article
-from kit.web.zim.readahead import READ_AHEAD
+from kit.web.zim.readahead import READ_AHEAD, advise_now
 from kit.web.zim.resolve import check_unicode, resolve_entry
 from kit.web.zim.snippets import SNIPPET_CHARS, lead_snippet, make_snippet, snippet_keys
 from kit.web.zim.store import _ImageRecord
@@ -67,7 +67,8 @@ class LocalZimWeb:
         keep_links: keep hyperlinks in fetched Markdown (internal links become ``zim://`` URLs).
             Off by default: pages are read by a model under a 5,000-character budget per page
             (weagent_mmsearch Table 5) and every article is reachable through search.
-        read_ahead: after each search, read the hits' pages into the page cache in the background.
+        read_ahead: after each search, read the hits' pages into the page cache in the background;
+            image and reverse search ask for their images' bytes together.
         keep_text: keep each archive's ``tails.sqlite`` (long texts beyond the stored lead,
             :mod:`kit.web.zim.tails`) once the BM25 indexes are built; off (~1.3 KB an article of
             Wikipedia-weight pages), a new collection, :meth:`corpus` and the snippets of hits
@@ -141,12 +142,9 @@ class LocalZimWeb:
         return self._archive(stem).analyzer
 
     def corpus(self) -> Iterator[tuple[str, str | None, str, str, str]]:
-        """(archive stem, language, entry path, title, indexed text) of every indexed article.
-
-        Read from the cache (builds it if needed), long texts completed from the tails file or,
-        once it is dropped (``keep_text=False``), by extracting the archive again (the build's
-        extraction cost); meant for benchmarks, audits and data synthesis.
-        """
+        """(archive stem, language, entry path, title, indexed text) of every indexed article, from
+        the cache (built if needed); long texts from the tails file or, once it is dropped
+        (``keep_text=False``), the archive extracted again. For benchmarks, audits, data synthesis."""
         self.ensure_ready()
         for arch in self.archives:
             for _, path, title, text in arch.iter_full_texts():
@@ -375,9 +373,8 @@ class LocalZimWeb:
         once (deduplicated by entry path); its page is the one whose caption, alt text and title
         share most words with the query, among the image's first :data:`OCC_SAMPLE` pages by
         (position, doc) (so the cost does not grow with the pages that show it). Several language indexes merge on scores divided by the
-        query's :func:`bm25_bound` summed over the weighted fields. Hits carry the image bytes.
-        Raises like
-        :meth:`search_sync`.
+        query's :func:`bm25_bound` summed over the weighted fields. Hits carry the image bytes
+        (read ahead together: :func:`~kit.web.zim.readahead.advise_now`). Raises like :meth:`search_sync`.
         """
         query = self._check_query(query)
         self._check_num(num)
@@ -402,6 +399,8 @@ class LocalZimWeb:
         self._check_members({m for _, m, _ in top})
         recs = {mi: self._records(self.collection.members[mi], [i for _, m, i in top if m == mi])
                 for mi in {m for _, m, _ in top}}
+        for mi, rs in recs.items() if self.read_ahead else ():  # the images' bytes, read together
+            advise_now(self.collection.members[mi], [r.path for r in rs.values()])
         shown = []
         for _, mi, idx in top:
             arch, rec = self.collection.members[mi], recs[mi][idx]
@@ -427,11 +426,10 @@ class LocalZimWeb:
         match, closest first (ties: lead image first, then document order), at most ``num``, an
         image's pages taken among its first ``max(num, OCC_SAMPLE)`` by (position, doc), which
         holds its first ``num`` exactly (the cost does not grow with the pages that show a picture);
-        faiss runs single-threaded for the query
-        (:func:`~kit.web.zim.hash_index.faiss_threads`); ``thumbnails``: the matched images with
-        bytes, at most ``num``; ``knowledge_graph``: the
-        best page's title and first sentence when the best distance is within
-        :data:`STRONG_DISTANCE`. No match gives an empty result.
+        faiss runs single-threaded for the query (:func:`~kit.web.zim.hash_index.faiss_threads`);
+        ``thumbnails``: the matched images with bytes (read ahead together), at most ``num``;
+        ``knowledge_graph``: the best page's title and first sentence when the best distance is
+        within :data:`STRONG_DISTANCE`. No match gives an empty result.
 
         Raises:
             RequestRejected: bytes that are empty, not an image, corrupt, truncated, over
@@ -450,6 +448,8 @@ class LocalZimWeb:
             rec = recs[ai][idx]
             thumb_occs.append((ai, rec, min(rec.occurrences,
                                             key=lambda o: (o.get("position", 0), o["doc"]))))
+        for ai in {a for a, _, _ in thumb_occs} if self.read_ahead else ():  # bytes read together
+            advise_now(self.archives[ai], [rec.path for a, rec, _ in thumb_occs if a == ai])
         strong = bool(shown) and shown[0][0][0] <= STRONG_DISTANCE  # a knowledge graph from the best page
         for ai in {k[2] for k, _ in shown} | {ai for ai, _, _ in thumb_occs}:
             # a page's first sentence is read (its block) only where it is shown: no caption, or the graph
