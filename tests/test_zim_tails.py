@@ -60,7 +60,10 @@ def _fallbacks(monkeypatch) -> list:
 
 
 def test_prefix_is_the_snippet_lead_and_one_window():
+    import bench_zim_scale
+
     assert TEXT_PREFIX == LEAD_TEXT_CHARS == 3_000 + 250 + 40
+    assert bench_zim_scale.TAILS_FILE == TAILS_FILE
 
 
 def test_lead_snippet_is_the_full_texts_or_none():

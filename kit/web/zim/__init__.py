@@ -10,7 +10,9 @@ the caching, and what is deliberately left out and why.
 Modules, one concern each: :mod:`~kit.web.zim.text` (analyzer, plain-text helpers),
 :mod:`~kit.web.zim.html` (article cleaning and extraction), :mod:`~kit.web.zim.snippets`,
 :mod:`~kit.web.zim.images` (decode, hashes), :mod:`~kit.web.zim.cache` (format, load-or-build),
-:mod:`~kit.web.zim.archive` (one archive and its extract), :mod:`~kit.web.zim.index` (BM25 indexes),
+:mod:`~kit.web.zim.archive` (one archive and its extract), :mod:`~kit.web.zim.store`,
+:mod:`~kit.web.zim.tails` and :mod:`~kit.web.zim.fulltext` (stored text prefixes, full texts),
+:mod:`~kit.web.zim.index` (BM25 indexes),
 :mod:`~kit.web.zim.hash_index` (the exact, sublinear reverse image index),
 :mod:`~kit.web.zim.markdown` (fetched pages), :mod:`~kit.web.zim.resolve` (URLs -> entries),
 :mod:`~kit.web.zim.backend` (:class:`LocalZimWeb`).

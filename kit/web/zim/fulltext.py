@@ -10,6 +10,7 @@ snippets whose query terms are not in a long body's stored lead.
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -34,9 +35,11 @@ _READ_BATCH = 1024
 
 
 def _open_tails(arch: _ZimArchive, store: ArchiveStore) -> Tails | None:
+    """The tails file, or None when there is none (or it was deleted as it was being opened: another
+    process's :meth:`LocalZimWeb.ensure_ready` drops it; once open, it stays readable)."""
     try:
         return Tails(arch.index_dir / TAILS_FILE, store.codec)
-    except FileNotFoundError:
+    except (FileNotFoundError, sqlite3.OperationalError):
         return None
 
 
