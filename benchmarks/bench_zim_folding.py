@@ -85,20 +85,20 @@ def corpus_words(web: LocalZimWeb) -> tuple[dict[str, dict[str, set[str]]], list
     phrases: list[str] = []
     rng = random.Random(0)
     for arch in web.archives:
-        with arch.store_reads() as store:
-            for _doc, path, title, body in store.iter_articles(256):
-                url = arch.url(path)
-                for m in _WORD.finditer(f"{title}\n{body}"):
-                    w = m.group()
-                    script = _script(w)
-                    if script and len(w) >= 4 and w.isalpha():
-                        words[script].setdefault(w, set()).add(url)
-                if rng.random() < 0.3:
-                    toks = body.split()
-                    if len(toks) > 3:
-                        i = rng.randrange(len(toks) - 3)
-                        phrases.append(" ".join(toks[i:i + rng.choice((2, 3))]))
-                    phrases.append(title)
+        # full bodies (the store keeps prefixes of long ones: issue 32)
+        for _doc, path, title, body in arch.iter_full_texts():
+            url = arch.url(path)
+            for m in _WORD.finditer(f"{title}\n{body}"):
+                w = m.group()
+                script = _script(w)
+                if script and len(w) >= 4 and w.isalpha():
+                    words[script].setdefault(w, set()).add(url)
+            if rng.random() < 0.3:
+                toks = body.split()
+                if len(toks) > 3:
+                    i = rng.randrange(len(toks) - 3)
+                    phrases.append(" ".join(toks[i:i + rng.choice((2, 3))]))
+                phrases.append(title)
     return words, phrases
 
 

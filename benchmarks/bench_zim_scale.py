@@ -126,11 +126,16 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime + c.ru_utime + c.ru_stime
 
 
-def child_build(zim: str, index_dir: str) -> dict:
+def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str = "0",
+                seed: str = "0") -> dict:
     """Build in this process; peak RSS is the largest sampled sum over the process and its
     workers (every 0.2 s) and at least the largest single process's ``ru_maxrss``. Also the
     peaks of the anonymous part (RSS less file-backed and shared pages, Linux ``statm``): mapped
-    index and archive pages count in RSS but are page cache the kernel can drop."""
+    index and archive pages count in RSS but are page cache the kernel can drop.
+
+    ``sample_file``: where the ``n_sample`` articles the queries are made from go (JSON rows of
+    :func:`make_queries`' corpus), read here from the tails file the build just wrote: the query
+    step then reads nothing of the archive or store before it times (no pages warmed for it)."""
     import threading
 
     import psutil
@@ -167,13 +172,22 @@ def child_build(zim: str, index_dir: str) -> dict:
     t0, c0 = time.perf_counter(), _cpu_s()
     # keep_text: the tails file stays for the raw tantivy comparison (its corpus); the parent counts it
     # apart and parks it while the cold start and the queries run as a default web (without it).
-    LocalZimWeb(zim, index_dir=index_dir, keep_text=True).ensure_ready()
+    web = LocalZimWeb(zim, index_dir=index_dir, keep_text=True)
+    web.ensure_ready()
     done.set()
     sampler.join()
     own = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.perf_counter() - t0
     own_cpu = own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime
     cpu = max(_cpu_s() - c0, own_cpu + sum(worker_cpu.values()))
+    if sample_file:  # after the timed build
+        arch = web.archives[0]
+        docs = random.Random(int(seed)).sample(range(len(arch.articles)),
+                                               min(int(n_sample), len(arch.articles)))
+        texts = arch.full_texts(docs)
+        Path(sample_file).write_text(json.dumps([
+            (arch.stem, arch.language, arch.articles[d]["path"], arch.articles[d]["title"],
+             f"{arch.articles[d]['title']}\n{texts[d]}") for d in docs]))
     return {"wall_s": wall, "cpu_s": cpu, "cpu_own_s": own_cpu,
             "cpu_workers_sampled_s": sum(worker_cpu.values()),
             "peak_rss_mb": max(peak["all"], _peak_rss_mb()),
@@ -235,8 +249,10 @@ def child_raw_tantivy(zim: str, index_dir: str, out: str, queries: list[str]) ->
 
 
 def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: bool,
-                  hub_caption: str = "") -> dict:
-    """Per-query latencies of the five operations (and the rank-bm25 comparison when asked)."""
+                  hub_caption: str = "", sample_file: str = "") -> dict:
+    """Per-query latencies of the five operations (and the rank-bm25 comparison when asked).
+    Queries come from the whole corpus with ``bm25`` (its baseline needs it), else from the
+    articles :func:`child_build` sampled into ``sample_file``."""
     from bench_search import Baseline, make_queries, timed_qps, top_k_agreement
     from gen_zim_archive import load_sources, near_duplicate
 
@@ -246,12 +262,8 @@ def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: boo
     web = LocalZimWeb(zim, index_dir=index_dir)
     web.ensure_ready()
     corpus = list(web.corpus()) if bm25 else None
-    if corpus is None:  # queries from a sample of the articles, their full texts read for it only
-        arch = web.archives[0]
-        docs = random.Random(seed).sample(range(len(arch.articles)), min(4 * n_queries, len(arch.articles)))
-        texts_by_doc = arch.full_texts(docs)
-        sample = [(arch.stem, arch.language, arch.articles[d]["path"], arch.articles[d]["title"],
-                   f"{arch.articles[d]['title']}\n{texts_by_doc[d]}") for d in docs]
+    if corpus is None:  # queries from the build step's sample of the articles
+        sample = [tuple(row) for row in json.loads(Path(sample_file).read_text())]
         queries = make_queries(sample, n_queries, seed)
     else:
         queries = make_queries(corpus, n_queries, seed)
@@ -350,6 +362,32 @@ def _run_child(args: list[str], timeout: float) -> dict:
 # ---------------------------------------------------------------------------------------------
 # Report
 # ---------------------------------------------------------------------------------------------
+def _measure_served(args, n: int, zim: Path, idx: Path, g: dict, sample_file: Path, timeout: float,
+                    tails_bytes: int) -> tuple[int, dict, dict, dict]:
+    """Index size, cold start and query latencies of the index as a default web serves it (the
+    tails file parked by the caller): (index bytes, parts, cold, queries)."""
+    index_bytes = du(idx)  # as a default web leaves it: without the tails
+    parts = index_parts(idx)
+    print(f"[{n}] index {index_bytes / n:.0f} B/article: " + ", ".join(
+        f"{k} {v / n:.0f}" for k, v in parts.items() if v >= n), flush=True)
+    if tails_bytes:
+        print(f"[{n}] tails (long texts beyond the stored lead, kept from the build until the BM25 "
+              f"indexes are built, then deleted): {tails_bytes / n:.0f} B/article", flush=True)
+    else:
+        print(f"[{n}] tails: none (an index kept from an earlier run: --keep-index)", flush=True)
+    cold = _run_child(["cold", str(zim), str(idx)], timeout)
+    if cold["built"]:  # the kit's code (its index format) changed since the build step
+        print(f"[{n}] WARNING: the cold start rebuilt {cold['built']} in {cold['wall_s']:.0f} s "
+              f"(kit code changed during the run?): cold start measured again", flush=True)
+        cold = {**_run_child(["cold", str(zim), str(idx)], timeout),
+                "rebuilt_first": cold["built"], "rebuild_s": cold["wall_s"]}
+    print(f"[{n}] cold start: {cold['wall_s']:.2f} s, {cold['rss_mb']:.0f} MB", flush=True)
+    q = _run_child(["queries", str(zim), str(idx), str(args.queries), str(args.seed),
+                    "1" if n <= BM25_MAX else "0", g.get("hub_caption", ""), str(sample_file)],
+                   timeout * 4)
+    return index_bytes, parts, cold, q
+
+
 def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs) * 1e3, q)) if xs else float("nan")
 
@@ -433,7 +471,7 @@ def main() -> int:
             res = child_raw_tantivy(rest[0], rest[1], rest[2], json.loads(rest[3]))
         else:
             res = child_queries(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4] == "1",
-                                rest[5] if len(rest) > 5 else "")
+                                *rest[5:7])
         print(json.dumps(res))
         return 0
 
@@ -469,7 +507,10 @@ def main() -> int:
             subprocess.run(["rm", "-rf", str(idx)], check=True)
         timeout = 300 + n * 0.3  # generous: 300 ms an article (a loaded machine)
         load0 = os.getloadavg()[0]
-        build = _run_child(["build", str(zim), str(idx)], timeout)
+        sample_file = args.work / f"sample_{zim.stem}.json"
+        sample_file.unlink(missing_ok=True)
+        build = _run_child(["build", str(zim), str(idx), str(sample_file), str(4 * args.queries),
+                            str(args.seed)], timeout)
         build["load_before"], build["load_after"] = load0, os.getloadavg()[0]
         if subreaper:  # every process of the build, waited for here
             build["cpu_s"] = max(build["cpu_s"], build["tree_cpu_s"])
@@ -485,25 +526,14 @@ def main() -> int:
         tails = sorted(idx.glob(f"*/{TAILS_FILE}"))  # kept by the build step for the raw comparison
         tails_bytes = sum(t.stat().st_size for t in tails)
         parked = [(t, t.rename(args.work / f"parked_{t.parent.name}_{TAILS_FILE}")) for t in tails]
-        index_bytes = du(idx)  # as a default web leaves it: without the tails
-        parts = index_parts(idx)
-        print(f"[{n}] index {index_bytes / n:.0f} B/article: " + ", ".join(
-            f"{k} {v / n:.0f}" for k, v in parts.items() if v >= n), flush=True)
-        print(f"[{n}] tails (long texts beyond the stored lead, kept from the build until the BM25 indexes "
-              f"are built, then deleted): {tails_bytes / n:.0f} B/article", flush=True)
-        cold = _run_child(["cold", str(zim), str(idx)], timeout)
-        if cold["built"]:  # the kit's code (its index format) changed since the build step
-            print(f"[{n}] WARNING: the cold start rebuilt {cold['built']} in {cold['wall_s']:.0f} s "
-                  f"(kit code changed during the run?): cold start measured again", flush=True)
-            cold = {**_run_child(["cold", str(zim), str(idx)], timeout),
-                    "rebuilt_first": cold["built"], "rebuild_s": cold["wall_s"]}
-        print(f"[{n}] cold start: {cold['wall_s']:.2f} s, {cold['rss_mb']:.0f} MB", flush=True)
-        q = _run_child(["queries", str(zim), str(idx), str(args.queries), str(args.seed),
-                        "1" if n <= BM25_MAX else "0", g.get("hub_caption", "")], timeout * 4)
+        try:
+            index_bytes, parts, cold, q = _measure_served(args, n, zim, idx, g, sample_file, timeout,
+                                                          tails_bytes)
+        finally:  # the tails back home for the raw comparison (or for a --keep-index rerun)
+            for home, t in parked:
+                t.rename(home)
         raw_dir = args.work / f"raw_tantivy_{zim.stem}"
         subprocess.run(["rm", "-rf", str(raw_dir)], check=True)
-        for home, t in parked:
-            t.rename(home)
         raw = _run_child(["raw", str(zim), str(idx), str(raw_dir), json.dumps(q["queries"])],
                          timeout)
         for home, _ in parked:

@@ -14,9 +14,10 @@ import pytest
 import tantivy
 from test_zim_build_streaming import WORDS, write_archive
 
-from kit.web.zim import LocalZimWeb
+from kit.web.zim import LocalZimWeb, build_images
 from kit.web.zim import build as build_mod
 from kit.web.zim import index as index_mod
+from kit.web.zim import runner as runner_mod
 
 QUERIES = ["castle river", "glacier number 42", "violin history", "article 7 " + WORDS[7],
            "comet", "quartz canyon tundra", "item 999"]
@@ -223,8 +224,8 @@ def test_pool_workers_replaced_every_few_chunks_give_the_same_store(zims, tmp_pa
     from kit.web.zim.store import STORE_FILE
 
     monkeypatch.setattr(build_mod, "ARTICLE_CHUNK", 24)
-    monkeypatch.setattr(build_mod, "IMAGE_CHUNK", 5)
-    monkeypatch.setattr(build_mod, "WORKER_TASKS", 2)  # 5 article chunks: each worker replaced
+    monkeypatch.setattr(build_images, "IMAGE_CHUNK", 5)
+    monkeypatch.setattr(runner_mod, "WORKER_TASKS", 2)  # 5 article chunks: each worker replaced
     arch = LocalZimWeb([zims[100]], index_dir=tmp_path / "i").archives[0]
     dumps = []
     for name, workers in (("one", 1), ("two", 2)):

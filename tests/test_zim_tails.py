@@ -80,6 +80,21 @@ def test_lead_snippet_is_the_full_texts_or_none():
     assert lead_snippet(short, snippet_keys("comet", an), an) == make_snippet(short, snippet_keys("comet", an), an)
 
 
+def test_lead_snippet_with_text_that_lowercasing_lengthens():
+    """Capital İ lowercases to two characters: windows placed from the lowered lead can reach
+    past the prefix, where the lead snippet must give way to the full text (never differ)."""
+    an = text_analyzer(analyzer_language("en"))
+    nones = 0
+    for at in range(2_600, 3_000, 40):
+        text = ("İzmir İnce " * 300)[:at] + " glacier " + "filler words here " * 300
+        prefix = text[:LEAD_TEXT_CHARS]
+        keys = snippet_keys("glacier", an)
+        got = lead_snippet(prefix, keys, an)
+        nones += got is None
+        assert got is None or got == make_snippet(text, keys, an), at
+    assert nones  # the case arises: the window would have been cut at the prefix
+
+
 def test_shared_archives_give_the_full_texts_results(data_dir, tmp_path, monkeypatch):
     paths = sorted(zim_paths(data_dir))
     kept, dropped = _webs(paths, tmp_path)

@@ -25,27 +25,26 @@ Memory stays bounded by a chunk's worth of articles or images, whatever the arch
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import hashlib
 import logging
-import multiprocessing
 import os
 import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
 
 from kit.progress import progress
-from kit.types import BackendError
 from kit.web.zim import store as store_mod
+from kit.web.zim.build_images import IMAGE_CHUNK, _images, hash_image  # noqa: F401 (re-exported)
 from kit.web.zim.cache import INDEX_FORMAT
-from kit.web.zim.decorative import is_decorative
-from kit.web.zim.images import HASH_CROPS, RASTER_MIMES, crop_hashes, decode_image
+from kit.web.zim.images import HASH_CROPS
+from kit.web.zim.locations import HEADER as _ZIM_HEADER
+from kit.web.zim.locations import Locations
+from kit.web.zim.runner import WORKER_TASKS, _add_skipped, _done, _Runner  # noqa: F401 (re-exported)
 from kit.web.zim.store import (
     BLOCK,
     INDEXES,
@@ -64,15 +63,13 @@ log = logging.getLogger(__name__)
 
 #: Archive entries per extraction chunk (one transaction, one unit of resumed work).
 ARTICLE_CHUNK = 256
-#: Referenced image paths per hashing batch.
-IMAGE_CHUNK = 256
-#: Chunks a pool worker runs before it is replaced by a fresh one (kit: measured at 60k articles,
-#: the image phase's pool grew from 362 MB at 20k to 403 MB; a fresh worker starts in ~0.2 s).
-WORKER_TASKS = 64
 #: Below this many entries the build runs in this process (a pool's start-up costs more).
 PARALLEL_MIN_ENTRIES = 4 * ARTICLE_CHUNK
 BUILD_FILE = "build.sqlite"  # build progress and scratch tables, removed once complete
-FORMAT_FILE = "build.format"  # INDEX_FORMAT the build folder was started with
+FORMAT_FILE = "build.format"  # BUILD_LAYOUT the build folder was started with
+#: The store's INDEX_FORMAT and the layout of the build's scratch tables (".2": extraction in
+#: cluster order, issue 32): a killed build of another layout is started again, not resumed.
+BUILD_LAYOUT = f"{INDEX_FORMAT}.2"
 
 _BUILD_SCHEMA = """
 CREATE TABLE IF NOT EXISTS b.chunks(phase TEXT NOT NULL, id INTEGER NOT NULL,
@@ -83,13 +80,16 @@ CREATE TABLE IF NOT EXISTS b.refs(id INTEGER PRIMARY KEY, doc INTEGER NOT NULL,
     src TEXT NOT NULL, alt TEXT NOT NULL, caption TEXT NOT NULL, context TEXT NOT NULL,
     deco INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS b.srcs(ord INTEGER PRIMARY KEY, src TEXT NOT NULL UNIQUE,
-    image INTEGER, deco INTEGER NOT NULL);
+    image INTEGER, deco INTEGER NOT NULL, final TEXT, eid INTEGER);
+CREATE TABLE IF NOT EXISTS b.finals(eid INTEGER PRIMARY KEY, path TEXT NOT NULL, reason TEXT NOT NULL,
+    mime TEXT, width INTEGER, height INTEGER, h BLOB);
 CREATE TABLE IF NOT EXISTS b.hashes(image INTEGER PRIMARY KEY, h BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS b.pending(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
     title TEXT NOT NULL, first TEXT NOT NULL, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS b.titles(id INTEGER PRIMARY KEY, key INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS b.page_titles(doc INTEGER PRIMARY KEY, title TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS b.bodies(doc INTEGER PRIMARY KEY, h INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS b.extracted(eid INTEGER PRIMARY KEY, data BLOB NOT NULL);
 """
 
 
@@ -127,7 +127,6 @@ _W = threading.local()
 #: against 2.9 s of CPU for 30k articles with a cache that holds the archive).
 CLUSTER_CACHE_RATIO = 4
 CLUSTER_CACHE_BUDGET = 2 << 30
-_ZIM_HEADER = struct.Struct("<IHH16sIIQQQQIIQ")  # ZIM file header, 80 bytes (ZIM spec)
 #: The cluster cache is process-wide: builds running inline in threads raise it under this lock,
 #: and the last one to finish restores the size from before the first (``_CACHE[0]``: builds
 #: running, ``_CACHE[1]``: that size).
@@ -220,16 +219,55 @@ def cluster_order(path: str, lo: int, hi: int) -> list[int]:
 def extract_chunk(path: str, lo: int, hi: int, main_path: str | None, new_scheme: bool,
                   cache_bytes: int = 0):
     """Articles of entries ``lo..hi-1``: ([(path, title, first, text, [(src, alt, caption,
-    context)])], {skip reason: count}, [warning]), in entry-id order. Entries are read in
-    cluster order (:func:`cluster_order`); ``cache_bytes``: libzim's cluster cache for this
+    context, decorative)])], {skip reason: count}, [warning]), in entry-id order. Entries are read
+    in cluster order (:func:`cluster_order`); ``cache_bytes``: libzim's cluster cache for this
     process (:func:`cluster_cache_bytes`; 0 leaves it)."""
-    from kit.web.zim.html import _extract_article
+    arch = _worker_archive(path, cache_bytes)
+    done, skipped, warnings = _extract_entries(arch, cluster_order(path, lo, hi), main_path, new_scheme)
+    return ([done[eid] for eid in sorted(done)], skipped,
+            [w for _, w in sorted(warnings, key=lambda w: w[0])])
+
+
+def extract_packed(path: str, eids: list[int], main_path: str | None, new_scheme: bool,
+                   cache_bytes: int = 0):
+    """Build job of the extraction phase: the articles of entries ``eids``, read in that order
+    (the archive's cluster order, :class:`~kit.web.zim.locations.Locations`), as ([(entry id,
+    packed record)], {skip reason: count}, [warning]). A packed record is zstd-compressed pickle
+    of (path, title, first, text, refs, title key, body hash or None) (:func:`unpack_extracted`):
+    compressed here, in the pool, so the build process only stores it."""
+    import pickle
+
+    import zstandard
 
     arch = _worker_archive(path, cache_bytes)
+    done, skipped, warnings = _extract_entries(arch, eids, main_path, new_scheme)
+    state = _worker_state()
+    z = state.get("zc") or state.setdefault("zc", zstandard.ZstdCompressor(level=1))
+    rows = [(eid, z.compress(pickle.dumps(
+        (*rec, title_hash(rec[1].casefold()),
+         body_hash(rec[3]) if len(rec[3]) >= DUPLICATE_MIN_CHARS else None), protocol=5)))
+        for eid, rec in done.items()]
+    return rows, skipped, [w for _, w in sorted(warnings, key=lambda w: w[0])]
+
+
+def unpack_extracted(data: bytes) -> tuple:
+    """The record :func:`extract_packed` packed (data written by this build only)."""
+    import pickle
+
+    import zstandard
+
+    return pickle.loads(zstandard.ZstdDecompressor().decompress(data))  # noqa: S301 - our own scratch
+
+
+def _extract_entries(arch, eids, main_path: str | None, new_scheme: bool):
+    """({entry id: (path, title, first, text, refs)}, {skip reason: count}, [(entry id,
+    warning)]) of the article entries among ``eids``, read in the given order."""
+    from kit.web.zim.html import _extract_article
+
     done: dict[int, tuple] = {}
     skipped: dict[str, int] = {}
-    warnings: list[str] = []
-    for eid in cluster_order(path, lo, hi):
+    warnings: list[tuple[int, str]] = []
+    for eid in eids:
         try:
             entry = arch._get_entry_by_id(eid)
             if entry.is_redirect or not is_article_path(entry.path, new_scheme):
@@ -253,80 +291,10 @@ def extract_chunk(path: str, lo: int, hi: int, main_path: str | None, new_scheme
         done[eid] = (art.path, art.title, art.first_sentence, art.text,
                      [(r.src_path, r.alt, r.caption, r.context, int(r.decorative))
                       for r in art.images])
-    return ([done[eid] for eid in sorted(done)], skipped,
-            [w for _, w in sorted(warnings, key=lambda w: w[0])])
-
-
-def hash_image(path: str, mime: str, data: bytes, role: bool = False):
-    """(skip reason or "", (mime, width, height), hashes bytes) of one referenced image;
-    ``role``: every page shows it as interface (:func:`kit.web.zim.decorative.decorative_role`)."""
-    if mime == "image/svg+xml":
-        return "svg", None, None
-    if mime not in RASTER_MIMES:
-        return "not_raster", None, None
-    if role:
-        return "decorative", None, None
-    try:
-        img = decode_image(data)
-    except BackendError:
-        return "undecodable", None, None
-    if is_decorative(path, *img.size):
-        return "decorative", None, None
-    hs = np.array(crop_hashes(img), dtype=np.uint64)
-    return "", (mime, img.size[0], img.size[1]), hs.tobytes()
-
-
-def _hash_batch(items: list[tuple[str, str, bytes]]):
-    return [hash_image(*it) for it in items]
+    return done, skipped, warnings
 
 
 # ---- the build ---------------------------------------------------------------------------------
-class _Runner:
-    """Runs chunk jobs inline or in a process pool, yielding results in submission order with at
-    most ``2 * workers`` chunks in flight (bounded memory)."""
-
-    def __init__(self, workers: int):
-        self.workers = workers
-        self.pool: cf.ProcessPoolExecutor | None = None
-        if workers > 1:
-            # forkserver: workers fork from one clean server process (no fork of this possibly
-            # threaded one), started once per process, with this module preloaded and without
-            # re-running the caller's main script.
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["kit.web.zim.build"])
-            # Workers are replaced every WORKER_TASKS chunks: their heaps (lxml trees, decoded
-            # images) fragment and grow with the chunks done, so a long build's memory would too.
-            self.pool = cf.ProcessPoolExecutor(workers, mp_context=ctx,
-                                               max_tasks_per_child=WORKER_TASKS)
-
-    def map(self, fn: Callable, jobs: Iterator[tuple]) -> Iterator:
-        if self.pool is None:
-            for args in jobs:
-                yield fn(*args)
-            return
-        window: list[cf.Future] = []
-        for args in jobs:
-            window.append(self.pool.submit(fn, *args))
-            if len(window) >= 2 * self.workers:
-                yield window.pop(0).result()
-        for fut in window:
-            yield fut.result()
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
-
-
-def _add_skipped(db: sqlite3.Connection, phase: str, counts: dict[str, int]) -> None:
-    for reason, n in counts.items():
-        db.execute("INSERT INTO b.skipped VALUES (?, ?, ?) ON CONFLICT(phase, reason) "
-                   "DO UPDATE SET n = n + excluded.n", (phase, reason, n))
-
-
-def _done(db: sqlite3.Connection, phase: str) -> set[int]:
-    return {i for (i,) in db.execute("SELECT id FROM b.chunks WHERE phase = ?", (phase,))}
-
-
 def _flush_blocks(db: sqlite3.Connection, codec: TextCodec, pending: list, final: bool) -> list:
     """Write the full blocks of ``pending`` (all of it when ``final``) after the store's last
     block; returns the records left over (fewer than a block). Caller holds a transaction."""
@@ -340,11 +308,34 @@ def _flush_blocks(db: sqlite3.Connection, codec: TextCodec, pending: list, final
     return pending
 
 
-def _articles(arch, db, runner: _Runner, stats: dict) -> None:
+def _extract(arch, db, runner: _Runner, order, stats: dict) -> None:
+    """Phase 1a: the entries of ``order`` (entry ids, the archive's cluster order), in chunks of
+    :data:`ARTICLE_CHUNK`, extracted by the pool into ``b.extracted`` (packed records by entry id)."""
+    done = _done(db, "extract")
+    todo = [c for c in range(-(-len(order) // ARTICLE_CHUNK)) if c not in done]
+    stats["chunks_resumed"] = len(done)
+    cache = cluster_cache_bytes(arch.file.stat().st_size, runner.workers)
+    jobs = ((str(arch.file), order[c * ARTICLE_CHUNK:(c + 1) * ARTICLE_CHUNK].tolist(),
+             arch.main_path, arch.new_scheme, cache) for c in todo)
+    bar = progress(total=len(todo), desc=f"index {arch.file.name}: articles", unit="chunk")
+    for c, (rows, skipped, warnings) in zip(todo, runner.map(extract_packed, jobs), strict=True):
+        for w in warnings:
+            log.warning("%s: %s", arch.file.name, w)
+        with db:  # the chunk and its record of being done: one transaction
+            db.executemany("INSERT INTO b.extracted VALUES (?, ?)", rows)
+            _add_skipped(db, "articles", skipped)
+            db.execute("INSERT INTO b.chunks VALUES ('extract', ?)", (c,))
+        stats["chunks_built"] = stats.get("chunks_built", 0) + 1
+        bar.update(1)
+    bar.close()
+
+
+def _articles(arch, db) -> None:
+    """Phase 1b: the extracted articles in entry-id order (document ids follow it), in ranges of
+    :data:`ARTICLE_CHUNK` entry ids, written to the store with their image references."""
     done = _done(db, "articles")
     n_chunks = -(-arch.entry_count // ARTICLE_CHUNK)
     todo = [c for c in range(n_chunks) if c not in done]
-    stats["chunks_resumed"] = len(done)
     # Records wait in b.pending until a block of them is full. Until the dictionary is trained
     # (on the first ZDICT_SAMPLES bytes of text) no block is written, so every block of an
     # archive with that much text uses it; meta.zdict (empty if zstd could not learn one) marks
@@ -354,24 +345,20 @@ def _articles(arch, db, runner: _Runner, stats: dict) -> None:
     trained = db.execute("SELECT 1 FROM meta WHERE key = 'zdict'").fetchone() is not None
     codec = read_codec(db)
     (next_doc,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM b.titles").fetchone()
-    cache = cluster_cache_bytes(arch.file.stat().st_size, runner.workers)
-    jobs = ((str(arch.file), c * ARTICLE_CHUNK, min(arch.entry_count, (c + 1) * ARTICLE_CHUNK),
-             arch.main_path, arch.new_scheme, cache) for c in todo)
-    bar = progress(total=len(todo), desc=f"index {arch.file.name}: articles", unit="chunk")
-    for c, (arts, skipped, warnings) in zip(todo, runner.map(extract_chunk, jobs), strict=True):
-        for w in warnings:
-            log.warning("%s: %s", arch.file.name, w)
+    for c in todo:
+        arts = [unpack_extracted(data) for (data,) in db.execute(
+            "SELECT data FROM b.extracted WHERE eid >= ? AND eid < ? ORDER BY eid",
+            (c * ARTICLE_CHUNK, (c + 1) * ARTICLE_CHUNK))]
         with db:  # the chunk and its record of being done: one transaction
-            for path, title, first, text, refs in arts:
+            for path, title, first, text, refs, key, body in arts:
                 pending.append((path, title, first, text))
-                db.execute("INSERT INTO b.titles VALUES (?, ?)",
-                           (next_doc, title_hash(title.casefold())))
+                db.execute("INSERT INTO b.titles VALUES (?, ?)", (next_doc, key))
                 db.executemany("INSERT INTO b.refs(doc, src, alt, caption, context, deco) "
                                "VALUES (?, ?, ?, ?, ?, ?)", [(next_doc, *r) for r in refs])
                 if any(not r[4] for r in refs):
                     db.execute("INSERT INTO b.page_titles VALUES (?, ?)", (next_doc, title))
-                if len(text) >= DUPLICATE_MIN_CHARS:
-                    db.execute("INSERT INTO b.bodies VALUES (?, ?)", (next_doc, body_hash(text)))
+                if body is not None:
+                    db.execute("INSERT INTO b.bodies VALUES (?, ?)", (next_doc, body))
                 next_doc += 1
             if not trained and sum(len(r[3]) for r in pending) >= store_mod.ZDICT_SAMPLES:
                 codec, trained = TextCodec.train([r[3] for r in pending]), True
@@ -383,79 +370,12 @@ def _articles(arch, db, runner: _Runner, stats: dict) -> None:
                 db.execute("DELETE FROM b.pending")
                 db.executemany("INSERT INTO b.pending(path, title, first, text) "
                                "VALUES (?, ?, ?, ?)", pending)
-            _add_skipped(db, "articles", skipped)
             db.execute("INSERT INTO b.chunks VALUES ('articles', ?)", (c,))
-        stats["chunks_built"] = stats.get("chunks_built", 0) + 1
-        bar.update(1)
-    bar.close()
     with db:  # the last, partial block (the whole archive without a dictionary: too little text)
         _flush_blocks(db, codec, pending, final=True)
         db.execute("DELETE FROM b.pending")
+        db.execute("DELETE FROM b.extracted")  # scratch: its space is reused by the image phase
         db.execute("INSERT OR REPLACE INTO meta VALUES ('articles', ?)", (next_doc,))
-
-
-def _images(arch, db, runner: _Runner) -> None:
-    if not _done(db, "srcs"):
-        with db:  # distinct referenced paths in first-reference order
-            # deco: every reference shows it as interface (then it is not indexed)
-            db.execute("INSERT INTO b.srcs(src, deco) SELECT src, min(deco) FROM b.refs "
-                       "GROUP BY src ORDER BY min(id)")
-            db.execute("INSERT INTO b.chunks VALUES ('srcs', 0)")
-    done = _done(db, "images")
-    (n_srcs,) = db.execute("SELECT count(*) FROM b.srcs").fetchone()
-    todo = [c for c in range(-(-n_srcs // IMAGE_CHUNK)) if c not in done]
-
-    plans: list[tuple[int, list]] = []  # in flight, in submission order
-
-    def jobs() -> Iterator[tuple]:
-        for c in todo:
-            rows = db.execute("SELECT ord, src, deco FROM b.srcs WHERE ord > ? AND ord <= ? "
-                              "ORDER BY ord", (c * IMAGE_CHUNK, (c + 1) * IMAGE_CHUNK)).fetchall()
-            plan, items, seen = [], [], {}
-            for ord_, src, deco in rows:
-                entry = arch.entry(src)
-                if entry is None:
-                    plan.append((ord_, None, "missing"))
-                    continue
-                if entry.path not in seen:
-                    try:
-                        mime, data = arch.read(entry)
-                    except BackendError:
-                        plan.append((ord_, None, "unreadable"))
-                        continue
-                    seen[entry.path] = len(items)
-                    items.append((entry.path, mime, data, bool(deco)))
-                elif not deco:  # another name of it shown as content: content
-                    items[seen[entry.path]] = (*items[seen[entry.path]][:3], False)
-                plan.append((ord_, entry.path, seen[entry.path]))
-            plans.append((c, plan))
-            yield (items,)
-
-    bar = progress(total=len(todo), desc=f"index {arch.file.name}: images", unit="chunk")
-    for hashed in runner.map(_hash_batch, jobs()):
-        c, plan = plans.pop(0)
-        skipped: dict[str, int] = {}
-        with db:
-            for ord_, final, what in plan:
-                if final is None:
-                    skipped[what] = skipped.get(what, 0) + 1
-                    continue
-                row = db.execute("SELECT id FROM images WHERE path = ?", (final,)).fetchone()
-                if row is not None:  # another reference (redirect) to a kept image
-                    db.execute("UPDATE b.srcs SET image = ? WHERE ord = ?", (row[0], ord_))
-                    continue
-                reason, rec, hs = hashed[what]
-                if reason:
-                    skipped[reason] = skipped.get(reason, 0) + 1
-                    continue
-                (img,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM images").fetchone()
-                db.execute("INSERT INTO images VALUES (?, ?, ?, ?, ?)", (img, final, *rec))
-                db.execute("INSERT INTO b.hashes VALUES (?, ?)", (img, hs))
-                db.execute("UPDATE b.srcs SET image = ? WHERE ord = ?", (img, ord_))
-            _add_skipped(db, "images", skipped)
-            db.execute("INSERT INTO b.chunks VALUES ('images', ?)", (c,))
-        bar.update(1)
-    bar.close()
 
 
 def save_hashes(db: sqlite3.Connection, out: Path, n_images: int) -> None:
@@ -514,10 +434,10 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
         workers = (os.cpu_count() or 1) if arch.entry_count >= PARALLEL_MIN_ENTRIES else 1
     t0 = time.perf_counter()
     stamp = out / FORMAT_FILE
-    if stamp.exists() and stamp.read_text() != str(INDEX_FORMAT):  # an older layout's leftovers
+    if stamp.exists() and stamp.read_text() != BUILD_LAYOUT:  # an older layout's leftovers
         for name in (STORE_FILE, BUILD_FILE, TAILS_FILE, "hashes.npy", "manifest.json"):
             (out / name).unlink(missing_ok=True)
-    stamp.write_text(str(INDEX_FORMAT))
+    stamp.write_text(BUILD_LAYOUT)
     db = sqlite3.connect(out / STORE_FILE, isolation_level=None)
     stats: dict = {}
     import libzim
@@ -536,18 +456,25 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
         db.execute(f"PRAGMA t.page_size={PAGE_SIZE}")
         db.executescript(SCHEMA + _BUILD_SCHEMA + TAILS_SCHEMA)
         db.isolation_level = ""  # `with db:` transactions from here on
+        locs = Locations.read(arch.file)  # None: read in entry-id order
+        order = (locs.order() if locs is not None and len(locs.cluster) == arch.entry_count
+                 else np.arange(arch.entry_count, dtype=np.int64))
+        if locs is not None and len(locs.cluster) != arch.entry_count:
+            locs = None
         try:
-            _articles(arch, db, runner, stats)
-            _images(arch, db, runner)
+            _extract(arch, db, runner, order, stats)
+            _articles(arch, db)
+            _images(arch, db, runner, locs)
         except BrokenProcessPool as exc:  # e.g. a worker could not start
             log.warning("%s: the extraction pool failed (%s); continuing in this process",
                         arch.file.name, exc)
             runner.close()
             runner = _Runner(1)
             resumed = stats.get("chunks_resumed", 0)
-            _articles(arch, db, runner, stats)  # resumes after the chunks already written
+            _extract(arch, db, runner, order, stats)  # resumes after the chunks already written
             stats["chunks_resumed"] = resumed
-            _images(arch, db, runner)
+            _articles(arch, db)
+            _images(arch, db, runner, locs)
         n_images = _finish(db, out)
         (n_articles,) = db.execute("SELECT value FROM meta WHERE key = 'articles'").fetchone()
         skipped = {p: dict(db.execute("SELECT reason, n FROM b.skipped WHERE phase = ? "

@@ -23,12 +23,11 @@ import struct
 import threading
 from collections.abc import Sequence
 
+from kit.web.zim.locations import HEADER as _HEADER  # the ZIM file header, 80 bytes
+from kit.web.zim.locations import ZIM_MAGIC as _MAGIC
+
 log = logging.getLogger(__name__)
 
-#: ZIM header (80 bytes): magic, major, minor, uuid, entry count, cluster count, path pointer list,
-#: title pointer list, cluster pointer list, mime list, main page, layout page, checksum position
-_HEADER = struct.Struct("<IHH16sIIQQQQIIQ")
-_MAGIC = 0x044D495A
 #: searches whose hits wait for read-ahead at most (more are dropped: it is a hint, not a duty)
 QUEUE_MAX = 32
 

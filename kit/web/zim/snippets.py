@@ -164,6 +164,10 @@ def _snippet(text: str, keys: Sequence[tuple[str, str]], analyzer: Analyzer, lim
         if not counts[k]:
             del counts[k]
     start = best
+    if not complete and start + limit + 40 > len(text):
+        # Lowercasing can lengthen text (capital İ -> i + dot): a window placed from positions in
+        # the lowered lead may reach past the prefix, where only the full text decides.
+        return None
     if start > 0:
         space = text.rfind(" ", 0, start)
         nl = text.rfind("\n", 0, start)
