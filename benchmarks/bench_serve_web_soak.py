@@ -147,7 +147,7 @@ def main() -> int:
     from kit.web import open_local_web
 
     web = open_local_web(zims)
-    titles = sorted({t for *_, t, _ in web.corpus()})[:200]
+    titles = sorted({t for *_, t, _ in web.corpus(text=False)})[:200]
     links = {t: hits[0].url for t in titles if (hits := web.search_sync(t, 1))}  # the page each title reads
     titles = [t for t in titles if t in links]
     with tempfile.TemporaryDirectory() as tmp:

@@ -403,3 +403,55 @@ def test_block_cache_is_an_lru_refreshed_on_hits(zims, tmp_path, monkeypatch):
     assert list(store._blocks) == [0, 2]
     assert store.records([3 * B, 4 * B, 5 * B, 1])[1] == store.record(1)  # more blocks than it holds
     assert len(store._blocks) <= 2
+
+
+def test_a_killed_build_whose_tails_file_was_deleted_starts_again(zims, tmp_path, monkeypatch, caplog):
+    """The tails of the blocks written before the kill are gone: resuming would leave those
+    bodies without their ends (ATTACH makes a new, empty file), so the build starts again."""
+    from kit.web.zim.tails import TAILS_FILE
+
+    arch = LocalZimWeb([zims[100]], index_dir=tmp_path / "i").archives[0]
+    out = tmp_path / "work"
+    out.mkdir()
+    real = build_mod._images
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_mod, "_images", killed)
+    with pytest.raises(KeyboardInterrupt):
+        arch.build(out)
+    assert (out / TAILS_FILE).stat().st_size > 0
+    (out / TAILS_FILE).unlink()
+    monkeypatch.setattr(build_mod, "_images", real)
+    with caplog.at_level(logging.WARNING):
+        m = arch.build(out)
+    assert any("lost its tails.sqlite" in r.getMessage() for r in caplog.records)
+    assert m["chunks_resumed"] == 0
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    arch.build(ref)
+    assert _dump(out) == _dump(ref)
+
+
+def _runner_in_daemon(q) -> None:
+    from kit.web.zim.runner import _Runner
+
+    r = _Runner(2)
+    q.put((r.workers, r.pool is None))
+    r.close()
+
+
+def test_a_daemonic_process_runs_build_jobs_inline():
+    """A multiprocessing pool's worker (daemonic) may not start children: builds and full-text
+    passes in it run inline instead of failing."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_runner_in_daemon, args=(q,), daemon=True)
+    p.start()
+    try:
+        assert q.get(timeout=60) == (1, True)
+    finally:
+        p.join(60)

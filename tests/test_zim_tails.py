@@ -6,6 +6,7 @@ generated pages whose bodies are ~7k characters."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import sys
 from pathlib import Path
@@ -106,6 +107,9 @@ def test_shared_archives_give_the_full_texts_results(data_dir, tmp_path, monkeyp
         assert kept.image_search_sync(q, 5) == dropped.image_search_sync(q, 5), q
     assert len(calls) > 10  # long bodies whose terms lie beyond the lead: read in full
     assert list(kept.corpus()) == list(dropped.corpus())
+    want = [(s, lg, p, t, f"{t}\n") for s, lg, p, t, _ in kept.corpus()]
+    monkeypatch.setattr(archive_mod, "iter_full_texts", None)  # titles only: no text read at all
+    assert list(dropped.corpus(text=False)) == want
     for a, b in zip(kept.archives, dropped.archives, strict=True):
         n = len(a.articles)
         for doc in (0, n // 2, n - 1):
@@ -181,3 +185,52 @@ def test_a_damaged_tail_or_changed_archive_is_a_backend_error(realistic, tmp_pat
         arch.article_text(doc)
     with pytest.raises(BackendError, match="disagree"):
         list(arch.iter_full_texts())
+
+
+def test_a_hit_whose_page_no_longer_reads_gets_its_lead_snippet(realistic, tmp_path, monkeypatch, caplog):
+    """Search does not fail on one hit whose full text cannot be read again (archive replaced or
+    damaged): that hit's snippet comes from its stored lead, with a warning."""
+    _kept, dropped = _webs([realistic], tmp_path)
+    calls = _fallbacks(monkeypatch)
+    q = next(q for q in QUERIES if dropped.search_sync(q, 10) and calls)
+    want = dropped.search_sync(q, 10)
+
+    def broken(self, docs):
+        raise BackendError("cannot read the page again")
+
+    monkeypatch.setattr(archive_mod._ZimArchive, "full_texts", broken)
+    with caplog.at_level(logging.WARNING, logger="kit.web.zim.fulltext"):
+        got = dropped.search_sync(q, 10)
+    assert [(h.title, h.url) for h in got] == [(h.title, h.url) for h in want]
+    assert all(h.snippet for h in got)
+    assert any("from its stored lead" in r.getMessage() for r in caplog.records)
+
+
+def test_extracting_again_goes_on_inline_when_the_pool_breaks(realistic, tmp_path, monkeypatch, caplog):
+    """Full texts without the tails file come from the archive extracted again in a process pool;
+    a pool that breaks midway (a worker killed) leaves the rest to this process, same texts."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from kit.web.zim import fulltext
+    from kit.web.zim import runner as runner_mod
+
+    kept, dropped = _webs([realistic], tmp_path)
+    want = list(kept.archives[0].iter_full_texts())
+    real_map = runner_mod._Runner.map
+
+    def breaks(self, fn, jobs):
+        if self.pool is None:
+            yield from real_map(self, fn, jobs)
+            return
+        it = real_map(self, fn, jobs)
+        yield next(it)
+        yield next(it)
+        raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(runner_mod._Runner, "map", breaks)
+    monkeypatch.setattr(fulltext, "ARTICLE_CHUNK", 32)
+    arch = dropped.archives[0]
+    with caplog.at_level(logging.WARNING, logger="kit.web.zim.fulltext"):
+        got = list(fulltext._reextracted(arch, arch.store, 0, workers=2))
+    assert got == want
+    assert any("continuing in this process" in r.getMessage() for r in caplog.records)

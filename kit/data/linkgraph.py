@@ -147,7 +147,7 @@ class LinkGraph:
             except (ValueError, KeyError, TypeError):
                 pass  # stale or corrupt cache: rebuild
         arts: dict[str, Article] = {}
-        for stem, _lang, epath, title, _text in links_web.corpus():
+        for stem, _lang, epath, title, _text in links_web.corpus(text=False):
             url = f"zim://{stem}/{epath}"
             try:
                 page = links_web.fetch_sync(url)

@@ -302,6 +302,16 @@ class _ZimArchive:
         with self.store_reads() as store:
             yield from iter_full_texts(self, store, start)
 
+    def iter_corpus(self, text: bool = True) -> Iterator[tuple[int, str, str, str]]:
+        """:meth:`iter_full_texts`, or with ``text=False`` (doc, path, title, "") from the store
+        alone: paths and titles without reading a page (link graphs, title lists)."""
+        if text:
+            yield from self.iter_full_texts()
+            return
+        with self.store_reads() as store:
+            for doc, (path, title, _first, _prefix) in store.iter_records(1024):
+                yield doc, path, title, ""
+
     def drop_tails(self) -> bool:
         """Delete the tails file (the text of long bodies beyond the stored prefix, kept from the
         build until the collection indexes are built: :mod:`kit.web.zim.tails`); True if there

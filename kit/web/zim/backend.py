@@ -15,6 +15,7 @@ from kit.paths import cache_dir
 from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, ReverseImageResult, SearchHit
 from kit.web.text_clean import normalize_text
 from kit.web.zim.archive import ZimError, _ZimArchive
+from kit.web.zim.fulltext import hit_snippet
 from kit.web.zim.hash_index import archive_hash_index
 from kit.web.zim.html import _parse_html, page_title
 from kit.web.zim.images import MATCH_DISTANCE, RASTER_MIMES, STRONG_DISTANCE, image_hashes, query_image
@@ -29,7 +30,7 @@ from kit.web.zim.index import (
 from kit.web.zim.markdown import _md_url, render_article
 from kit.web.zim.readahead import READ_AHEAD, advise_now
 from kit.web.zim.resolve import check_unicode, resolve_entry
-from kit.web.zim.snippets import SNIPPET_CHARS, lead_snippet, make_snippet, snippet_keys
+from kit.web.zim.snippets import SNIPPET_CHARS, snippet_keys
 from kit.web.zim.store import _ImageRecord
 from kit.web.zim.text import Analyzer, _clip, filename_words
 
@@ -141,14 +142,14 @@ class LocalZimWeb:
         ``.analyze(text)``, folding included)."""
         return self._archive(stem).analyzer
 
-    def corpus(self) -> Iterator[tuple[str, str | None, str, str, str]]:
-        """(archive stem, language, entry path, title, indexed text) of every indexed article, from
-        the cache (built if needed); long texts from the tails file or, once it is dropped
-        (``keep_text=False``), the archive extracted again. For benchmarks, audits, data synthesis."""
+    def corpus(self, text: bool = True) -> Iterator[tuple[str, str | None, str, str, str]]:
+        """(archive stem, language, entry path, title, indexed text) of every indexed article (index
+        built if needed); long texts from the tails file or, once dropped (``keep_text=False``), the
+        archive re-extracted. ``text=False``: the title line alone, from the store only."""
         self.ensure_ready()
         for arch in self.archives:
-            for _, path, title, text in arch.iter_full_texts():
-                yield arch.stem, arch.language, path, title, f"{title}\n{text}"
+            for _, path, title, body in arch.iter_corpus(text):
+                yield arch.stem, arch.language, path, title, f"{title}\n{body}"
 
     def _archive(self, stem: str) -> _ZimArchive:
         try:
@@ -299,9 +300,7 @@ class LocalZimWeb:
             # only when no query term is in the lead of a long body
             doc = key & _ITEM_MASK
             path, title, _, prefix = records[key >> 40][doc]
-            snippet = lead_snippet(prefix, keys, li.analyzer)
-            if snippet is None:
-                snippet = make_snippet(arch.full_texts([doc])[doc], keys, li.analyzer)
+            snippet = hit_snippet(arch, doc, prefix, keys, li.analyzer)
             out.append(SearchHit(title=title, url=arch.url(path), snippet=snippet))
             ahead.setdefault(arch.stem, (arch, []))[1].append(path)
         for arch, paths in ahead.values() if self.read_ahead else ():

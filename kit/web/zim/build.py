@@ -434,7 +434,11 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
         workers = (os.cpu_count() or 1) if arch.entry_count >= PARALLEL_MIN_ENTRIES else 1
     t0 = time.perf_counter()
     stamp = out / FORMAT_FILE
-    if stamp.exists() and stamp.read_text() != BUILD_LAYOUT:  # an older layout's leftovers
+    lost = (out / STORE_FILE).exists() and not (out / TAILS_FILE).exists()
+    if lost:  # the blocks written so far would have no tails: ATTACH would make an empty file
+        log.warning("%s: the killed build in %s lost its %s; starting it again", arch.file.name,
+                    out, TAILS_FILE)
+    if lost or (stamp.exists() and stamp.read_text() != BUILD_LAYOUT):  # an older layout's leftovers
         for name in (STORE_FILE, BUILD_FILE, TAILS_FILE, "hashes.npy", "manifest.json"):
             (out / name).unlink(missing_ok=True)
     stamp.write_text(BUILD_LAYOUT)

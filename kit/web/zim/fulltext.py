@@ -9,9 +9,11 @@ snippets whose query terms are not in a long body's stored lead.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
 from kit.types import BackendError
@@ -24,14 +26,33 @@ from kit.web.zim.build import (
     extract_chunk,
 )
 from kit.web.zim.html import _extract_article
+from kit.web.zim.snippets import lead_snippet, make_snippet
 from kit.web.zim.store import BLOCK, ArchiveStore
 from kit.web.zim.tails import TAILS_FILE, Tails, is_whole
 
 if TYPE_CHECKING:
     from kit.web.zim.archive import _ZimArchive
 
+log = logging.getLogger(__name__)
 #: Articles read from the store at a time by :func:`iter_full_texts`.
 _READ_BATCH = 1024
+
+
+def hit_snippet(arch: _ZimArchive, doc: int, prefix: str, keys, analyzer) -> str:
+    """The snippet of search hit ``doc`` whose stored body is ``prefix`` (``keys``: the query's
+    :func:`~kit.web.zim.snippets.snippet_keys`): from the lead when a query term is in it, else
+    from the full text (:func:`full_texts`); when that can no longer be read (the archive changed
+    or is damaged), from the stored lead with a warning, so one unreadable page does not fail the
+    whole search."""
+    snippet = lead_snippet(prefix, keys, analyzer)
+    if snippet is not None:
+        return snippet
+    try:
+        text = arch.full_texts([doc])[doc]
+    except BackendError as exc:
+        log.warning("%s: snippet of article %d from its stored lead: %s", arch.file.name, doc, exc)
+        text = prefix
+    return make_snippet(text, keys, analyzer)
 
 
 def _open_tails(arch: _ZimArchive, store: ArchiveStore) -> Tails | None:
@@ -68,8 +89,7 @@ def full_texts(arch: _ZimArchive, store: ArchiveStore, docs: Sequence[int]) -> d
             try:
                 for d in long:
                     b = d // BLOCK
-                    n = min(BLOCK, store.n_articles - BLOCK * b)
-                    out[d] = records[d][3] + tails.block(b, n)[d % BLOCK]
+                    out[d] = records[d][3] + tails.block(b, store.block_len(b))[d % BLOCK]
                 return out
             finally:
                 tails.close()
@@ -111,7 +131,7 @@ def iter_full_texts(arch: _ZimArchive, store: ArchiveStore, start: int = 0,
                 if doc // BLOCK != block:
                     block = doc // BLOCK
                     with store.lock:
-                        got = tails.block(block, min(BLOCK, store.n_articles - BLOCK * block))
+                        got = tails.block(block, store.block_len(block))
                 yield doc, path, title, prefix + got[doc % BLOCK]
         finally:
             tails.close()
@@ -122,26 +142,44 @@ def iter_full_texts(arch: _ZimArchive, store: ArchiveStore, start: int = 0,
 def _reextracted(arch: _ZimArchive, store: ArchiveStore, start: int,
                  workers: int | None) -> Iterator[tuple[int, str, str, str]]:
     """:func:`iter_full_texts` without a tails file: the archive extracted again."""
-    if workers is None:
-        workers = (os.cpu_count() or 1) if arch.entry_count >= PARALLEL_MIN_ENTRIES else 1
-    runner = _Runner(max(1, workers))
-    cache = cluster_cache_bytes(arch.file.stat().st_size, runner.workers) if runner.pool else 0
-    n_chunks = -(-arch.entry_count // ARTICLE_CHUNK)
-    jobs = ((str(arch.file), c * ARTICLE_CHUNK, min(arch.entry_count, (c + 1) * ARTICLE_CHUNK),
-             arch.main_path, arch.new_scheme, cache) for c in range(n_chunks))
     stored = store.iter_records(_READ_BATCH)
     doc = 0
+    for arts, _skipped, _warnings in _extracted_chunks(arch, workers):
+        for path, title, _first, text, _refs in arts:
+            got = next(stored, None)
+            if got is None or got[1][0] != path or not text.startswith(got[1][3]):
+                raise _disagree(arch, f"article {doc} extracts as {path}")
+            if doc >= start:
+                yield doc, path, title, text
+            doc += 1
+    if doc != store.n_articles:
+        raise _disagree(arch, f"{doc} articles extracted, {store.n_articles} stored")
+
+
+def _extracted_chunks(arch: _ZimArchive, workers: int | None) -> Iterator[tuple]:
+    """:func:`~kit.web.zim.build.extract_chunk` of every chunk of entry ids, in order, in a
+    process pool (``workers`` as in :func:`~kit.web.zim.build.build_archive`); when the pool
+    breaks (a worker killed), the rest inline in this process."""
+    if workers is None:
+        workers = (os.cpu_count() or 1) if arch.entry_count >= PARALLEL_MIN_ENTRIES else 1
+    n_chunks = -(-arch.entry_count // ARTICLE_CHUNK)
+    runner, c = _Runner(max(1, workers)), 0
     try:
-        for arts, _skipped, _warnings in runner.map(extract_chunk, jobs):
-            for path, title, _first, text, _refs in arts:
-                got = next(stored, None)
-                if got is None or got[1][0] != path or not text.startswith(got[1][3]):
-                    raise _disagree(arch, f"article {doc} extracts as {path}")
-                if doc >= start:
-                    yield doc, path, title, text
-                doc += 1
-        if doc != store.n_articles:
-            raise _disagree(arch, f"{doc} articles extracted, {store.n_articles} stored")
+        while c < n_chunks:
+            cache = cluster_cache_bytes(arch.file.stat().st_size, runner.workers) if runner.pool else 0
+            jobs = ((str(arch.file), k * ARTICLE_CHUNK, min(arch.entry_count, (k + 1) * ARTICLE_CHUNK),
+                     arch.main_path, arch.new_scheme, cache) for k in range(c, n_chunks))
+            try:
+                for res in runner.map(extract_chunk, jobs):
+                    yield res
+                    c += 1
+            except BrokenProcessPool as exc:
+                if runner.pool is None:
+                    raise
+                log.warning("%s: the extraction pool failed (%s); continuing in this process",
+                            arch.file.name, exc)
+                runner.close()
+                runner = _Runner(1)
     finally:
         runner.close()
         if runner.pool is None:

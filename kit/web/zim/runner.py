@@ -19,9 +19,10 @@ class _Runner:
     most ``2 * workers`` chunks in flight (bounded memory)."""
 
     def __init__(self, workers: int):
-        self.workers = workers
+        # a daemonic process (a multiprocessing pool's worker) may not start children: inline
+        self.workers = workers if not multiprocessing.current_process().daemon else 1
         self.pool: cf.ProcessPoolExecutor | None = None
-        if workers > 1:
+        if self.workers > 1:
             # forkserver: workers fork from one clean server process (no fork of this possibly
             # threaded one), started once per process, with this module preloaded and without
             # re-running the caller's main script.

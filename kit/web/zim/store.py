@@ -331,6 +331,10 @@ class ArchiveStore:
                 "SELECT id FROM titles WHERE key = ? ORDER BY id", (title_hash(key),))]
         return next((i for i in ids if self.record(i)[1].casefold() == key), None)
 
+    def block_len(self, block: int) -> int:
+        """Articles in block ``block``: :data:`BLOCK`, fewer in the last one."""
+        return min(BLOCK, self.n_articles - BLOCK * block)
+
     def iter_records(self, batch: int = 1024, start: int = 0
                      ) -> Iterator[tuple[int, Record]]:
         """(id, record) of every article from id ``start`` on, in id order, the blocks of about
@@ -350,7 +354,7 @@ class ArchiveStore:
                     break
                 if k != b:  # a gap: every article of the count is in some block
                     raise ValueError(f"{self.path}: article block {b} is missing")
-                if len(recs) != min(BLOCK, self.n_articles - BLOCK * k):
+                if len(recs) != self.block_len(k):
                     raise ValueError(f"{self.path}: article block {k} holds {len(recs)} articles")
                 for j, rec in enumerate(recs):
                     if BLOCK * k + j >= start:

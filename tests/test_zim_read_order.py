@@ -1,0 +1,115 @@
+"""The index build reads pages and images in the order they lie in the archive (issue 32):
+entries' clusters from the ZIM file's own tables (:mod:`kit.web.zim.locations`), the store still
+written in entry-id order, so an index is the same whatever order its pages were read in."""
+
+from __future__ import annotations
+
+import sqlite3
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kit.paths import zim_paths
+from kit.web.zim import build as build_mod
+from kit.web.zim import build_images
+from kit.web.zim.archive import _ZimArchive
+from kit.web.zim.locations import HEADER, Locations
+from kit.web.zim.store import STORE_FILE
+from kit.web.zim.tails import TAILS_FILE
+
+
+def _dirent_cluster(f, url_ptr: int, eid: int) -> tuple[int, int]:
+    """(cluster, blob) of entry ``eid`` read one at a time (-1, 0 for a redirect)."""
+    f.seek(url_ptr + 8 * eid)
+    (ptr,) = struct.unpack("<Q", f.read(8))
+    f.seek(ptr)
+    mime, _plen, _ns, _rev, cluster, blob = struct.unpack("<HBcIII", f.read(16))
+    return (-1, 0) if mime >= 0xFFFD else (cluster, blob)
+
+
+@pytest.fixture(scope="module")
+def shared(data_dir) -> list[Path]:
+    paths = sorted(zim_paths(data_dir))
+    if not paths:
+        pytest.skip("no shared ZIM archives")
+    return paths
+
+
+def test_locations_are_the_dirents_of_every_entry(shared):
+    for path in shared:
+        locs = Locations.read(path)
+        assert locs is not None
+        with open(path, "rb") as f:
+            count, url_ptr = (lambda h: (h[4], h[6]))(HEADER.unpack(f.read(HEADER.size)))
+            want = [_dirent_cluster(f, url_ptr, e) for e in range(count)]
+        assert [(int(c), int(b) if c >= 0 else 0) for c, b in zip(locs.cluster, locs.blob, strict=True)] == want
+        order = locs.order()
+        keys = [want[e] for e in order]
+        assert keys == sorted(keys)  # front to back through the file
+        assert sorted(order.tolist()) == [e for e in range(count) if want[e][0] >= 0]
+
+
+def test_files_whose_tables_do_not_read_have_no_locations(tmp_path, shared):
+    (tmp_path / "empty.zim").write_bytes(b"")
+    (tmp_path / "text.zim").write_bytes(b"not a zim file at all" * 10)
+    head = shared[0].read_bytes()[:HEADER.size + 100]  # header only: the pointer list is cut off
+    (tmp_path / "cut.zim").write_bytes(head)
+    for name in ("empty.zim", "text.zim", "cut.zim", "missing.zim"):
+        assert Locations.read(tmp_path / name) is None
+
+
+def _tables(out: Path) -> tuple:
+    dumps = []
+    for name, tables in ((STORE_FILE, ("blocks", "titles", "meta", "images", "occurrences",
+                                       "page_titles", "aliases")), (TAILS_FILE, ("tails",))):
+        db = sqlite3.connect(out / name)
+        try:
+            have = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            dumps.append(tuple(sorted(db.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+                               for t in tables if t in have))
+        finally:
+            db.close()
+    return (*dumps, np.load(out / "hashes.npy").tobytes())
+
+
+def test_build_reads_in_cluster_order_and_writes_the_entry_order_store(shared, tmp_path, monkeypatch):
+    """On a shared archive whose pages lie out of path order, the build reads articles and images
+    front to back through the file, and its store, tails and hashes equal a build that read in
+    entry-id order (locations unreadable)."""
+    path = next(p for p in shared if "ray_charles_maxi" in p.name)
+    arch = _ZimArchive(path, tmp_path / "idx")
+    locs = Locations.read(path)
+    read_articles: list[int] = []
+    read_images: list[int] = []
+    real_packed, real_read = build_mod.extract_packed, arch.read
+
+    def spy_packed(p, eids, *a):
+        read_articles.extend(eids)
+        return real_packed(p, eids, *a)
+
+    def spy_read(entry):
+        read_images.append(int(entry._index))
+        return real_read(entry)
+
+    monkeypatch.setattr(build_mod, "extract_packed", spy_packed)
+    monkeypatch.setattr(build_images, "IMAGE_CHUNK", 7)
+    arch.read = spy_read
+    (tmp_path / "ordered").mkdir()
+    counts = build_mod.build_archive(arch, tmp_path / "ordered", workers=1)
+    assert counts["articles"] > 50 and counts["images"] > 10
+    del arch.read
+
+    def keys(eids):
+        return [(int(locs.cluster[e]), int(locs.blob[e])) for e in eids]
+
+    assert read_articles and keys(read_articles) == sorted(keys(read_articles))
+    assert read_articles != sorted(read_articles)  # this archive is out of path order
+    assert read_images and keys(read_images) == sorted(keys(read_images))
+
+    monkeypatch.setattr(build_mod.Locations, "read", classmethod(lambda cls, p: None))
+    (tmp_path / "plain").mkdir()
+    assert build_mod.build_archive(_ZimArchive(path, tmp_path / "idx2"), tmp_path / "plain",
+                                   workers=1)["articles"] == counts["articles"]
+    assert _tables(tmp_path / "ordered") == _tables(tmp_path / "plain")
