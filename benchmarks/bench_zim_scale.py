@@ -180,15 +180,19 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
     wall = time.perf_counter() - t0
     own_cpu = own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime
     cpu = max(_cpu_s() - c0, own_cpu + sum(worker_cpu.values()))
+    arch = web.archives[0]
+    phases = {f"archive_{k}": v for k, v in arch.manifest.get("phase_seconds", {}).items()}
+    coll = web.collection.dir / "manifest.json" if web.collection is not None else None
+    if coll is not None and coll.is_file():  # the BM25 collection indexes, built after the archive
+        phases["collection"] = json.loads(coll.read_text()).get("build_seconds", 0.0)
     if sample_file:  # after the timed build
-        arch = web.archives[0]
         docs = random.Random(int(seed)).sample(range(len(arch.articles)),
                                                min(int(n_sample), len(arch.articles)))
         texts = arch.full_texts(docs)
         Path(sample_file).write_text(json.dumps([
             (arch.stem, arch.language, arch.articles[d]["path"], arch.articles[d]["title"],
              f"{arch.articles[d]['title']}\n{texts[d]}") for d in docs]))
-    return {"wall_s": wall, "cpu_s": cpu, "cpu_own_s": own_cpu,
+    return {"wall_s": wall, "cpu_s": cpu, "cpu_own_s": own_cpu, "phase_s": phases,
             "cpu_workers_sampled_s": sum(worker_cpu.values()),
             "peak_rss_mb": max(peak["all"], _peak_rss_mb()),
             "peak_rss_one_process_mb": _peak_rss_mb(), "peak_rss_main_mb": peak["main"],
@@ -523,6 +527,9 @@ def main() -> int:
               f"{max(build['peak_rss_one_process_mb'], build['tree_max_rss_mb']):.0f} MB); anonymous "
               f"{build.get('peak_anon_mb', 0):.0f} MB (build process {build.get('peak_anon_main_mb', 0):.0f} MB)",
               flush=True)
+        if build.get("phase_s"):
+            print(f"[{n}] build phases (wall s): " + ", ".join(
+                f"{k} {v:.0f}" for k, v in build["phase_s"].items()), flush=True)
         tails = sorted(idx.glob(f"*/{TAILS_FILE}"))  # kept by the build step for the raw comparison
         tails_bytes = sum(t.stat().st_size for t in tails)
         parked = [(t, t.rename(args.work / f"parked_{t.parent.name}_{TAILS_FILE}")) for t in tails]

@@ -444,6 +444,7 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
     stamp.write_text(BUILD_LAYOUT)
     db = sqlite3.connect(out / STORE_FILE, isolation_level=None)
     stats: dict = {}
+    phases: dict[str, float] = {}
     import libzim
 
     with _CACHE_LOCK:  # an inline build raises this process's cluster cache (see _CACHE)
@@ -460,15 +461,26 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
         db.execute(f"PRAGMA t.page_size={PAGE_SIZE}")
         db.executescript(SCHEMA + _BUILD_SCHEMA + TAILS_SCHEMA)
         db.isolation_level = ""  # `with db:` transactions from here on
+        clock = [time.perf_counter()]
+
+        def lap(name: str) -> None:  # wall seconds per phase, for the manifest
+            now = time.perf_counter()
+            phases[name] = round(phases.get(name, 0.0) + now - clock[0], 3)
+            clock[0] = now
+
         locs = Locations.read(arch.file)  # None: read in entry-id order
         order = (locs.order() if locs is not None and len(locs.cluster) == arch.entry_count
                  else np.arange(arch.entry_count, dtype=np.int64))
         if locs is not None and len(locs.cluster) != arch.entry_count:
             locs = None
+        lap("locate")
         try:
             _extract(arch, db, runner, order, stats)
+            lap("extract")
             _articles(arch, db)
+            lap("articles")
             _images(arch, db, runner, locs)
+            lap("images")
         except BrokenProcessPool as exc:  # e.g. a worker could not start
             log.warning("%s: the extraction pool failed (%s); continuing in this process",
                         arch.file.name, exc)
@@ -479,7 +491,9 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             stats["chunks_resumed"] = resumed
             _articles(arch, db)
             _images(arch, db, runner, locs)
+            lap("inline_after_pool_failed")
         n_images = _finish(db, out)
+        lap("finish")
         (n_articles,) = db.execute("SELECT value FROM meta WHERE key = 'articles'").fetchone()
         skipped = {p: dict(db.execute("SELECT reason, n FROM b.skipped WHERE phase = ? "
                                       "ORDER BY reason", (p,)).fetchall())
@@ -497,4 +511,4 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             "skipped_articles": skipped["articles"], "skipped_images": skipped["images"],
             "chunks_built": stats.get("chunks_built", 0),
             "chunks_resumed": stats.get("chunks_resumed", 0),
-            "build_seconds": round(time.perf_counter() - t0, 3)}
+            "build_seconds": round(time.perf_counter() - t0, 3), "phase_seconds": phases}
