@@ -221,7 +221,7 @@ def test_inline_builds_in_threads_keep_their_own_files_and_the_cache(tmp_path, i
     real_images = build_mod._images
     out: dict[str, object] = {}
 
-    def slow_images(arch, db, runner, locs):
+    def slow_images(arch, db, runner):
         if arch is a:  # a waits here, its cache raised, until b has started
             entered.set()
             assert release.wait(60)
@@ -230,7 +230,7 @@ def test_inline_builds_in_threads_keep_their_own_files_and_the_cache(tmp_path, i
             release.set()
             t.join(60)
             out["after_a"] = libzim.get_cluster_cache_max_size()
-        return real_images(arch, db, runner, locs)
+        return real_images(arch, db, runner)
 
     monkeypatch.setattr(build_mod, "_images", slow_images)
 

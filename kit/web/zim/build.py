@@ -4,23 +4,32 @@ Phases, each recorded per finished chunk in ``build.sqlite`` beside the store in
 (so a killed build resumes where it stopped; :func:`kit.web.zim.cache._load_or_build` keeps that
 folder and renames it to the final one only once :func:`build_archive` returned):
 
-1. **articles**: entry ids in chunks of :data:`ARTICLE_CHUNK`; each chunk is extracted (in a
-   process pool of ``workers`` processes, results consumed in chunk order so ids are
-   deterministic) and written with its image references (and the titles of the pages that
-   have any, for ``page_titles``) in one transaction. Article records (with their bodies'
-   first :data:`~kit.web.zim.tails.TEXT_PREFIX` characters; the rest goes to ``tails.sqlite``,
-   :mod:`kit.web.zim.tails`) are stored in zstd-compressed blocks of :data:`~kit.web.zim.store.BLOCK` (compressed here,
-   in order); records wait in a scratch table until their block is full, and no block is
-   written before the dictionary is trained on the first ``ZDICT_SAMPLES`` bytes of text.
-2. **images**: the distinct referenced paths in first-reference order, in batches of
-   :data:`IMAGE_CHUNK`; redirects followed, each final image decoded and hashed once (pool), kept
-   images numbered in that order (the order the in-memory build used).
+1. **extract**: the entries that lie in a cluster, in the archive's cluster order
+   (:class:`~kit.web.zim.locations.Locations`: read front to back, each cluster once; entry-id
+   order when the file's tables cannot be read), in chunks of :data:`ARTICLE_CHUNK`, extracted
+   in a process pool of ``workers`` processes into the scratch table ``b.extracted`` (packed
+   records by entry id, :func:`extract_packed`), one transaction per chunk.
+1b. **articles**: the extracted records in entry-id order, in ranges of :data:`ARTICLE_CHUNK`
+   ids (document ids follow that order, as if the archive had been read in it), written with
+   their image references (and the titles of the pages that have any, for ``page_titles``) in
+   one transaction per range. Article records (with their bodies' first
+   :data:`~kit.web.zim.tails.TEXT_PREFIX` characters; the rest goes to ``tails.sqlite``,
+   :mod:`kit.web.zim.tails`) are stored in zstd-compressed blocks of
+   :data:`~kit.web.zim.store.BLOCK`; records wait in a scratch table until their block is full,
+   and no block is written before the dictionary is trained on the first ``ZDICT_SAMPLES``
+   bytes of text.
+2. **images** (:mod:`kit.web.zim.build_images`): the distinct referenced paths in
+   first-reference order, resolved (redirects followed); each final image read once in cluster
+   order and hashed in the pool; kept images numbered in first-reference order (the order the
+   in-memory build used).
 3. **finish**: each kept reference becomes an occurrence with its position among the page's kept
    images (a window function), ``page_titles`` keeps the titles of the pages left with an
    occurrence, the title table is filled in key order and indexes are created, ``hashes.npy``
    is written in batches.
 
-Memory stays bounded by a chunk's worth of articles or images, whatever the archive size.
+Memory stays bounded by a chunk's worth of articles or images, whatever the archive size, but for
+two passes over the whole archive's entries and images: the reading orders (8 bytes an entry,
+computed once, then read from the build files) and the kept images' numbers (~100 B an image).
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import sqlite3
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -81,6 +91,7 @@ CREATE TABLE IF NOT EXISTS b.refs(id INTEGER PRIMARY KEY, doc INTEGER NOT NULL,
     deco INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS b.srcs(ord INTEGER PRIMARY KEY, src TEXT NOT NULL UNIQUE,
     image INTEGER, deco INTEGER NOT NULL, final TEXT, eid INTEGER);
+CREATE TABLE IF NOT EXISTS b.image_order(pos INTEGER PRIMARY KEY, eid INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS b.finals(eid INTEGER PRIMARY KEY, path TEXT NOT NULL, reason TEXT NOT NULL,
     mime TEXT, width INTEGER, height INTEGER, h BLOB);
 CREATE TABLE IF NOT EXISTS b.hashes(image INTEGER PRIMARY KEY, h BLOB NOT NULL);
@@ -89,7 +100,15 @@ CREATE TABLE IF NOT EXISTS b.pending(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS b.titles(id INTEGER PRIMARY KEY, key INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS b.page_titles(doc INTEGER PRIMARY KEY, title TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS b.bodies(doc INTEGER PRIMARY KEY, h INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS b.extracted(eid INTEGER PRIMARY KEY, data BLOB NOT NULL);
+"""
+#: Scratch of the extraction phase, its own file (deleted once the articles are written: no
+#: DELETE walks it): the reading order, the chunks of it extracted, and their packed records. If
+#: the file is lost, its chunk records go with it and extraction starts over, consistently.
+EXTRACT_FILE = "extract.sqlite"
+_EXTRACT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS x.read_order(pos INTEGER PRIMARY KEY, eid INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS x.chunks(id INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS x.extracted(eid INTEGER PRIMARY KEY, data BLOB NOT NULL);
 """
 
 
@@ -308,23 +327,49 @@ def _flush_blocks(db: sqlite3.Connection, codec: TextCodec, pending: list, final
     return pending
 
 
-def _extract(arch, db, runner: _Runner, order, stats: dict) -> None:
-    """Phase 1a: the entries of ``order`` (entry ids, the archive's cluster order), in chunks of
-    :data:`ARTICLE_CHUNK`, extracted by the pool into ``b.extracted`` (packed records by entry id)."""
-    done = _done(db, "extract")
-    todo = [c for c in range(-(-len(order) // ARTICLE_CHUNK)) if c not in done]
+def _read_order(arch, db) -> int:
+    """Entries to extract, in reading order, stored once in ``x.read_order`` (so a resumed build
+    reads the same chunks even if the file's tables no longer read): the archive's cluster order
+    (:class:`~kit.web.zim.locations.Locations`), or entry-id order with a warning. Returns their count."""
+    (n,) = db.execute("SELECT count(*) FROM x.read_order").fetchone()
+    if n:
+        return int(n)
+    locs = Locations.read(arch.file)
+    if locs is None or len(locs.key) != arch.entry_count:
+        log.warning("%s: its tables do not read directly: pages are read in entry-id order "
+                    "(slower on an archive larger than memory)", arch.file.name)
+        order = np.arange(arch.entry_count, dtype=np.int64)
+    else:
+        order = locs.order()
+    del locs
+    with db:  # one transaction: the order is complete or absent
+        db.executemany("INSERT INTO x.read_order VALUES (?, ?)", enumerate(order.tolist()))
+    return len(order)
+
+
+def _extract(arch, db, runner: _Runner, stats: dict) -> None:
+    """Phase 1a: the entries of ``x.read_order``, in chunks of :data:`ARTICLE_CHUNK`, extracted by
+    the pool into ``x.extracted`` (packed records by entry id)."""
+    n = _read_order(arch, db)
+    done = {c for (c,) in db.execute("SELECT id FROM x.chunks")}
+    todo = [c for c in range(-(-n // ARTICLE_CHUNK)) if c not in done]
     stats["chunks_resumed"] = len(done)
     cache = cluster_cache_bytes(arch.file.stat().st_size, runner.workers)
-    jobs = ((str(arch.file), order[c * ARTICLE_CHUNK:(c + 1) * ARTICLE_CHUNK].tolist(),
-             arch.main_path, arch.new_scheme, cache) for c in todo)
+
+    def jobs() -> Iterator[tuple]:
+        for c in todo:
+            eids = [e for (e,) in db.execute("SELECT eid FROM x.read_order WHERE pos >= ? AND pos < ? "
+                                             "ORDER BY pos", (c * ARTICLE_CHUNK, (c + 1) * ARTICLE_CHUNK))]
+            yield str(arch.file), eids, arch.main_path, arch.new_scheme, cache
+
     bar = progress(total=len(todo), desc=f"index {arch.file.name}: articles", unit="chunk")
-    for c, (rows, skipped, warnings) in zip(todo, runner.map(extract_packed, jobs), strict=True):
+    for c, (rows, skipped, warnings) in zip(todo, runner.map(extract_packed, jobs()), strict=True):
         for w in warnings:
             log.warning("%s: %s", arch.file.name, w)
         with db:  # the chunk and its record of being done: one transaction
-            db.executemany("INSERT INTO b.extracted VALUES (?, ?)", rows)
+            db.executemany("INSERT INTO x.extracted VALUES (?, ?)", rows)
             _add_skipped(db, "articles", skipped)
-            db.execute("INSERT INTO b.chunks VALUES ('extract', ?)", (c,))
+            db.execute("INSERT INTO x.chunks VALUES (?)", (c,))
         stats["chunks_built"] = stats.get("chunks_built", 0) + 1
         bar.update(1)
     bar.close()
@@ -347,7 +392,7 @@ def _articles(arch, db) -> None:
     (next_doc,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM b.titles").fetchone()
     for c in todo:
         arts = [unpack_extracted(data) for (data,) in db.execute(
-            "SELECT data FROM b.extracted WHERE eid >= ? AND eid < ? ORDER BY eid",
+            "SELECT data FROM x.extracted WHERE eid >= ? AND eid < ? ORDER BY eid",
             (c * ARTICLE_CHUNK, (c + 1) * ARTICLE_CHUNK))]
         with db:  # the chunk and its record of being done: one transaction
             for path, title, first, text, refs, key, body in arts:
@@ -374,7 +419,6 @@ def _articles(arch, db) -> None:
     with db:  # the last, partial block (the whole archive without a dictionary: too little text)
         _flush_blocks(db, codec, pending, final=True)
         db.execute("DELETE FROM b.pending")
-        db.execute("DELETE FROM b.extracted")  # scratch: its space is reused by the image phase
         db.execute("INSERT OR REPLACE INTO meta VALUES ('articles', ?)", (next_doc,))
 
 
@@ -421,6 +465,15 @@ def _finish(db: sqlite3.Connection, out: Path) -> int:
     return int(n_images)
 
 
+def _drop_extract(db: sqlite3.Connection, out: Path) -> None:
+    """The extraction scratch, no longer needed once the articles are written: detached, deleted
+    (its chunk count kept in ``b.chunks`` as ``('extracted', count)`` for a resumed build's manifest)."""
+    with db:
+        db.execute("INSERT OR REPLACE INTO b.chunks SELECT 'extracted', count(*) FROM x.chunks")
+    db.execute("DETACH DATABASE x")
+    (out / EXTRACT_FILE).unlink(missing_ok=True)
+
+
 def build_archive(arch, out: Path, workers: int | None = None) -> dict:
     """Extract ``arch`` (a :class:`~kit.web.zim.archive._ZimArchive`) into ``out`` (empty, or a
     killed build's folder to resume); returns the counts for the manifest: ``articles``,
@@ -434,12 +487,14 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
         workers = (os.cpu_count() or 1) if arch.entry_count >= PARALLEL_MIN_ENTRIES else 1
     t0 = time.perf_counter()
     stamp = out / FORMAT_FILE
-    lost = (out / STORE_FILE).exists() and not (out / TAILS_FILE).exists()
-    if lost:  # the blocks written so far would have no tails: ATTACH would make an empty file
+    # A killed build missing its tails or progress file: the blocks written so far would have no
+    # tails, or be written again after themselves (ATTACH makes a new, empty file).
+    lost = [n for n in (TAILS_FILE, BUILD_FILE) if (out / STORE_FILE).exists() and not (out / n).exists()]
+    if lost:
         log.warning("%s: the killed build in %s lost its %s; starting it again", arch.file.name,
-                    out, TAILS_FILE)
+                    out, " and ".join(lost))
     if lost or (stamp.exists() and stamp.read_text() != BUILD_LAYOUT):  # an older layout's leftovers
-        for name in (STORE_FILE, BUILD_FILE, TAILS_FILE, "hashes.npy", "manifest.json"):
+        for name in (STORE_FILE, BUILD_FILE, TAILS_FILE, EXTRACT_FILE, "hashes.npy", "manifest.json"):
             (out / name).unlink(missing_ok=True)
     stamp.write_text(BUILD_LAYOUT)
     db = sqlite3.connect(out / STORE_FILE, isolation_level=None)
@@ -461,6 +516,12 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
         db.execute(f"PRAGMA t.page_size={PAGE_SIZE}")
         db.executescript(SCHEMA + _BUILD_SCHEMA + TAILS_SCHEMA)
         db.isolation_level = ""  # `with db:` transactions from here on
+        articles_done = db.execute("SELECT 1 FROM meta WHERE key = 'articles'").fetchone() is not None
+        if articles_done:  # every extraction chunk was done before
+            stats["chunks_resumed"] = max(_done(db, "extracted") or {0})
+        else:
+            db.execute("ATTACH DATABASE ? AS x", (str(out / EXTRACT_FILE),))
+            db.executescript(_EXTRACT_SCHEMA)
         clock = [time.perf_counter()]
 
         def lap(name: str) -> None:  # wall seconds per phase, for the manifest
@@ -468,18 +529,14 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             phases[name] = round(phases.get(name, 0.0) + now - clock[0], 3)
             clock[0] = now
 
-        locs = Locations.read(arch.file)  # None: read in entry-id order
-        order = (locs.order() if locs is not None and len(locs.cluster) == arch.entry_count
-                 else np.arange(arch.entry_count, dtype=np.int64))
-        if locs is not None and len(locs.cluster) != arch.entry_count:
-            locs = None
-        lap("locate")
         try:
-            _extract(arch, db, runner, order, stats)
-            lap("extract")
-            _articles(arch, db)
-            lap("articles")
-            _images(arch, db, runner, locs)
+            if not articles_done:
+                _extract(arch, db, runner, stats)
+                lap("extract")
+                _articles(arch, db)
+                lap("articles")
+                _drop_extract(db, out)
+            _images(arch, db, runner)
             lap("images")
         except BrokenProcessPool as exc:  # e.g. a worker could not start
             log.warning("%s: the extraction pool failed (%s); continuing in this process",
@@ -487,10 +544,12 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             runner.close()
             runner = _Runner(1)
             resumed = stats.get("chunks_resumed", 0)
-            _extract(arch, db, runner, order, stats)  # resumes after the chunks already written
-            stats["chunks_resumed"] = resumed
-            _articles(arch, db)
-            _images(arch, db, runner, locs)
+            if db.execute("SELECT 1 FROM meta WHERE key = 'articles'").fetchone() is None:
+                _extract(arch, db, runner, stats)  # resumes after the chunks already written
+                stats["chunks_resumed"] = resumed
+                _articles(arch, db)
+                _drop_extract(db, out)
+            _images(arch, db, runner)
             lap("inline_after_pool_failed")
         n_images = _finish(db, out)
         lap("finish")

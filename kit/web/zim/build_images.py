@@ -17,6 +17,8 @@ from kit.web.zim.runner import _add_skipped, _done, _Runner
 
 #: Referenced image paths per hashing batch.
 IMAGE_CHUNK = 256
+#: Referenced image paths resolved per transaction.
+RESOLVE_BATCH = 4096
 
 
 def hash_image(path: str, mime: str, data: bytes, role: bool = False):
@@ -42,39 +44,60 @@ def _hash_batch(items: list[tuple[str, str, bytes]]):
     return [hash_image(*it) for it in items]
 
 
-def _images(arch, db, runner: _Runner, locs: Locations | None) -> None:
+def _resolve(arch, db) -> None:
+    """Each referenced path's final entry (redirects followed) into ``b.srcs`` (``final``, ``eid``;
+    NULL when it has none), a transaction per batch of :data:`RESOLVE_BATCH` (one libzim path
+    look-up each; a killed build redoes only the batch it was in)."""
+    if _done(db, "resolve"):
+        return
+    (n,) = db.execute("SELECT coalesce(max(ord), 0) FROM b.srcs").fetchone()
+    done = _done(db, "resolve_batch")
+    for c in range(-(-n // RESOLVE_BATCH)):
+        if c in done:
+            continue
+        rows = db.execute("SELECT ord, src FROM b.srcs WHERE ord > ? AND ord <= ? ORDER BY ord",
+                          (c * RESOLVE_BATCH, (c + 1) * RESOLVE_BATCH)).fetchall()
+        found = [(ord_, arch.entry(src)) for ord_, src in rows]
+        with db:
+            db.executemany("UPDATE b.srcs SET final = ?, eid = ? WHERE ord = ?",
+                           [(e.path, int(e._index), ord_) for ord_, e in found if e is not None])
+            db.execute("INSERT INTO b.chunks VALUES ('resolve_batch', ?)", (c,))
+    with db:
+        db.execute("CREATE INDEX IF NOT EXISTS b.srcs_eid ON srcs(eid)")
+        db.execute("INSERT INTO b.chunks VALUES ('resolve', 0)")
+
+
+def _images(arch, db, runner: _Runner) -> None:
     """Phase 2: the distinct referenced image paths (``b.srcs``, in first-reference order) are
     resolved to their final entries (redirects followed); each final image is read once, in the
-    archive's cluster order, and hashed by the pool (``b.finals``); the kept ones are then
-    numbered in first-reference order (the order the in-memory build used)."""
+    archive's cluster order (stored once in ``b.image_order``), and hashed by the pool
+    (``b.finals``); the kept ones are then numbered in first-reference order (the order the
+    in-memory build used). Every step resumes after a kill."""
     if not _done(db, "srcs"):
         with db:  # distinct referenced paths in first-reference order
             # deco: every reference shows it as interface (then it is not indexed)
             db.execute("INSERT INTO b.srcs(src, deco) SELECT src, min(deco) FROM b.refs "
                        "GROUP BY src ORDER BY min(id)")
             db.execute("INSERT INTO b.chunks VALUES ('srcs', 0)")
-    if not _done(db, "resolve"):
+    _resolve(arch, db)
+    if not _done(db, "image_order"):
+        eids = np.array([e for (e,) in db.execute(
+            "SELECT DISTINCT eid FROM b.srcs WHERE eid IS NOT NULL ORDER BY eid")], dtype=np.int64)
+        locs = Locations.read(arch.file)
+        ordered = eids if locs is None or len(locs.key) != arch.entry_count else locs.order(eids)
+        del locs
         with db:
-            last = 0
-            while rows := db.execute("SELECT ord, src FROM b.srcs WHERE ord > ? ORDER BY ord LIMIT ?",
-                                     (last, 4 * IMAGE_CHUNK)).fetchall():
-                found = [(ord_, arch.entry(src)) for ord_, src in rows]
-                db.executemany("UPDATE b.srcs SET final = ?, eid = ? WHERE ord = ?",
-                               [(e.path, int(e._index), ord_) for ord_, e in found if e is not None])
-                last = rows[-1][0]
-            db.execute("CREATE INDEX b.srcs_eid ON srcs(eid)")
-            db.execute("INSERT INTO b.chunks VALUES ('resolve', 0)")
-    eids = np.array([e for (e,) in db.execute("SELECT DISTINCT eid FROM b.srcs WHERE eid IS NOT NULL "
-                                              "ORDER BY eid")], dtype=np.int64)
-    ordered = eids if locs is None else np.concatenate(
-        [eids[locs.cluster[eids] < 0] if len(eids) else eids, locs.order(eids)])
+            db.executemany("INSERT INTO b.image_order VALUES (?, ?)", enumerate(ordered.tolist()))
+            db.execute("INSERT INTO b.chunks VALUES ('image_order', 0)")
+    (n_finals,) = db.execute("SELECT count(*) FROM b.image_order").fetchone()
     done = _done(db, "images")
-    todo = [c for c in range(-(-len(ordered) // IMAGE_CHUNK)) if c not in done]
+    todo = [c for c in range(-(-n_finals // IMAGE_CHUNK)) if c not in done]
     plans: list[tuple[int, list]] = []  # in flight, in submission order
 
     def jobs() -> Iterator[tuple]:
         for c in todo:
-            batch = ordered[c * IMAGE_CHUNK:(c + 1) * IMAGE_CHUNK].tolist()
+            batch = [e for (e,) in db.execute("SELECT eid FROM b.image_order WHERE pos >= ? AND pos < ? "
+                                              "ORDER BY pos", (c * IMAGE_CHUNK, (c + 1) * IMAGE_CHUNK))]
             rows = dict((e, (p, d)) for e, p, d in db.execute(
                 f"SELECT eid, min(final), min(deco) FROM b.srcs WHERE eid IN ({','.join('?' * len(batch))}) "
                 "GROUP BY eid", batch))
@@ -109,7 +132,8 @@ def _images(arch, db, runner: _Runner, locs: Locations | None) -> None:
         return
     with db:  # kept images numbered in first-reference order; skips counted per referenced path
         skipped: dict[str, int] = {}
-        kept: dict[int, int] = {}
+        kept: dict[int, int] = {}  # entry id -> image number (~100 B a kept image)
+        numbered: list[tuple[int, int]] = []
         cur = db.execute("SELECT s.ord, s.eid, f.path, f.reason, f.mime, f.width, f.height, f.h "
                          "FROM b.srcs s LEFT JOIN b.finals f ON f.eid = s.eid ORDER BY s.ord")
         while rows := cur.fetchmany(4096):
@@ -123,6 +147,8 @@ def _images(arch, db, runner: _Runner, locs: Locations | None) -> None:
                     img = kept[eid] = len(kept)
                     db.execute("INSERT INTO images VALUES (?, ?, ?, ?, ?)", (img, path, mime, width, height))
                     db.execute("INSERT INTO b.hashes VALUES (?, ?)", (img, hs))
-                db.execute("UPDATE b.srcs SET image = ? WHERE ord = ?", (img, ord_))
+                numbered.append((img, ord_))
+        # after the scan: b.srcs is not written while a statement still reads it
+        db.executemany("UPDATE b.srcs SET image = ? WHERE ord = ?", numbered)
         _add_skipped(db, "images", skipped)
         db.execute("INSERT INTO b.chunks VALUES ('number', 0)")

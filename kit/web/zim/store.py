@@ -93,6 +93,10 @@ class _ImageRecord:
 #: blocks of 32 with a dictionary: level 5 1,242 B in 61 us an article, 9 1,208 B in 143 us of
 #: CPU; decompression costs the same).
 ZSTD_LEVEL = 9
+#: zstd level of frames deleted soon after the build (the tails: written once, read once by the
+#: collection build, then dropped). Kit, 300 tail blocks of the 1M realistic archive: level 9
+#: 176 us an article for 1,417 B, level 3 29 us for 1,626 B, level 1 20 us for 1,868 B.
+FAST_LEVEL = 3
 #: Dictionary size cap, and the text bytes a build samples before training one (kit: zstd's
 #: guidance is samples of ~10-100x the dictionary; archives with less text get none).
 ZDICT_MAX, ZDICT_SAMPLES = 131_072, 1_048_576
@@ -113,15 +117,24 @@ class TextCodec:
             dictionary this codec lacks, or whose header claims more than :data:`FRAME_MAX`.
     """
 
-    def __init__(self, zdict: bytes = b""):
+    def __init__(self, zdict: bytes = b"", level: int = ZSTD_LEVEL):
         self.zdict = bytes(zdict)
-        self._plain_c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
+        self.level = level
+        self._fast: TextCodec | None = None
+        self._plain_c = zstandard.ZstdCompressor(level=level, write_checksum=True)
         self._plain_d = zstandard.ZstdDecompressor()
         if self.zdict:
             d = zstandard.ZstdCompressionDict(self.zdict)
-            self._dict_c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=d,
-                                                    write_checksum=True)
+            self._dict_c = zstandard.ZstdCompressor(level=level, dict_data=d, write_checksum=True)
             self._dict_d = zstandard.ZstdDecompressor(dict_data=d)
+
+    @property
+    def fast(self) -> TextCodec:
+        """This codec at :data:`FAST_LEVEL`, same dictionary: for frames kept only until the
+        collection build (the tails; any level reads back with :meth:`unpack`)."""
+        if self._fast is None:
+            self._fast = TextCodec(self.zdict, FAST_LEVEL)
+        return self._fast
 
     @classmethod
     def train(cls, samples: list[str]) -> TextCodec:

@@ -47,7 +47,7 @@ def write_tails(db: sqlite3.Connection, codec: TextCodec, block: int, texts: Seq
     attached ``t`` database, when any body is longer than its prefix. Caller holds a transaction."""
     tails = [split_body(t)[1] for t in texts]
     if any(tails):
-        db.execute("INSERT INTO t.tails VALUES (?, ?)", (block, codec.pack(pack_strings(tails))))
+        db.execute("INSERT INTO t.tails VALUES (?, ?)", (block, codec.fast.pack(pack_strings(tails))))
 
 
 class Tails:
