@@ -149,6 +149,20 @@ def test_folding_uses_the_stdlib_rules():
     assert russian.analyze("Ёлки") == russian.analyze("елки")
 
 
+def test_fold_text_line_by_line_is_the_substitution_over_the_whole_text():
+    """fold_text substitutes within the lines that are not ASCII only: the same text as the
+    substitution over the whole text, on random strings with newlines, marks and mixed scripts."""
+    import random
+
+    from kit.web.zim.text import _NON_ASCII, _index_fold_run
+
+    rng = random.Random(1)
+    alphabet = "ab \n\n\r—é日ßΣςΛό\u0301\u0308ёй.İ\x7f"
+    for _ in range(30_000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 20)))
+        assert fold_text(s) == _NON_ASCII.sub(_index_fold_run, s), repr(s)
+
+
 def test_exact_words_are_the_patterns_matches_over_the_whole_text():
     """exact_words runs its pattern on the pieces between ASCII non-word runs only: the same words as
     the pattern over the whole text, on random strings of word, non-word, ASCII and non-ASCII

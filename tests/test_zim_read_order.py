@@ -14,7 +14,7 @@ import pytest
 
 from kit.paths import zim_paths
 from kit.web.zim import build as build_mod
-from kit.web.zim import build_images
+from kit.web.zim import build_articles, build_images
 from kit.web.zim.archive import _ZimArchive
 from kit.web.zim.locations import HEADER, NO_CLUSTER, Locations
 from kit.web.zim.store import STORE_FILE
@@ -152,7 +152,7 @@ def test_a_build_killed_in_any_phase_resumes_to_the_same_index(shared, tmp_path,
         if point == "extract":
             m.setattr(build_mod, "extract_packed", _dies_on(3, build_mod.extract_packed))
         elif point == "articles":
-            m.setattr(build_mod, "unpack_extracted", _dies_on(100, build_mod.unpack_extracted))
+            m.setattr(build_articles, "unpack_extracted", _dies_on(100, build_articles.unpack_extracted))
         elif point == "resolve":
             m.setattr(arch, "entry", _dies_on(40, arch.entry))
         else:

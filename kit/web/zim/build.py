@@ -7,17 +7,15 @@ folder and renames it to the final one only once :func:`build_archive` returned)
 1. **extract**: the entries that lie in a cluster, in the archive's cluster order
    (:class:`~kit.web.zim.locations.Locations`: read front to back, each cluster once; entry-id
    order when the file's tables cannot be read), in chunks of :data:`ARTICLE_CHUNK`, extracted
-   in a process pool of ``workers`` processes into the scratch table ``b.extracted`` (packed
-   records by entry id, :func:`extract_packed`), one transaction per chunk.
-1b. **articles**: the extracted records in entry-id order, in ranges of :data:`ARTICLE_CHUNK`
-   ids (document ids follow that order, as if the archive had been read in it), written with
-   their image references (and the titles of the pages that have any, for ``page_titles``) in
-   one transaction per range. Article records (with their bodies' first
-   :data:`~kit.web.zim.tails.TEXT_PREFIX` characters; the rest goes to ``tails.sqlite``,
-   :mod:`kit.web.zim.tails`) are stored in zstd-compressed blocks of
-   :data:`~kit.web.zim.store.BLOCK`; records wait in a scratch table until their block is full,
-   and no block is written before the dictionary is trained on the first ``ZDICT_SAMPLES``
-   bytes of text.
+   in a process pool of ``workers`` processes into the scratch table ``x.extracted`` of
+   ``extract.sqlite`` (packed records by entry id, :func:`extract_packed`), one transaction per
+   chunk.
+1b. **articles** (:mod:`kit.web.zim.build_articles`): the extracted records in entry-id order,
+   in ranges of :data:`ARTICLE_CHUNK` ids (document ids follow that order, as if the archive had
+   been read in it), written with their image references (and the titles of the pages that have
+   any, for ``page_titles``) in one transaction per range; records in zstd-compressed blocks of
+   :data:`~kit.web.zim.store.BLOCK` (compressed on threads while the next range is read), their
+   bodies' tails in ``tails.sqlite``; no block before the dictionary is trained.
 2. **images** (:mod:`kit.web.zim.build_images`): the distinct referenced paths in
    first-reference order, resolved (redirects followed); each final image read once in cluster
    order and hashed in the pool; kept images numbered in first-reference order (the order the
@@ -48,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from kit.progress import progress
-from kit.web.zim import store as store_mod
+from kit.web.zim.build_articles import _articles, unpack_extracted  # noqa: F401 (re-exported)
 from kit.web.zim.build_images import IMAGE_CHUNK, _images, hash_image  # noqa: F401 (re-exported)
 from kit.web.zim.cache import INDEX_FORMAT
 from kit.web.zim.images import HASH_CROPS
@@ -56,18 +54,15 @@ from kit.web.zim.locations import HEADER as _ZIM_HEADER
 from kit.web.zim.locations import Locations
 from kit.web.zim.runner import WORKER_TASKS, _add_skipped, _done, _Runner  # noqa: F401 (re-exported)
 from kit.web.zim.store import (
-    BLOCK,
     INDEXES,
     PAGE_SIZE,
     SCHEMA,
     STORE_FILE,
-    TextCodec,
-    pack_records,
     pack_text,
     read_codec,
     title_hash,
 )
-from kit.web.zim.tails import TAILS_FILE, TAILS_SCHEMA, split_body, write_tails
+from kit.web.zim.tails import TAILS_FILE, TAILS_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +73,9 @@ PARALLEL_MIN_ENTRIES = 4 * ARTICLE_CHUNK
 BUILD_FILE = "build.sqlite"  # build progress and scratch tables, removed once complete
 FORMAT_FILE = "build.format"  # BUILD_LAYOUT the build folder was started with
 #: The store's INDEX_FORMAT and the layout of the build's scratch tables (".2": extraction in
-#: cluster order, issue 32): a killed build of another layout is started again, not resumed.
-BUILD_LAYOUT = f"{INDEX_FORMAT}.2"
+#: cluster order; ".3": no pending-records table, documents' entry ids in ``b.titles``; issue 32):
+#: a killed build of another layout is started again, not resumed.
+BUILD_LAYOUT = f"{INDEX_FORMAT}.3"
 
 _BUILD_SCHEMA = """
 CREATE TABLE IF NOT EXISTS b.chunks(phase TEXT NOT NULL, id INTEGER NOT NULL,
@@ -95,9 +91,8 @@ CREATE TABLE IF NOT EXISTS b.image_order(pos INTEGER PRIMARY KEY, eid INTEGER NO
 CREATE TABLE IF NOT EXISTS b.finals(eid INTEGER PRIMARY KEY, path TEXT NOT NULL, reason TEXT NOT NULL,
     mime TEXT, width INTEGER, height INTEGER, h BLOB);
 CREATE TABLE IF NOT EXISTS b.hashes(image INTEGER PRIMARY KEY, h BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS b.pending(id INTEGER PRIMARY KEY, path TEXT NOT NULL,
-    title TEXT NOT NULL, first TEXT NOT NULL, text TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS b.titles(id INTEGER PRIMARY KEY, key INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS b.titles(id INTEGER PRIMARY KEY, key INTEGER NOT NULL,
+    eid INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS b.page_titles(doc INTEGER PRIMARY KEY, title TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS b.bodies(doc INTEGER PRIMARY KEY, h INTEGER NOT NULL);
 """
@@ -269,15 +264,6 @@ def extract_packed(path: str, eids: list[int], main_path: str | None, new_scheme
     return rows, skipped, [w for _, w in sorted(warnings, key=lambda w: w[0])]
 
 
-def unpack_extracted(data: bytes) -> tuple:
-    """The record :func:`extract_packed` packed (data written by this build only)."""
-    import pickle
-
-    import zstandard
-
-    return pickle.loads(zstandard.ZstdDecompressor().decompress(data))  # noqa: S301 - our own scratch
-
-
 def _extract_entries(arch, eids, main_path: str | None, new_scheme: bool):
     """({entry id: (path, title, first, text, refs)}, {skip reason: count}, [(entry id,
     warning)]) of the article entries among ``eids``, read in the given order."""
@@ -314,19 +300,6 @@ def _extract_entries(arch, eids, main_path: str | None, new_scheme: bool):
 
 
 # ---- the build ---------------------------------------------------------------------------------
-def _flush_blocks(db: sqlite3.Connection, codec: TextCodec, pending: list, final: bool) -> list:
-    """Write the full blocks of ``pending`` (all of it when ``final``) after the store's last
-    block; returns the records left over (fewer than a block). Caller holds a transaction."""
-    (b,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM blocks").fetchone()
-    while len(pending) >= BLOCK or (final and pending):
-        recs = pending[:BLOCK]  # bodies stored as their prefix, the rest in the tails file
-        db.execute("INSERT INTO blocks VALUES (?, ?)", (b, codec.pack(pack_records(
-            [(path, title, first, split_body(text)[0]) for path, title, first, text in recs]))))
-        write_tails(db, codec, b, [r[3] for r in recs])
-        pending, b = pending[BLOCK:], b + 1
-    return pending
-
-
 def _read_order(arch, db) -> int:
     """Entries to extract, in reading order, stored once in ``x.read_order`` (so a resumed build
     reads the same chunks even if the file's tables no longer read): the archive's cluster order
@@ -373,53 +346,6 @@ def _extract(arch, db, runner: _Runner, stats: dict) -> None:
         stats["chunks_built"] = stats.get("chunks_built", 0) + 1
         bar.update(1)
     bar.close()
-
-
-def _articles(arch, db) -> None:
-    """Phase 1b: the extracted articles in entry-id order (document ids follow it), in ranges of
-    :data:`ARTICLE_CHUNK` entry ids, written to the store with their image references."""
-    done = _done(db, "articles")
-    n_chunks = -(-arch.entry_count // ARTICLE_CHUNK)
-    todo = [c for c in range(n_chunks) if c not in done]
-    # Records wait in b.pending until a block of them is full. Until the dictionary is trained
-    # (on the first ZDICT_SAMPLES bytes of text) no block is written, so every block of an
-    # archive with that much text uses it; meta.zdict (empty if zstd could not learn one) marks
-    # that training ran.
-    pending = [tuple(r) for r in db.execute("SELECT path, title, first, text FROM b.pending "
-                                            "ORDER BY id")]
-    trained = db.execute("SELECT 1 FROM meta WHERE key = 'zdict'").fetchone() is not None
-    codec = read_codec(db)
-    (next_doc,) = db.execute("SELECT coalesce(max(id) + 1, 0) FROM b.titles").fetchone()
-    for c in todo:
-        arts = [unpack_extracted(data) for (data,) in db.execute(
-            "SELECT data FROM x.extracted WHERE eid >= ? AND eid < ? ORDER BY eid",
-            (c * ARTICLE_CHUNK, (c + 1) * ARTICLE_CHUNK))]
-        with db:  # the chunk and its record of being done: one transaction
-            for path, title, first, text, refs, key, body in arts:
-                pending.append((path, title, first, text))
-                db.execute("INSERT INTO b.titles VALUES (?, ?)", (next_doc, key))
-                db.executemany("INSERT INTO b.refs(doc, src, alt, caption, context, deco) "
-                               "VALUES (?, ?, ?, ?, ?, ?)", [(next_doc, *r) for r in refs])
-                if any(not r[4] for r in refs):
-                    db.execute("INSERT INTO b.page_titles VALUES (?, ?)", (next_doc, title))
-                if body is not None:
-                    db.execute("INSERT INTO b.bodies VALUES (?, ?)", (next_doc, body))
-                next_doc += 1
-            if not trained and sum(len(r[3]) for r in pending) >= store_mod.ZDICT_SAMPLES:
-                codec, trained = TextCodec.train([r[3] for r in pending]), True
-                db.execute("INSERT INTO meta VALUES ('zdict', ?)", (codec.zdict,))
-            kept = len(pending)
-            if trained:
-                pending = _flush_blocks(db, codec, pending, final=False)
-            if len(pending) != kept or arts:
-                db.execute("DELETE FROM b.pending")
-                db.executemany("INSERT INTO b.pending(path, title, first, text) "
-                               "VALUES (?, ?, ?, ?)", pending)
-            db.execute("INSERT INTO b.chunks VALUES ('articles', ?)", (c,))
-    with db:  # the last, partial block (the whole archive without a dictionary: too little text)
-        _flush_blocks(db, codec, pending, final=True)
-        db.execute("DELETE FROM b.pending")
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('articles', ?)", (next_doc,))
 
 
 def save_hashes(db: sqlite3.Connection, out: Path, n_images: int) -> None:
@@ -533,7 +459,7 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             if not articles_done:
                 _extract(arch, db, runner, stats)
                 lap("extract")
-                _articles(arch, db)
+                _articles(arch, db, runner.workers)
                 lap("articles")
                 _drop_extract(db, out)
             _images(arch, db, runner)

@@ -42,12 +42,19 @@ def is_whole(prefix: str) -> bool:
     return len(prefix) < TEXT_PREFIX
 
 
-def write_tails(db: sqlite3.Connection, codec: TextCodec, block: int, texts: Sequence[str]) -> None:
-    """Write the tails of block ``block``'s bodies ``texts`` (full texts, in record order) to the
-    attached ``t`` database, when any body is longer than its prefix. Caller holds a transaction."""
+def tails_frame(codec: TextCodec, texts: Sequence[str]) -> bytes | None:
+    """The compressed tails of one block's bodies ``texts`` (full texts, in record order), at the
+    codec's :attr:`~kit.web.zim.store.TextCodec.fast` level; None when every body fits its prefix
+    (the block then has no row). Thread-safe only with a codec of the calling thread's own."""
     tails = [split_body(t)[1] for t in texts]
-    if any(tails):
-        db.execute("INSERT INTO t.tails VALUES (?, ?)", (block, codec.fast.pack(pack_strings(tails))))
+    return codec.fast.pack(pack_strings(tails)) if any(tails) else None
+
+
+def write_tails(db: sqlite3.Connection, block: int, frame: bytes | None) -> None:
+    """Write block ``block``'s :func:`tails_frame` (if any) to the attached ``t`` database.
+    Caller holds a transaction."""
+    if frame is not None:
+        db.execute("INSERT INTO t.tails VALUES (?, ?)", (block, frame))
 
 
 class Tails:
