@@ -144,6 +144,7 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
 
     me, done = psutil.Process(), threading.Event()
     peak = {"all": 0.0, "main": 0.0, "all_anon": 0.0, "main_anon": 0.0}  # MB
+    series: list[tuple[float, float]] = []  # (time, CPU s of this process and every worker seen)
     worker_cpu: dict[int, float] = {}  # pool workers are the forkserver's children, not ours:
     # getrusage(RUSAGE_CHILDREN) never sees them, so their CPU is sampled too (last value seen)
 
@@ -163,6 +164,11 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
                         worker_cpu[p.pid] = t.user + t.system
                 except psutil.Error:
                     pass  # a worker that just exited
+            try:
+                own_t = me.cpu_times()
+                series.append((time.perf_counter(), own_t.user + own_t.system + sum(worker_cpu.values())))
+            except psutil.Error:
+                pass
             peak["all"] = max(peak["all"], total / 2**20)
             peak["all_anon"] = max(peak["all_anon"], anon / 2**20)
 
@@ -181,10 +187,14 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
     own_cpu = own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime
     cpu = max(_cpu_s() - c0, own_cpu + sum(worker_cpu.values()))
     arch = web.archives[0]
-    phases = {f"archive_{k}": v for k, v in arch.manifest.get("phase_seconds", {}).items()}
+    done = arch.manifest.get("phase_seconds", {})  # in the order they ran (the manifest sorts keys)
+    order = [p for p in ("extract", "articles", "images", "inline_after_pool_failed", "finish") if p in done]
+    phases = {f"archive_{k}": done[k] for k in order + sorted(set(done) - set(order))}
     coll = web.collection.dir / "manifest.json" if web.collection is not None else None
     if coll is not None and coll.is_file():  # the BM25 collection indexes, built after the archive
         phases["collection"] = json.loads(coll.read_text()).get("build_seconds", 0.0)
+    end = t0 + wall
+    return_cores = _phase_cores(series, phases, end)
     if sample_file:  # after the timed build
         docs = random.Random(int(seed)).sample(range(len(arch.articles)),
                                                min(int(n_sample), len(arch.articles)))
@@ -192,11 +202,34 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
         Path(sample_file).write_text(json.dumps([
             (arch.stem, arch.language, arch.articles[d]["path"], arch.articles[d]["title"],
              f"{arch.articles[d]['title']}\n{texts[d]}") for d in docs]))
-    return {"wall_s": wall, "cpu_s": cpu, "cpu_own_s": own_cpu, "phase_s": phases,
+    return {"wall_s": wall, "cpu_s": cpu, "cpu_own_s": own_cpu, "phase_s": phases, "phase_cores": return_cores,
             "cpu_workers_sampled_s": sum(worker_cpu.values()),
             "peak_rss_mb": max(peak["all"], _peak_rss_mb()),
             "peak_rss_one_process_mb": _peak_rss_mb(), "peak_rss_main_mb": peak["main"],
             "peak_anon_mb": peak["all_anon"], "peak_anon_main_mb": peak["main_anon"]}
+
+
+def _phase_cores(series: list[tuple[float, float]], phases: dict[str, float], end: float) -> dict[str, float]:
+    """Cores busy on average in each build phase (CPU seconds of all processes per wall second),
+    from the sampled CPU ``series``: the phases run one after another and the last (the collection)
+    ends at ``end``, so their windows are laid back from there (within a sample, 0.2 s)."""
+    import numpy as np
+
+    if len(series) < 2:
+        return {}
+    ts = np.array([t for t, _ in series])
+    cs = np.maximum.accumulate(np.array([c for _, c in series]))  # a worker's last sample can lag
+
+    def cpu_at(t: float) -> float:
+        return float(np.interp(t, ts, cs))
+
+    out, hi = {}, end
+    for name, secs in reversed(list(phases.items())):
+        lo = hi - secs
+        if secs >= 1.0:
+            out[name] = round((cpu_at(hi) - cpu_at(lo)) / secs, 2)
+        hi = lo
+    return dict(reversed(list(out.items())))
 
 
 def child_cold(zim: str, index_dir: str) -> dict:
@@ -528,8 +561,10 @@ def main() -> int:
               f"{build.get('peak_anon_mb', 0):.0f} MB (build process {build.get('peak_anon_main_mb', 0):.0f} MB)",
               flush=True)
         if build.get("phase_s"):
-            print(f"[{n}] build phases (wall s): " + ", ".join(
-                f"{k} {v:.0f}" for k, v in build["phase_s"].items()), flush=True)
+            cores = build.get("phase_cores", {})
+            print(f"[{n}] build phases (wall s, cores busy): " + ", ".join(
+                f"{k} {v:.0f}" + (f" ({cores[k]:.2f})" if k in cores else "")
+                for k, v in build["phase_s"].items()), flush=True)
         tails = sorted(idx.glob(f"*/{TAILS_FILE}"))  # kept by the build step for the raw comparison
         tails_bytes = sum(t.stat().st_size for t in tails)
         parked = [(t, t.rename(args.work / f"parked_{t.parent.name}_{TAILS_FILE}")) for t in tails]
@@ -600,6 +635,8 @@ def main() -> int:
         summary.figure(f"build_cpu_s_{n}", b["cpu_s"])
         summary.figure(f"build_cpu_all_processes_getrusage_s_{n}", b["tree_cpu_s"])
         summary.figure(f"build_cpu_own_s_{n}", b["cpu_own_s"])
+        summary.figure(f"build_phase_s_{n}", b.get("phase_s", {}))
+        summary.figure(f"build_phase_cores_{n}", b.get("phase_cores", {}))
         summary.figure(f"build_load_average_{n}", [b["load_before"], b["load_after"]])
         summary.figure(f"peak_rss_mb_{n}", b["peak_rss_mb"])
         summary.figure(f"peak_rss_main_mb_{n}", b.get("peak_rss_main_mb", 0.0))
