@@ -346,6 +346,14 @@ def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: boo
         matched += bool(web.reverse_image_search_sync(b, 5).pages)
     out["reverse"] = lat(rev, qimgs)
     out["reverse_matched"] = matched / len(qimgs)
+    # its steps apart (after the timed calls, so nothing is warmed for them): decoding and hashing
+    # the query, the hash index's matches, and the rest (records, pages, thumbnails)
+    from kit.images import image_hashes
+    from kit.web.zim.images import query_image
+
+    qhashes = [image_hashes(query_image(b)) for b in qimgs]
+    out["reverse_decode"] = lat(lambda b: image_hashes(query_image(b)), qimgs)
+    out["reverse_hash_index"] = lat(lambda h: web._hash_matches(*h), qhashes)
     out["n_images"] = sum(len(a.images) for a in web.archives)
     empty_snippets = sum(not h.snippet for q in texts for h in web.search_sync(q, 5))
     out["empty_snippets"] = empty_snippets
@@ -612,7 +620,11 @@ def main() -> int:
               f"p50 {pct(q['rank'], 50) / pct(raw['lat'], 50):.2f}x, p99 "
               f"{pct(q['rank'], 99) / pct(raw['lat'], 99):.2f}x; raw tantivy build {raw['build_s']:.0f} s, "
               f"{raw['bytes'] / r['n']:.0f} B/article; fetch without read-ahead p50/p99 "
-              f"{pct(q.get('fetch_cold') or [0], 50):.2f}/{pct(q.get('fetch_cold') or [0], 99):.2f} ms")
+              f"{pct(q.get('fetch_cold') or [0], 50):.2f}/{pct(q.get('fetch_cold') or [0], 99):.2f} ms; "
+              f"reverse steps p50/p99: query decoded and hashed "
+              f"{pct(q.get('reverse_decode') or [0], 50):.2f}/{pct(q.get('reverse_decode') or [0], 99):.2f} ms, "
+              f"hash index {pct(q.get('reverse_hash_index') or [0], 50):.2f}/"
+              f"{pct(q.get('reverse_hash_index') or [0], 99):.2f} ms")
         if "full_vs_bm25" in q:
             print(f"[{r['n']:,}] vs rank-bm25 ({q['bm25_ms']:.1f} ms a query, CPU): full search "
                   f"{q['full_vs_bm25']:.1f}x, ranking {q['rank_vs_bm25']:.1f}x; top-5 agreement "
@@ -623,7 +635,8 @@ def main() -> int:
     # Figures at every size.
     for r in rows:
         n, q, b = r["n"], r["q"], r["build"]
-        for k in ("search", "rank", "image", "image_hub", "reverse", "fetch", "fetch_cold"):
+        for k in ("search", "rank", "image", "image_hub", "reverse", "reverse_decode", "reverse_hash_index",
+                  "fetch", "fetch_cold"):
             if q.get(k):
                 summary.figure(f"{k}_p50_ms_{n}", pct(q[k], 50))
                 summary.figure(f"{k}_p99_ms_{n}", pct(q[k], 99))
