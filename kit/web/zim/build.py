@@ -51,7 +51,7 @@ from kit.web.zim.build_images import IMAGE_CHUNK, _images, hash_image  # noqa: F
 from kit.web.zim.cache import INDEX_FORMAT
 from kit.web.zim.images import HASH_CROPS
 from kit.web.zim.locations import HEADER as _ZIM_HEADER
-from kit.web.zim.locations import Locations
+from kit.web.zim.locations import Locations, reading_order  # noqa: F401 (Locations: tests patch it)
 from kit.web.zim.runner import WORKER_TASKS, _add_skipped, _done, _Runner  # noqa: F401 (re-exported)
 from kit.web.zim.store import (
     INDEXES,
@@ -307,14 +307,7 @@ def _read_order(arch, db) -> int:
     (n,) = db.execute("SELECT count(*) FROM x.read_order").fetchone()
     if n:
         return int(n)
-    locs = Locations.read(arch.file)
-    if locs is None or len(locs.key) != arch.entry_count:
-        log.warning("%s: its tables do not read directly: pages are read in entry-id order "
-                    "(slower on an archive larger than memory)", arch.file.name)
-        order = np.arange(arch.entry_count, dtype=np.int64)
-    else:
-        order = locs.order()
-    del locs
+    order = reading_order(arch.file, arch.entry_count)
     with db:  # one transaction: the order is complete or absent
         db.executemany("INSERT INTO x.read_order VALUES (?, ?)", enumerate(order.tolist()))
     return len(order)

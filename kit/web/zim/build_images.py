@@ -12,7 +12,7 @@ from kit.progress import progress
 from kit.types import BackendError
 from kit.web.zim.decorative import is_decorative
 from kit.web.zim.images import RASTER_MIMES, crop_hashes, decode_image
-from kit.web.zim.locations import Locations
+from kit.web.zim.locations import reading_order
 from kit.web.zim.runner import _add_skipped, _done, _Runner
 
 #: Referenced image paths per hashing batch.
@@ -83,9 +83,7 @@ def _images(arch, db, runner: _Runner) -> None:
     if not _done(db, "image_order"):
         eids = np.array([e for (e,) in db.execute(
             "SELECT DISTINCT eid FROM b.srcs WHERE eid IS NOT NULL ORDER BY eid")], dtype=np.int64)
-        locs = Locations.read(arch.file)
-        ordered = eids if locs is None or len(locs.key) != arch.entry_count else locs.order(eids)
-        del locs
+        ordered = reading_order(arch.file, arch.entry_count, eids, "images")
         with db:
             db.executemany("INSERT INTO b.image_order VALUES (?, ?)", enumerate(ordered.tolist()))
             db.execute("INSERT INTO b.chunks VALUES ('image_order', 0)")
@@ -104,12 +102,11 @@ def _images(arch, db, runner: _Runner) -> None:
             plan, items = [], []
             for eid in batch:
                 path, deco = rows[eid]
-                entry = arch.entry(path)
-                try:
-                    if entry is None:
-                        raise BackendError(f"{path} is gone")
+                try:  # by its id (the final entry, resolved before): no path look-up again
+                    with arch.lock:
+                        entry = arch.archive._get_entry_by_id(eid)
                     mime, data = arch.read(entry)
-                except BackendError:
+                except (RuntimeError, BackendError):
                     plan.append((eid, path, -1))
                     continue
                 plan.append((eid, path, len(items)))

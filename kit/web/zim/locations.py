@@ -11,10 +11,13 @@ Write our own because libzim's ``iterByClusterOrder`` is not in its Python bindi
 
 from __future__ import annotations
 
+import logging
 import struct
 from pathlib import Path
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 #: ZIM header (80 bytes): magic, major, minor, uuid, entry count, cluster count, path pointer list,
 #: title pointer list, cluster pointer list, mime list, main page, layout page, checksum position.
@@ -39,11 +42,6 @@ class Locations:
 
     def __init__(self, key: np.ndarray):
         self.key = key
-
-    @property
-    def cluster(self) -> np.ndarray:
-        """int64 cluster number of each entry, -1 where it has none."""
-        return np.where(self.key == NO_CLUSTER, -1, (self.key >> np.uint64(32)).astype(np.int64))
 
     @classmethod
     def read(cls, path: str | Path) -> Locations | None:
@@ -87,3 +85,17 @@ class Locations:
         none = keys == NO_CLUSTER
         rest = eids[~none]
         return np.concatenate([eids[none], rest[np.argsort(keys[~none], kind="stable")]])
+
+
+def reading_order(path: Path, entry_count: int, eids: np.ndarray | None = None,
+                  what: str = "pages") -> np.ndarray:
+    """Entry ids ``eids`` (default all ``entry_count``) in the order the build reads them:
+    :meth:`Locations.order`, or entry-id order with a warning (naming ``what`` is read) when the
+    file's tables do not read or do not hold ``entry_count`` entries. int64 array."""
+    locs = Locations.read(path)
+    if locs is None or len(locs.key) != entry_count:
+        log.warning("%s: its tables do not read directly: %s are read in entry-id order "
+                    "(slower on an archive larger than memory)", Path(path).name, what)
+        return (np.arange(entry_count, dtype=np.int64) if eids is None
+                else np.sort(np.asarray(eids, dtype=np.int64)))
+    return locs.order(eids)
