@@ -204,11 +204,29 @@ def _hash_int(h) -> int:
 
 
 def image_hashes(img: Image.Image) -> tuple[int, int]:
-    """(pHash, dHash) of an image as two 64-bit integers (``imagehash``, 8 x 8 bits each); pass a
+    """(pHash, dHash) of an image as two 64-bit integers (``imagehash``'s ``phash`` and ``dhash``,
+    8 x 8 bits each, bit for bit: :func:`grey_hashes` of its grey picture, converted once); pass a
     :func:`flatten_rgb` image so transparency does not change the hash."""
-    import imagehash
+    return grey_hashes([img.convert("L")])[0]
 
-    return _hash_int(imagehash.phash(img)), _hash_int(imagehash.dhash(img))
+
+def grey_hashes(greys: list[Image.Image]) -> list[tuple[int, int]]:
+    """(pHash, dHash) of each grey (mode ``L``) picture of ``greys``, as ``imagehash`` computes
+    them: pHash from a 32 x 32 Lanczos resampling (2-D DCT-II, scipy's ``fftpack``, the low 8 x 8
+    frequencies against their median), dHash from a 9 x 8 one (each pixel against its left
+    neighbour). The DCTs of all the pictures run as one batch; ``imagehash`` itself would convert
+    each picture to grey again for each hash (``tests/test_images.py`` compares the two)."""
+    import numpy as np
+    import scipy.fftpack
+
+    lanczos = Image.Resampling.LANCZOS
+    pixels = np.stack([np.asarray(g.resize((32, 32), lanczos)) for g in greys])
+    low = scipy.fftpack.dct(scipy.fftpack.dct(pixels, axis=1), axis=2)[:, :8, :8]
+    phash = low > np.median(low.reshape(len(greys), 64), axis=1)[:, None, None]
+    small = np.stack([np.asarray(g.resize((9, 8), lanczos)) for g in greys])
+    dhash = small[:, :, 1:] > small[:, :, :-1]
+    words = np.packbits(np.stack([phash, dhash], axis=1).reshape(len(greys), 2, 64), axis=2)
+    return [(int(p), int(d)) for p, d in words.view(">u8").reshape(len(greys), 2)]
 
 
 #: Mean absolute chroma difference (Cb, Cr; 0..255) of two :func:`colour_signature` thumbnails above

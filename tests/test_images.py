@@ -208,3 +208,37 @@ def test_decoder_parses_raster_formats_only():
         assert e.value.code == "bad_image" and "not a raster image format" in e.value.message and "EPS" in e.value.message
     for fmt in ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF"):  # every listed format still decodes
         assert images.decode_image(encode(Image.new("RGB", (20, 20), (9, 9, 9)), fmt)).format == fmt
+
+
+def test_image_hashes_are_imagehash_bit_for_bit():
+    """image_hashes (one grey conversion, the DCTs in a batch) gives imagehash's phash and dhash,
+    bit for bit, on random pictures of many shapes and modes and on the shared archives' images."""
+    import random
+
+    import imagehash
+    import numpy as np
+
+    from kit.paths import zim_paths
+
+    rng = np.random.default_rng(0)
+    pictures = []
+    for _ in range(150):
+        h, w = (int(x) for x in rng.integers(8, 400, 2))
+        mode = random.Random(h * w).choice(["RGB", "L", "RGBA"])
+        bands = {"RGB": 3, "L": 1, "RGBA": 4}[mode]
+        smooth = np.add.outer(np.linspace(0, 255, h), np.linspace(0, 120, w))[..., None]
+        arr = np.clip(smooth + rng.normal(0, 25, (h, w, bands)), 0, 255).astype(np.uint8)
+        pictures.append(Image.fromarray(arr[..., 0] if bands == 1 else arr, mode))
+    if zim_paths():
+        import libzim.reader
+
+        for path in zim_paths()[:2]:
+            arch = libzim.reader.Archive(str(path))
+            for eid in range(arch.entry_count):
+                entry = arch._get_entry_by_id(eid)
+                if not entry.is_redirect and entry.get_item().mimetype.startswith(("image/jpeg", "image/png")):
+                    pictures.append(images.flatten_rgb(Image.open(io.BytesIO(bytes(entry.get_item().content)))))
+    assert len(pictures) >= 150
+    for img in pictures:
+        want = (images._hash_int(imagehash.phash(img)), images._hash_int(imagehash.dhash(img)))
+        assert images.image_hashes(img) == want, img.size

@@ -16,7 +16,7 @@ from kit.types import BackendError, ImageHit, KnowledgeGraph, Page, ReverseImage
 from kit.web.text_clean import normalize_text
 from kit.web.zim.archive import ZimError, _ZimArchive
 from kit.web.zim.fulltext import hit_snippet
-from kit.web.zim.hash_index import archive_hash_index
+from kit.web.zim.hash_index import archive_hash_index, merge_matches
 from kit.web.zim.html import _parse_html, page_title
 from kit.web.zim.images import MATCH_DISTANCE, RASTER_MIMES, STRONG_DISTANCE, image_hashes, query_image
 from kit.web.zim.index import (
@@ -473,15 +473,9 @@ class LocalZimWeb:
     def _hash_matches(self, ph, dh) -> list[tuple[int, int, int]]:
         """Step of :meth:`reverse_image_search_sync`: every indexed image within :data:`MATCH_DISTANCE` of the
         query's hashes, as ``(distance, archive index, image index)``, closest first."""
-        matches: list[tuple[int, int, int]] = []
-        for ai, arch in enumerate(self.archives):
-            if not len(arch.hashes):
-                continue
-            # Multi-index hash (kit.web.zim.hash_index): exactly the linear scan's matches.
-            found, best = archive_hash_index(arch, MATCH_DISTANCE).search(ph, dh, MATCH_DISTANCE)
-            matches.extend((int(d), ai, int(i)) for i, d in zip(found, best, strict=True))
-        matches.sort()
-        return matches
+        # Multi-index hash (kit.web.zim.hash_index): exactly the linear scan's matches.
+        return merge_matches([(ai, *archive_hash_index(arch, MATCH_DISTANCE).search(ph, dh, MATCH_DISTANCE))
+                              for ai, arch in enumerate(self.archives) if len(arch.hashes)])
 
     def _ranked_pages(self, matches: list[tuple[int, int, int]], num: int,
                       recs: dict[int, dict[int, _ImageRecord]]) -> list[tuple[tuple, dict]]:

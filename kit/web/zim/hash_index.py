@@ -347,12 +347,17 @@ class HashIndex:
         return plan
 
     def _best_per_image(self, code_no: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        image = code_no // self.variants
-        order = np.lexsort((dist, image))
-        image, dist = image[order], dist[order]
+        """(image numbers ascending, each one's smallest distance) of matched codes: one sort of
+        ``image << 8 | distance`` (distances are 0..128), ~5x faster than a two-key lexsort on the
+        ~4,000 codes a common picture matches at 1M images."""
+        key = code_no // self.variants
+        key <<= 8
+        key |= dist
+        key.sort()
+        image = key >> 8
         first = np.ones(len(image), dtype=bool)
         first[1:] = image[1:] != image[:-1]
-        return image[first], dist[first]
+        return image[first], (key[first] & 0xFF).astype(np.int32)
 
     def _scan(self, ph: int, dh: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
         """Exact linear scan with faiss's ``IndexBinaryFlat`` (built on first use), on
@@ -368,6 +373,19 @@ class HashIndex:
         with faiss_threads(QUERY_THREADS):  # one query: threads would only wait on each other
             _, dist, code_no = self._flat.range_search(q, radius + 1)  # keeps distances < radius
         return self._best_per_image(code_no.astype(np.int64), dist.astype(np.int32))
+
+
+def merge_matches(parts: list[tuple[int, np.ndarray, np.ndarray]]) -> list[tuple[int, int, int]]:
+    """``(distance, archive, image)`` of every match of several archives' :meth:`HashIndex.search`
+    answers ``(archive, images, distances)``, sorted: in numpy, not as Python tuples (a common
+    picture matches ~1,300 images at 1M)."""
+    if not parts:
+        return []
+    i = np.concatenate([f for _, f, _ in parts])
+    d = np.concatenate([b for _, _, b in parts])
+    a = np.concatenate([np.full(len(f), ai, dtype=np.int64) for ai, f, _ in parts])
+    order = np.lexsort((i, a, d))
+    return list(zip(d[order].tolist(), a[order].tolist(), i[order].tolist(), strict=True))
 
 
 def _file_records(d: Path) -> dict[str, dict[str, int | str]]:

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 from PIL import Image
 
-from kit.images import SAME_PICTURE_DISTANCE, ImageRejected, flatten_rgb, has_structure, image_hashes  # noqa: F401 (re-exported)
+from kit.images import SAME_PICTURE_DISTANCE, ImageRejected, flatten_rgb, grey_hashes, has_structure, image_hashes  # noqa: F401 (re-exported)
 from kit.images import decode_image as _decode
 from kit.types import BackendError, RequestRejected
 from kit.web.text_clean import MIN_IMAGE_LONG_SIDE, MIN_IMAGE_SIDE
@@ -51,20 +50,8 @@ def crop_hashes(img: Image.Image) -> list[tuple[int, int]]:
     ``imagehash`` does: two sizes of three different crops cannot share one resampling), and
     the three DCTs run as one batch.
     """
-    import scipy.fftpack
-
     gray = img.convert("L")
-    crops = [_center_crop(gray, c) for c in HASH_CROPS]
-    lanczos = Image.Resampling.LANCZOS
-    pixels = np.stack([np.asarray(c.resize((32, 32), lanczos)) for c in crops])
-    # imagehash.phash: 2-D DCT-II (fftpack), low 8 x 8 frequencies against their median
-    low = scipy.fftpack.dct(scipy.fftpack.dct(pixels, axis=1), axis=2)[:, :8, :8]
-    phash = low > np.median(low.reshape(len(crops), 64), axis=1)[:, None, None]
-    # imagehash.dhash: 9 x 8 grey, each pixel against its left neighbour
-    small = np.stack([np.asarray(c.resize((9, 8), lanczos)) for c in crops])
-    dhash = small[:, :, 1:] > small[:, :, :-1]
-    words = np.packbits(np.stack([phash, dhash], axis=1).reshape(len(crops), 2, 64), axis=2)
-    return [(int(p), int(d)) for p, d in words.view(">u8").reshape(len(crops), 2)]
+    return grey_hashes([_center_crop(gray, c) for c in HASH_CROPS])
 
 
 def _center_crop(img: Image.Image, frac: float) -> Image.Image:
