@@ -166,7 +166,7 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
                     pass  # a worker that just exited
             try:
                 own_t = me.cpu_times()
-                series.append((time.perf_counter(), own_t.user + own_t.system + sum(worker_cpu.values())))
+                series.append((time.time(), own_t.user + own_t.system + sum(worker_cpu.values())))
             except psutil.Error:
                 pass
             peak["all"] = max(peak["all"], total / 2**20)
@@ -187,14 +187,19 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
     own_cpu = own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime
     cpu = max(_cpu_s() - c0, own_cpu + sum(worker_cpu.values()))
     arch = web.archives[0]
-    done = arch.manifest.get("phase_seconds", {})  # in the order they ran (the manifest sorts keys)
-    order = [p for p in ("extract", "articles", "images", "inline_after_pool_failed", "finish") if p in done]
-    phases = {f"archive_{k}": done[k] for k in order + sorted(set(done) - set(order))}
+    took = arch.manifest.get("phase_seconds", {})  # in the order they ran (the manifest sorts keys)
+    order = [p for p in ("extract", "articles", "images", "inline_after_pool_failed", "finish") if p in took]
+    phases = {f"archive_{k}": took[k] for k in order + sorted(set(took) - set(order))}
+    ended = arch.manifest.get("phase_ended_unix", {})  # Unix times: each phase's window
+    windows = {f"archive_{k}": (ended[prev], ended[k]) for prev, k in zip(["begin", *order], order, strict=False)
+               if k in ended and prev in ended}
     coll = web.collection.dir / "manifest.json" if web.collection is not None else None
     if coll is not None and coll.is_file():  # the BM25 collection indexes, built after the archive
-        phases["collection"] = json.loads(coll.read_text()).get("build_seconds", 0.0)
-    end = t0 + wall
-    return_cores = _phase_cores(series, phases, end)
+        cm = json.loads(coll.read_text())
+        phases["collection"] = cm.get("build_seconds", 0.0)
+        if "started_unix" in cm:
+            windows["collection"] = (cm["started_unix"], cm["started_unix"] + phases["collection"])
+    cores = _phase_cores(series, windows)
     if sample_file:  # after the timed build
         docs = random.Random(int(seed)).sample(range(len(arch.articles)),
                                                min(int(n_sample), len(arch.articles)))
@@ -202,34 +207,25 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
         Path(sample_file).write_text(json.dumps([
             (arch.stem, arch.language, arch.articles[d]["path"], arch.articles[d]["title"],
              f"{arch.articles[d]['title']}\n{texts[d]}") for d in docs]))
-    return {"wall_s": wall, "cpu_s": cpu, "cpu_own_s": own_cpu, "phase_s": phases, "phase_cores": return_cores,
+    return {"wall_s": wall, "cpu_s": cpu, "cpu_own_s": own_cpu, "phase_s": phases, "phase_cores": cores,
             "cpu_workers_sampled_s": sum(worker_cpu.values()),
             "peak_rss_mb": max(peak["all"], _peak_rss_mb()),
             "peak_rss_one_process_mb": _peak_rss_mb(), "peak_rss_main_mb": peak["main"],
             "peak_anon_mb": peak["all_anon"], "peak_anon_main_mb": peak["main_anon"]}
 
 
-def _phase_cores(series: list[tuple[float, float]], phases: dict[str, float], end: float) -> dict[str, float]:
+def _phase_cores(series: list[tuple[float, float]], windows: dict[str, tuple[float, float]]) -> dict[str, float]:
     """Cores busy on average in each build phase (CPU seconds of all processes per wall second),
-    from the sampled CPU ``series``: the phases run one after another and the last (the collection)
-    ends at ``end``, so their windows are laid back from there (within a sample, 0.2 s)."""
+    from the sampled CPU ``series`` ((Unix time, CPU s), every 0.2 s) over each phase's window
+    ((start, end) Unix times, from the build's manifests); phases under a second are left out."""
     import numpy as np
 
     if len(series) < 2:
         return {}
     ts = np.array([t for t, _ in series])
     cs = np.maximum.accumulate(np.array([c for _, c in series]))  # a worker's last sample can lag
-
-    def cpu_at(t: float) -> float:
-        return float(np.interp(t, ts, cs))
-
-    out, hi = {}, end
-    for name, secs in reversed(list(phases.items())):
-        lo = hi - secs
-        if secs >= 1.0:
-            out[name] = round((cpu_at(hi) - cpu_at(lo)) / secs, 2)
-        hi = lo
-    return dict(reversed(list(out.items())))
+    return {name: round(float(np.interp(hi, ts, cs) - np.interp(lo, ts, cs)) / (hi - lo), 2)
+            for name, (lo, hi) in windows.items() if hi - lo >= 1.0}
 
 
 def child_cold(zim: str, index_dir: str) -> dict:

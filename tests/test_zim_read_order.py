@@ -166,3 +166,31 @@ def test_a_build_killed_in_any_phase_resumes_to_the_same_index(shared, tmp_path,
         assert counts["chunks_resumed"] == 2
     assert not (tmp_path / "work" / build_mod.EXTRACT_FILE).exists()
     assert _tables(tmp_path / "work") == _tables(tmp_path / "ref")
+
+
+def test_blocks_compressed_on_threads_and_a_lost_scratch_file(shared, tmp_path, monkeypatch, caplog):
+    """The articles phase with three compressing threads writes the store of one thread; a build
+    killed in its articles phase that then loses extract.sqlite (the records of the documents not
+    yet in a block) starts again rather than resume from records extracted anew, and ends equal."""
+    path = next(p for p in shared if "ray_charles_maxi" in p.name)
+    monkeypatch.setattr(build_mod, "ARTICLE_CHUNK", 64)
+    arch = _ZimArchive(path, tmp_path / "idx")
+    (tmp_path / "ref").mkdir()
+    build_mod.build_archive(arch, tmp_path / "ref", workers=1)
+    real = build_articles._articles
+    monkeypatch.setattr(build_mod, "_articles", lambda arch, db, threads=1: real(arch, db, 3))
+    (tmp_path / "threads").mkdir()
+    build_mod.build_archive(arch, tmp_path / "threads", workers=1)
+    assert _tables(tmp_path / "threads") == _tables(tmp_path / "ref")
+
+    with monkeypatch.context() as m:
+        m.setattr(build_articles, "unpack_extracted", _dies_on(100, build_articles.unpack_extracted))
+        (tmp_path / "work").mkdir()
+        with pytest.raises(_Killed):
+            build_mod.build_archive(arch, tmp_path / "work", workers=1)
+    assert sqlite3.connect(tmp_path / "work" / "build.sqlite").execute("SELECT count(*) FROM titles").fetchone()[0]
+    (tmp_path / "work" / build_mod.EXTRACT_FILE).unlink()
+    with caplog.at_level("WARNING"):
+        build_mod.build_archive(arch, tmp_path / "work", workers=1)
+    assert "lost its extract.sqlite" in caplog.text
+    assert _tables(tmp_path / "work") == _tables(tmp_path / "ref")

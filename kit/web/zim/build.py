@@ -41,7 +41,9 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import closing
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
@@ -393,6 +395,24 @@ def _drop_extract(db: sqlite3.Connection, out: Path) -> None:
     (out / EXTRACT_FILE).unlink(missing_ok=True)
 
 
+def _articles_lost_their_records(out: Path) -> bool:
+    """Whether a killed build in ``out`` had begun its articles phase (documents in ``b.titles``)
+    but lost ``extract.sqlite`` before finishing it: the records of the documents not yet in a
+    block are gone, and extracting again may not give the same ones (an entry that failed may now
+    read), so the build starts again. False when anything does not read (the build then runs as
+    it would)."""
+    if (out / EXTRACT_FILE).exists() or not (out / BUILD_FILE).exists() or not (out / STORE_FILE).exists():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{quote(str(out / STORE_FILE))}?mode=ro", uri=True)) as s:
+            done = s.execute("SELECT 1 FROM meta WHERE key = 'articles'").fetchone()
+        with closing(sqlite3.connect(f"file:{quote(str(out / BUILD_FILE))}?mode=ro", uri=True)) as b:
+            begun = b.execute("SELECT 1 FROM titles LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return False
+    return begun is not None and done is None
+
+
 def build_archive(arch, out: Path, workers: int | None = None) -> dict:
     """Extract ``arch`` (a :class:`~kit.web.zim.archive._ZimArchive`) into ``out`` (empty, or a
     killed build's folder to resume); returns the counts for the manifest: ``articles``,
@@ -409,6 +429,8 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
     # A killed build missing its tails or progress file: the blocks written so far would have no
     # tails, or be written again after themselves (ATTACH makes a new, empty file).
     lost = [n for n in (TAILS_FILE, BUILD_FILE) if (out / STORE_FILE).exists() and not (out / n).exists()]
+    if not lost and _articles_lost_their_records(out):  # documents numbered from records now gone
+        lost.append(EXTRACT_FILE)
     if lost:
         log.warning("%s: the killed build in %s lost its %s; starting it again", arch.file.name,
                     out, " and ".join(lost))
@@ -442,10 +464,13 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             db.execute("ATTACH DATABASE ? AS x", (str(out / EXTRACT_FILE),))
             db.executescript(_EXTRACT_SCHEMA)
         clock = [time.perf_counter()]
+        started: dict[str, float] = {}  # Unix time each phase ended (the next one starts there)
+        started["begin"] = round(time.time(), 3)
 
         def lap(name: str) -> None:  # wall seconds per phase, for the manifest
             now = time.perf_counter()
             phases[name] = round(phases.get(name, 0.0) + now - clock[0], 3)
+            started[name] = round(time.time(), 3)
             clock[0] = now
 
         try:
@@ -489,4 +514,5 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             "skipped_articles": skipped["articles"], "skipped_images": skipped["images"],
             "chunks_built": stats.get("chunks_built", 0),
             "chunks_resumed": stats.get("chunks_resumed", 0),
-            "build_seconds": round(time.perf_counter() - t0, 3), "phase_seconds": phases}
+            "build_seconds": round(time.perf_counter() - t0, 3), "phase_seconds": phases,
+            "phase_ended_unix": started}

@@ -70,13 +70,18 @@ class _BlockPacker:
 
 def _unwritten(db: sqlite3.Connection, first_doc: int, next_doc: int) -> list[_Rec]:
     """Documents ``first_doc .. next_doc - 1`` (written to ``b.titles`` but not yet in a block)
-    read again from ``x.extracted``: documents are its rows in entry-id order."""
+    read again from ``x.extracted`` by the entry ids ``b.titles`` keeps. Raises
+    ``sqlite3.DatabaseError`` when any is missing there."""
     if first_doc >= next_doc:
         return []
-    (eid,) = db.execute("SELECT eid FROM b.titles WHERE id = ?", (first_doc,)).fetchone()
     dctx = zstandard.ZstdDecompressor()
-    return [unpack_extracted(data, dctx)[:4] for (data,) in db.execute(
-        "SELECT data FROM x.extracted WHERE eid >= ? ORDER BY eid LIMIT ?", (eid, next_doc - first_doc))]
+    recs = [unpack_extracted(data, dctx)[:4] for (data,) in db.execute(
+        "SELECT x.data FROM b.titles t JOIN x.extracted x ON x.eid = t.eid WHERE t.id >= ? ORDER BY t.id",
+        (first_doc,))]
+    if len(recs) != next_doc - first_doc:  # the build start checks for a lost extract.sqlite
+        raise sqlite3.DatabaseError(f"documents {first_doc}..{next_doc - 1} have {len(recs)} extracted "
+                                    "records: the build's scratch is inconsistent")
+    return recs
 
 
 def _articles(arch, db: sqlite3.Connection, threads: int = 1) -> None:

@@ -484,7 +484,7 @@ class _Collection:
         build resumes from its last commit and ends equal to an uninterrupted one (same
         documents and keys; results tie-break by key, not by segment layout).
         """
-        t0 = time.perf_counter()
+        t0, started = time.perf_counter(), round(time.time(), 3)
         stats: dict = {}
         for language in self.languages:
             lk = _lang_key(language)
@@ -509,7 +509,7 @@ class _Collection:
             "format": INDEX_FORMAT, "collection_format": COLLECTION_FORMAT, "members": [a.sha256 for a in self.members],
             "archives": [a.file.name for a in self.members],
             "languages": [_lang_key(x) for x in self.languages],
-            "build_seconds": round(time.perf_counter() - t0, 3),
+            "build_seconds": round(time.perf_counter() - t0, 3), "started_unix": started,
             "resumed_docs": stats.get("resumed_docs", 0), "commits": stats.get("commits", 0),
         }
         _write_json_atomic(out / "manifest.json", manifest)
