@@ -194,3 +194,21 @@ def test_blocks_compressed_on_threads_and_a_lost_scratch_file(shared, tmp_path, 
         build_mod.build_archive(arch, tmp_path / "work", workers=1)
     assert "lost its extract.sqlite" in caplog.text
     assert _tables(tmp_path / "work") == _tables(tmp_path / "ref")
+
+
+def test_a_build_killed_before_dropping_its_scratch_deletes_it_on_resume(shared, tmp_path, monkeypatch):
+    """Killed after the articles phase committed but before extract.sqlite was deleted, the resumed
+    build deletes it (the index folder keeps no scratch) and ends equal to an uninterrupted one."""
+    path = next(p for p in shared if "ray_charles_maxi" in p.name)
+    arch = _ZimArchive(path, tmp_path / "idx")
+    (tmp_path / "ref").mkdir()
+    build_mod.build_archive(arch, tmp_path / "ref", workers=1)
+    with monkeypatch.context() as m:
+        m.setattr(build_mod, "_drop_extract", _dies_on(1, build_mod._drop_extract))
+        (tmp_path / "work").mkdir()
+        with pytest.raises(_Killed):
+            build_mod.build_archive(arch, tmp_path / "work", workers=1)
+    assert (tmp_path / "work" / build_mod.EXTRACT_FILE).exists()
+    build_mod.build_archive(arch, tmp_path / "work", workers=1)
+    assert not (tmp_path / "work" / build_mod.EXTRACT_FILE).exists()
+    assert _tables(tmp_path / "work") == _tables(tmp_path / "ref")

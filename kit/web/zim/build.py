@@ -460,6 +460,7 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
         articles_done = db.execute("SELECT 1 FROM meta WHERE key = 'articles'").fetchone() is not None
         if articles_done:  # every extraction chunk was done before
             stats["chunks_resumed"] = max(_done(db, "extracted") or {0})
+            (out / EXTRACT_FILE).unlink(missing_ok=True)  # killed before _drop_extract deleted it
         else:
             db.execute("ATTACH DATABASE ? AS x", (str(out / EXTRACT_FILE),))
             db.executescript(_EXTRACT_SCHEMA)
