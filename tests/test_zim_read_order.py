@@ -178,7 +178,7 @@ def test_blocks_compressed_on_threads_and_a_lost_scratch_file(shared, tmp_path, 
     (tmp_path / "ref").mkdir()
     build_mod.build_archive(arch, tmp_path / "ref", workers=1)
     real = build_articles._articles
-    monkeypatch.setattr(build_mod, "_articles", lambda arch, db, threads=1: real(arch, db, 3))
+    monkeypatch.setattr(build_mod, "_articles", lambda arch, db, chunk, threads=1: real(arch, db, chunk, 3))
     (tmp_path / "threads").mkdir()
     build_mod.build_archive(arch, tmp_path / "threads", workers=1)
     assert _tables(tmp_path / "threads") == _tables(tmp_path / "ref")

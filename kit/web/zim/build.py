@@ -478,7 +478,7 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             if not articles_done:
                 _extract(arch, db, runner, stats)
                 lap("extract")
-                _articles(arch, db, runner.workers)
+                _articles(arch, db, ARTICLE_CHUNK, runner.workers)
                 lap("articles")
                 _drop_extract(db, out)
             _images(arch, db, runner)
@@ -492,7 +492,7 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             if db.execute("SELECT 1 FROM meta WHERE key = 'articles'").fetchone() is None:
                 _extract(arch, db, runner, stats)  # resumes after the chunks already written
                 stats["chunks_resumed"] = resumed
-                _articles(arch, db)
+                _articles(arch, db, ARTICLE_CHUNK)
                 _drop_extract(db, out)
             _images(arch, db, runner)
             lap("inline_after_pool_failed")

@@ -84,14 +84,12 @@ def _unwritten(db: sqlite3.Connection, first_doc: int, next_doc: int) -> list[_R
     return recs
 
 
-def _articles(arch, db: sqlite3.Connection, threads: int = 1) -> None:
-    """Phase 1b: the extracted articles in entry-id order, in ranges of ``ARTICLE_CHUNK`` entry
-    ids, written to the store with their image references; full blocks compressed on ``threads``
-    threads (see the module's docstring)."""
-    from kit.web.zim.build import ARTICLE_CHUNK
-
+def _articles(arch, db: sqlite3.Connection, chunk: int, threads: int = 1) -> None:
+    """Phase 1b: the extracted articles in entry-id order, in ranges of ``chunk`` entry ids
+    (:data:`kit.web.zim.build.ARTICLE_CHUNK`), written to the store with their image references;
+    full blocks compressed on ``threads`` threads (see the module's docstring)."""
     done = _done(db, "articles")
-    todo = [c for c in range(-(-arch.entry_count // ARTICLE_CHUNK)) if c not in done]
+    todo = [c for c in range(-(-arch.entry_count // chunk)) if c not in done]
     # meta.zdict (empty if zstd could not learn one) marks that training ran
     trained = db.execute("SELECT 1 FROM meta WHERE key = 'zdict'").fetchone() is not None
     codec = read_codec(db)
@@ -115,7 +113,7 @@ def _articles(arch, db: sqlite3.Connection, threads: int = 1) -> None:
         for c in todo:
             arts = [(eid, unpack_extracted(data, dctx)) for eid, data in db.execute(
                 "SELECT eid, data FROM x.extracted WHERE eid >= ? AND eid < ? ORDER BY eid",
-                (c * ARTICLE_CHUNK, (c + 1) * ARTICLE_CHUNK))]
+                (c * chunk, (c + 1) * chunk))]
             with db:  # the range and its record of being done: one transaction
                 for eid, (path, title, first, text, refs, key, body) in arts:
                     pending.append((path, title, first, text))
