@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
+import re
 import unicodedata
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pytest
 
 from kit.paths import zim_paths
 from kit.web import text_clean
+from kit.web.zim import text as ztext
 from kit.web.zim.archive import _ZimArchive
 from kit.web.zim.build import _base_mime, extract_chunk, hash_image
 from kit.web.zim.html import _extract_article, _parse_html
@@ -141,9 +144,83 @@ def test_normalize_tree_fast_path_matches_full_pass(body):
     "x This article is issued from Wikipedia", "THIS ARTICLE IS ISSUED FROM", "Retrieved from “x”",
     "Thi\u017f article is i\u017f\u017fued from",  # long s: re.I folds it to s
     "nothing here", "Content is available under CC", "Text is available under the Creative",
+    "Cet article est issu de W", 'Retrieved from "https://x"', "retrieved from \"x\"",
 ])
 def test_footer_phrase_check_matches_regex(text):
     assert text_clean._has_footer_phrase(text) == bool(text_clean._FOOTER_ANYWHERE.search(text))
+
+
+def test_footer_phrase_check_matches_regex_on_random_texts():
+    """The substring tests agree with the regex on phrases in random case, cut or joined by
+    non-ASCII characters (which the ASCII pre-test removes), and with case-folding letters."""
+    rnd = random.Random(2)
+    phrases = ["This article is issued from", 'Retrieved from "', "Retrieved from \u201c",
+               "Cet article est issu de", "Text is available under the Creative Commons",
+               "Content is available under"]
+    noise = ["\u00e9", "\u201c", "\u017f", "\u212a", "\u0131", " ", "x", "\n"]
+    hits = 0
+    for _ in range(4000):
+        p = "".join(c.upper() if rnd.random() < 0.3 else c for c in rnd.choice(phrases))
+        if rnd.random() < 0.5:  # cut the phrase with a character
+            i = rnd.randrange(len(p) + 1)
+            p = p[:i] + rnd.choice(noise) + p[i:]
+        text = "".join(rnd.choice(noise) for _ in range(rnd.randint(0, 4))) + p + rnd.choice(noise)
+        want = bool(text_clean._FOOTER_ANYWHERE.search(text))
+        hits += want
+        assert text_clean._has_footer_phrase(text) == want, repr(text)
+    assert 500 < hits < 3500
+
+
+def test_collapse_ws_matches_the_regex():
+    """Page text's whitespace runs collapsed by ``str.replace`` (issue 32) equal the regex
+    substitution they replace, on random strings of every whitespace kind and the lines and
+    one-line forms built on them."""
+    ws = re.compile("[" + ztext._WS_CHARS + "]+")
+    rnd = random.Random(0)
+    alphabet = ztext._WS_CHARS + "\n\u3000\u2003ab\u00e9"
+    for _ in range(5000):
+        s = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 60)))
+        assert ztext._collapse_ws(s) == ws.sub(" ", s)
+        lines = (ln.strip() for ln in ws.sub(" ", s).split("\n"))
+        assert ztext._norm_ws(s) == "\n".join(ln for ln in lines if ln)
+        assert ztext._one_line(s) == ws.sub(" ", s.replace("\n", " ")).strip()
+
+
+def test_normalize_text_matches_translate_then_nfc():
+    """normalize_text's shortcuts (a text with nothing to change returned as it is, invisible
+    characters deleted by regex) give NFC of the text with ``_INVISIBLE`` deleted by translate."""
+    rnd = random.Random(1)
+    alphabet = "ae\u0301\u00e9\u00ad\u200b\u200e\u2060\ufeff\u0316\u0300 x\u1100\u1161\uac00"
+    for _ in range(20000):
+        s = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 12)))
+        want = unicodedata.normalize("NFC", s.translate(text_clean._INVISIBLE))
+        assert text_clean.normalize_text(s) == want, repr(s)
+
+
+def _slow_footer_blocks(root) -> list:
+    """The footer-block scan before issue 32: every block's text built."""
+    return [el for el in root.iter("div", "footer", "section", "p")
+            if len(t := text_clean.text_content(el)) <= text_clean._FOOTER_MAX_CHARS
+            and text_clean._FOOTER_TEXT.match(t)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_footer_blocks_prune_matches_full_scan(seed):
+    """Footer blocks found in reverse order, skipping the ancestors of long blocks, are the ones
+    a scan of every block finds, in the same order: random nestings of blocks with footer phrases
+    and texts around the 600-character limit."""
+    rnd = random.Random(seed)
+    texts = ["This article is issued from Wikipedia. ", "Retrieved from \"x\" ", "Body text. ",
+             "  cet article est issu de W ", "y" * 250, "z" * 590]
+
+    def block(depth: int) -> str:
+        tag = rnd.choice(["div", "section", "footer", "p", "span", "td"])
+        inner = "".join(block(depth + 1) if depth < 4 and rnd.random() < 0.45
+                        else rnd.choice(texts) for _ in range(rnd.randint(1, 4)))
+        return f"<{tag}>{inner}</{tag}>"
+
+    root = _parse_html(f"<html><body>{block(0)}{block(0)}</body></html>".encode())
+    assert text_clean._footer_blocks(root) == _slow_footer_blocks(root)
 
 
 def test_plain_etree_and_lxml_html_trees_extract_alike():
