@@ -347,8 +347,8 @@ def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: boo
     from kit.images import image_hashes
     from kit.web.zim.images import query_image
 
-    qhashes = [image_hashes(query_image(b)) for b in qimgs]
-    out["reverse_decode"] = lat(lambda b: image_hashes(query_image(b)), qimgs)
+    qhashes = []
+    out["reverse_decode"] = lat(lambda b: qhashes.append(image_hashes(query_image(b))), qimgs)
     out["reverse_hash_index"] = lat(lambda h: web._hash_matches(*h), qhashes)
     out["n_images"] = sum(len(a.images) for a in web.archives)
     empty_snippets = sum(not h.snippet for q in texts for h in web.search_sync(q, 5))

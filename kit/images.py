@@ -197,12 +197,6 @@ def flatten_rgb(img: Image.Image) -> Image.Image:
 SAME_PICTURE_DISTANCE = 26
 
 
-def _hash_int(h) -> int:
-    import numpy as np
-
-    return int(np.packbits(h.hash.flatten()).view(">u8")[0])
-
-
 def image_hashes(img: Image.Image) -> tuple[int, int]:
     """(pHash, dHash) of an image as two 64-bit integers (``imagehash``'s ``phash`` and ``dhash``,
     8 x 8 bits each, bit for bit: :func:`grey_hashes` of its grey picture, converted once); pass a

@@ -114,7 +114,7 @@ def test_build_reads_in_cluster_order_and_writes_the_entry_order_store(shared, t
     assert read_articles != sorted(read_articles)  # this archive is out of path order
     assert read_images and keys(read_images) == sorted(keys(read_images))
 
-    monkeypatch.setattr(build_mod.Locations, "read", classmethod(lambda cls, p: None))
+    monkeypatch.setattr(Locations, "read", classmethod(lambda cls, p: None))
     (tmp_path / "plain").mkdir()
     assert build_mod.build_archive(_ZimArchive(path, tmp_path / "idx2"), tmp_path / "plain",
                                    workers=1)["articles"] == counts["articles"]
@@ -160,7 +160,7 @@ def test_a_build_killed_in_any_phase_resumes_to_the_same_index(shared, tmp_path,
         (tmp_path / "work").mkdir()
         with pytest.raises(_Killed):
             build_mod.build_archive(arch, tmp_path / "work", workers=1)
-    monkeypatch.setattr(build_mod.Locations, "read", classmethod(lambda cls, p: None))
+    monkeypatch.setattr(Locations, "read", classmethod(lambda cls, p: None))
     counts = build_mod.build_archive(arch, tmp_path / "work", workers=1)
     if point == "extract":
         assert counts["chunks_resumed"] == 2

@@ -48,12 +48,12 @@ from urllib.parse import quote
 import numpy as np
 
 from kit.progress import progress
-from kit.web.zim.build_articles import _articles, unpack_extracted  # noqa: F401 (re-exported)
+from kit.web.zim.build_articles import _articles
 from kit.web.zim.build_images import IMAGE_CHUNK, _images, hash_image  # noqa: F401 (re-exported)
 from kit.web.zim.cache import INDEX_FORMAT
 from kit.web.zim.images import HASH_CROPS
 from kit.web.zim.locations import HEADER as _ZIM_HEADER
-from kit.web.zim.locations import Locations, reading_order  # noqa: F401 (Locations: tests patch it)
+from kit.web.zim.locations import reading_order
 from kit.web.zim.runner import WORKER_TASKS, _add_skipped, _done, _Runner  # noqa: F401 (re-exported)
 from kit.web.zim.store import (
     INDEXES,
@@ -249,7 +249,7 @@ def extract_packed(path: str, eids: list[int], main_path: str | None, new_scheme
     """Build job of the extraction phase: the articles of entries ``eids``, read in that order
     (the archive's cluster order, :class:`~kit.web.zim.locations.Locations`), as ([(entry id,
     packed record)], {skip reason: count}, [warning]). A packed record is zstd-compressed pickle
-    of (path, title, first, text, refs, title key, body hash or None) (:func:`unpack_extracted`):
+    of (path, title, first, text, refs, title key, body hash or None) (:func:`~kit.web.zim.build_articles.unpack_extracted`):
     compressed here, in the pool, so the build process only stores it."""
     import pickle
 
