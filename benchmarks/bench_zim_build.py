@@ -14,8 +14,10 @@ Measures:
   the shared archives, 7.0-7.5 on generated 47 KB pages; now 2.1-2.5 and 3.5-3.7); target at
   most 2.6; with ``--archive``, also on its first 600 articles (figures only);
 - **hashing** (pHash + dHash of each image and of its 5% and 10% center crops) in ms per decoded
-  image, ``crop_hashes`` against the old per-crop ``image_hashes(_center_crop(...))`` (still in
-  the kit), identical hashes; target: faster;
+  image, ``crop_hashes`` (one grey conversion, each crop box-reduced before its resampling:
+  ``INDEX_REDUCING_GAP``) against the old per-crop exact ``image_hashes(_center_crop(...))``
+  (still the kit's same-picture hash); ``crop_hashes`` equal ``query_hashes`` of the crops bit
+  for bit; targets: at least 1.5x faster, at most 3 bits (of 128) from the exact hashes on average;
 - **fetch** p50 (``LocalZimWeb.fetch_sync``) over the shared pages of 35-60 KB of HTML (mean
   ~43 KB; real Wikipedia averages ~47 KB); target at most 5 ms; and the HTML -> Markdown step
   alone, markdownify over BeautifulSoup (``markdown_reference``, the old path) against
@@ -109,11 +111,11 @@ def bench_extraction(s: Summary, pages, reps: int, suffix: str = "") -> None:
 
 
 def bench_hashing(s: Summary, paths, reps: int) -> None:
-    from kit.images import image_hashes
+    from kit.images import hash_distance, image_hashes
     from kit.web.zim.archive import _ZimArchive
     from kit.web.zim.build import _base_mime
     from kit.web.zim.decorative import is_decorative
-    from kit.web.zim.images import HASH_CROPS, RASTER_MIMES, _center_crop, crop_hashes, decode_image
+    from kit.web.zim.images import HASH_CROPS, RASTER_MIMES, _center_crop, crop_hashes, decode_image, query_hashes
 
     imgs = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,13 +137,17 @@ def bench_hashing(s: Summary, paths, reps: int) -> None:
         return
     old = _best(lambda: [[image_hashes(_center_crop(i, c)) for c in HASH_CROPS] for i in imgs], reps)
     new = _best(lambda: [crop_hashes(i) for i in imgs], reps)
-    same = all(crop_hashes(i) == [image_hashes(_center_crop(i, c)) for c in HASH_CROPS]
+    same = all(crop_hashes(i) == [query_hashes(_center_crop(i, c)) for c in HASH_CROPS]
                for i in imgs)
+    dist = [hash_distance(a, b) for i in imgs
+            for a, b in zip(crop_hashes(i), [image_hashes(_center_crop(i, c)) for c in HASH_CROPS], strict=True)]
     s.figure("images", len(imgs))
     s.figure("hash_ms_per_image_old", round(old / len(imgs) * 1e3, 3))
     s.figure("hash_ms_per_image_new", round(new / len(imgs) * 1e3, 3))
-    s.check("hashes_identical", same, same, "== true")
-    s.target("hash_speedup", round(old / new, 2), ">=", 1.1)
+    s.figure("hash_distance_to_exact_max", max(dist))
+    s.check("crop_hashes_are_query_hashes", same, same, "== true")
+    s.target("hash_distance_to_exact_mean", round(sum(dist) / len(dist), 2), "<=", 3.0)
+    s.target("hash_speedup", round(old / new, 2), ">=", 1.5)
 
 
 def bench_fetch(s: Summary, paths, reps: int) -> None:

@@ -344,11 +344,10 @@ def child_queries(zim: str, index_dir: str, n_queries: int, seed: int, bm25: boo
     out["reverse_matched"] = matched / len(qimgs)
     # its steps apart (after the timed calls, so nothing is warmed for them): decoding and hashing
     # the query, the hash index's matches, and the rest (records, pages, thumbnails)
-    from kit.images import image_hashes
-    from kit.web.zim.images import query_image
+    from kit.web.zim.images import query_hashes, query_image
 
     qhashes = []
-    out["reverse_decode"] = lat(lambda b: qhashes.append(image_hashes(query_image(b))), qimgs)
+    out["reverse_decode"] = lat(lambda b: qhashes.append(query_hashes(query_image(b))), qimgs)
     out["reverse_hash_index"] = lat(lambda h: web._hash_matches(*h), qhashes)
     out["n_images"] = sum(len(a.images) for a in web.archives)
     empty_snippets = sum(not h.snippet for q in texts for h in web.search_sync(q, 5))

@@ -217,12 +217,10 @@ def test_decoder_parses_raster_formats_only():
         assert images.decode_image(encode(Image.new("RGB", (20, 20), (9, 9, 9)), fmt)).format == fmt
 
 
-def test_image_hashes_are_imagehash_bit_for_bit():
-    """image_hashes (one grey conversion, the DCTs in a batch) gives imagehash's phash and dhash,
-    bit for bit, on random pictures of many shapes and modes and on the shared archives' images."""
+def _test_pictures() -> list[Image.Image]:
+    """150 random pictures of many shapes and modes, and the shared archives' JPEG and PNG images."""
     import random
 
-    import imagehash
     import numpy as np
 
     from kit.paths import zim_paths
@@ -246,6 +244,38 @@ def test_image_hashes_are_imagehash_bit_for_bit():
                 if not entry.is_redirect and entry.get_item().mimetype.startswith(("image/jpeg", "image/png")):
                     pictures.append(images.flatten_rgb(Image.open(io.BytesIO(bytes(entry.get_item().content)))))
     assert len(pictures) >= 150
-    for img in pictures:
+    return pictures
+
+
+def test_image_hashes_are_imagehash_bit_for_bit():
+    """image_hashes (one grey conversion, the DCTs in a batch) gives imagehash's phash and dhash,
+    bit for bit, on random pictures of many shapes and modes and on the shared archives' images."""
+    import imagehash
+
+    for img in _test_pictures():
         want = (_hash_int(imagehash.phash(img)), _hash_int(imagehash.dhash(img)))
         assert images.image_hashes(img) == want, img.size
+
+
+def test_local_web_hashes_are_imagehash_up_to_resampling():
+    """The local web's hashes (kit.web.zim.images.query_hashes: the resampling box-reduces first)
+    stay close to imagehash's exact ones: a few bits of 128 on average, never near the same-picture
+    threshold; and an indexed image's crop hashes are query_hashes of its crops, bit for bit."""
+    import imagehash
+    import numpy as np
+
+    from kit.web.zim.images import HASH_CROPS, _center_crop, crop_hashes, query_hashes
+
+    dist = []
+    for img in _test_pictures():
+        w, h = img.size
+        if max(w, h) > images.MAX_ASPECT_RATIO * min(w, h):
+            continue  # refused by decode_image: never indexed nor a query (a 21 x 5983 strip: 29 apart)
+        exact = (_hash_int(imagehash.phash(img)), _hash_int(imagehash.dhash(img)))
+        fast = query_hashes(img.convert("RGB"))
+        dist.append(images.hash_distance(exact, fast))
+        if min(img.size) >= 50:
+            rgb = img.convert("RGB")
+            assert crop_hashes(rgb) == [query_hashes(_center_crop(rgb, c)) for c in HASH_CROPS]
+    assert np.mean(dist) <= 3.0 and max(dist) <= images.SAME_PICTURE_DISTANCE // 2, (np.mean(dist), max(dist))
+    assert max(dist) > 0  # the resampling is not the exact one (else this test compares nothing)

@@ -18,7 +18,7 @@ from kit.web.zim.archive import ZimError, _ZimArchive
 from kit.web.zim.fulltext import hit_snippet
 from kit.web.zim.hash_index import archive_hash_index, merge_matches
 from kit.web.zim.html import _parse_html, page_title
-from kit.web.zim.images import MATCH_DISTANCE, RASTER_MIMES, STRONG_DISTANCE, image_hashes, query_image
+from kit.web.zim.images import MATCH_DISTANCE, RASTER_MIMES, STRONG_DISTANCE, query_hashes, query_image
 from kit.web.zim.index import (
     _IMAGE_FIELDS,
     _ITEM_MASK,
@@ -417,7 +417,8 @@ class LocalZimWeb:
     def reverse_image_search_sync(self, image: bytes, num: int) -> ReverseImageResult:
         """Reverse image search (Table 4 ``web_search_based_on_image``) by perceptual hashing.
 
-        The query's pHash and dHash are compared with those of every indexed image (and of its
+        The query's pHash and dHash (:func:`~kit.web.zim.images.query_hashes`, the indexed images'
+        resampling) are compared with those of every indexed image (and of its
         5% and 10% center crops); distance = summed Hamming distance (0..128) of the closest
         variant. Images within :data:`MATCH_DISTANCE` are matches, found through each archive's
         multi-index hash (:mod:`kit.web.zim.hash_index`: exact, sublinear; built on the first
@@ -439,7 +440,7 @@ class LocalZimWeb:
         self._check_num(num)
         img = query_image(image)
         self.ensure_ready()
-        matches = self._hash_matches(*image_hashes(img))
+        matches = self._hash_matches(*query_hashes(img))
         recs: dict[int, dict[int, _ImageRecord]] = {}  # archive -> image -> record, as the steps read them
         shown = self._ranked_pages(matches, num, recs)
         thumb_occs = []

@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 #: not libxml2's Latin-1; occurrences indexed by (image, position, doc) for lead-first samples.
 #: 11 (issue 32): records keep a body's first 3,290 characters (the rest in ``tails.sqlite`` until
 #: the collection indexes are built: kit.web.zim.tails), record blocks packed as one string list.
-INDEX_FORMAT = 11
+#: 12 (issue 32): image hashes resampled with a reducing gap (kit.web.zim.images.INDEX_REDUCING_GAP).
+INDEX_FORMAT = 12
 #: Bump when the collection indexes' layout changes (``<root>/collections/<key>/``, part of the
 #: key, so those are rebuilt while the per-archive extracts are kept). 2 (issue 32): a
 #: ``heads_<member>.bin`` table of each member's article paths and titles, so ranking returns
