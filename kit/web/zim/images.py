@@ -22,9 +22,9 @@ MATCH_DISTANCE = SAME_PICTURE_DISTANCE
 #: Distance up to which the best match is confident enough to name its page as knowledge graph.
 STRONG_DISTANCE = 14
 #: Pillow ``reducing_gap`` of the local web's hashes, indexed images and reverse-search queries
-#: alike (kit's choice, issue 32: "each image resampled once for all its hashes"): each picture is
-#: box-reduced to at least 3x the hash's size before its Lanczos resampling, 2.1 -> 0.9 ms an image
-#: (three crops, two hashes each) on the realistic generator's images. Measured against the exact
+#: alike (kit's choice, issue 32, part 2: the cost of resampling an image for its hashes): each
+#: picture is box-reduced to at least 3x the hash's size before its Lanczos resampling, 2.1 -> 0.9 ms
+#: an image (three crops, two hashes each) on the realistic generator's images. Measured against the exact
 #: resampling (:func:`kit.images.image_hashes`): 1.6 bits apart on average (p99 6, max 15 of 128)
 #: on 1,260 archive images; on the shared images (``benchmarks/bench_same_picture.py``) the
 #: same-picture decision at :data:`MATCH_DISTANCE` keeps 0 false matches and matches 99.2 % of
