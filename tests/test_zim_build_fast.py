@@ -261,6 +261,8 @@ def test_plain_etree_and_lxml_html_trees_extract_alike():
     "<!--htdig_noindex--><div>This article is issued from Wikipedia</div><!--/htdig_noindex-->"
     "<p>text</p><div class='mw-references-wrap'><ol class='references'><li>r</li></ol></div>",
     "<div class='NavBox metadataX'>case and whole names count</div><p>x</p><sup class=reference>[3]</sup>",
+    # one node matched by two selectors (listed twice by lexbor), inside another match
+    "<div class='navbox reference'>n<sup class=reference id=cite_ref-1>[1]</sup></div><p>x</p>",
 ])
 def test_precut_keeps_every_word(body, monkeypatch):
     """Cutting the noise with lexbor first (``html._precut``) keeps the words of the page and their
@@ -275,6 +277,25 @@ def test_precut_keeps_every_word(body, monkeypatch):
     full = _extract_article("A/T", "T", page)
     assert cut.text.split() == full.text.split() and cut.title == full.title
     assert "[2]" not in cut.text and "[3]" not in cut.text and "r" not in cut.text.split()
+
+
+def test_precut_bounds_deep_nesting():
+    """lexbor's tree-building is quadratic in the depth: a page over PRECUT_MAX_TAGS tags is left to
+    libxml2 (which stops at depth 256); the deepest page under the cap costs ~0.15 s, not minutes."""
+    import time
+
+    from kit.web.zim.html import PRECUT_MAX_TAGS
+
+    deep = (b"<html><body>" + b"<div class=navbox>" * 100_000 + b"x" + b"</div>" * 100_000
+            + b"<p>after</p></body></html>")
+    t0 = time.perf_counter()
+    assert _precut(deep) is deep
+    _extract_article("A/D", "D", deep)  # libxml2's own depth limit, as before the precut
+    n = PRECUT_MAX_TAGS // 2 - 10
+    capped = b"<html><body>" + b"<div class=navbox>" * n + b"x" + b"</div>" * n + b"<p>after</p></body></html>"
+    assert _precut(capped) != capped
+    assert _extract_article("A/D", "D", capped).text == "after"
+    assert time.perf_counter() - t0 < 5
 
 
 def test_precut_leaves_pages_it_cannot_cut():
