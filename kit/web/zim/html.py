@@ -161,13 +161,11 @@ def _precut(html: bytes) -> bytes:
     nodes = tree.css(_PRECUT_SELECTOR)
     if not nodes:
         return html
-    # A node matched by two selectors is listed twice: each node is removed once, and descendants
-    # before their ancestors (document order reversed), so no node is freed twice.
-    done: set[int] = set()
-    for node, mem_id in reversed([(n, n.mem_id) for n in nodes]):
-        if mem_id not in done:
-            done.add(mem_id)
-            node.decompose()
+    # Detached, not freed (``recursive=False``: lexbor's node remove; the nodes live until the tree
+    # goes): safe in any order, for a node listed twice (two selectors match it) or inside
+    # another match, where freeing subtrees would free a listed node before its turn.
+    for node in nodes:
+        node.decompose(recursive=False)
     return (tree.html or "").encode("utf-8")
 
 
