@@ -308,6 +308,17 @@ def test_precut_leaves_pages_it_cannot_cut():
     assert art.text == "Z\u00fcrich"
 
 
+@pytest.mark.parametrize("head", [b"\xef\xbb\xbf<html><head>", b"<html><head><meta charset='utf-8'>",
+                                  b"<?xml version='1.0' encoding='utf-8'?><html><head>",
+                                  b"<html><head>"])
+def test_precut_pages_are_read_as_utf8_whatever_they_declare(head):
+    """The precut serializes UTF-8; libxml2 reads it so (a BOM page read as Latin-1 once gave
+    mojibake: the BOM had moved into the body)."""
+    page = head + "</head><body><p>Z\u00fcrich \u2713</p><div class=navbox>n</div></body></html>".encode()
+    assert _precut(page) != page
+    assert _extract_article("A/Z", "Z", page).text == "Z\u00fcrich \u2713"
+
+
 # ---- reading in cluster order ---------------------------------------------------------------------
 def test_dirents_read_from_the_file_are_libzims_entries(archives):
     """The build reads entries' cluster numbers from the ZIM file's own directory (python-libzim

@@ -154,10 +154,12 @@ def _precut(html: bytes) -> bytes:
     if html.count(b"<") > PRECUT_MAX_TAGS:
         return html
     try:
-        text = html.decode("utf-8")
+        html.decode("utf-8")  # lexbor reads invalid UTF-8 as U+FFFD: such pages stay libxml2's
     except UnicodeDecodeError:
         return html
-    tree = LexborHTMLParser(text)
+    # bytes, not the decoded text: lexbor reads them as UTF-8 (faster than from a str); a leading
+    # BOM would be a character of the body there
+    tree = LexborHTMLParser(html[3:] if html.startswith(b"\xef\xbb\xbf") else html)
     nodes = tree.css(_PRECUT_SELECTOR)
     if not nodes:
         return html
@@ -183,7 +185,9 @@ def _parse_html(html: bytes) -> lxml.etree._Element:
         if len(html.translate(None, _CONTROL_BYTES_NO_ESC if esc else _CONTROL_BYTES)) != len(html):
             html = (_CONTROLS_NO_ESC if esc else _CONTROLS).sub(b" ", html)
     if declared is None or declared[1] in ("utf-8", "utf8"):
-        html = _precut(html)
+        cut = _precut(html)
+        if cut is not html:  # lexbor wrote it: UTF-8, whatever the page declared (a BOM, a meta)
+            html, declared = cut, None
     try:
         root = lxml.etree.fromstring(html, _parser_for(declared))
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
