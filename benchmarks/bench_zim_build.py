@@ -12,9 +12,7 @@ Measures:
   ``lxml.html`` takes to parse the same pages, the machine's yardstick (the code before issue 32
   is gone; measured in one process beside it on 2 loaded cores: 3.9-4.2 parses an article on
   the shared archives, 7.0-7.5 on generated 47 KB pages; now 2.1-2.5 and 3.5-3.7); target at
-  most 2.6; and against itself with libxml2 alone parsing the pages (no lexbor precut, index
-  format 13: ``kit.web.zim.html._precut``), target at least 1.1x faster on the shared archives;
-  with ``--archive``, also on its first 600 articles (figures only);
+  most 2.6; with ``--archive``, also on its first 600 articles (figures only);
 - **hashing** (pHash + dHash of each image and of its 5% and 10% center crops) in ms per decoded
   image, ``crop_hashes`` (one grey conversion, each crop box-reduced before its resampling:
   ``INDEX_REDUCING_GAP``) against the old per-crop exact ``image_hashes(_center_crop(...))``
@@ -97,21 +95,9 @@ def _articles(paths) -> list[tuple[str, str, bytes]]:
 def bench_extraction(s: Summary, pages, reps: int, suffix: str = "") -> None:
     import lxml.html
 
-    from kit.web.zim import html as zhtml
     from kit.web.zim.html import _extract_article
 
     ext = _best(lambda: [_extract_article(*p) for p in pages], reps) / len(pages) * 1e3
-    precut = zhtml._precut
-    zhtml._precut = lambda html: html  # libxml2 alone: the extraction before index format 13
-    try:
-        alone = _best(lambda: [_extract_article(*p) for p in pages], reps) / len(pages) * 1e3
-    finally:
-        zhtml._precut = precut
-    s.figure("extract_libxml2_alone_ms_per_article" + suffix, round(alone, 3))
-    if suffix:
-        s.figure("precut_speedup" + suffix, round(alone / ext, 2))
-    else:
-        s.target("precut_speedup", round(alone / ext, 2), ">=", 1.1)
     parse = _best(lambda: [lxml.html.document_fromstring(p[2]) for p in pages], reps)
     parse = parse / len(pages) * 1e3
     s.figure("extract_ms_per_article" + suffix, round(ext, 3))

@@ -86,32 +86,3 @@ def test_local_web_builds_and_searches_it(generated, tmp_path):
     assert "Authority control" not in page.markdown  # navboxes are stripped
     images = web.image_search_sync(figs["hub_caption"], 5)
     assert any("Location_map" in im.image_url for im in images)
-
-
-def test_precut_extracts_every_generated_page_as_libxml2_alone(generated, monkeypatch):
-    """Cutting navboxes, reference lists and citation markers with lexbor before libxml2 parses a
-    page (``kit.web.zim.html._precut``, index format 13) changes no record of a page as heavy as
-    current Wikipedia: text, first sentence, title and image references as the full parse gives."""
-    from kit.web.zim import html as zhtml
-
-    out, _ = generated
-    arch = Archive(str(out))
-    pages = []
-    for eid in range(arch.all_entry_count):
-        entry = arch._get_entry_by_id(eid)
-        if not entry.is_redirect and entry.get_item().mimetype.startswith("text/html"):
-            pages.append((entry.path, entry.title, bytes(entry.get_item().content)))
-
-    def records():
-        out = []
-        for path, title, html in pages:
-            art = zhtml._extract_article(path, title, html)
-            out.append((art.title, art.text, art.first_sentence,
-                        [(i.src_path, i.alt, i.caption, i.context, i.decorative) for i in art.images]))
-        return out
-
-    assert sum(zhtml._precut(h) != h for _, _, h in pages) == len(pages) == N
-    cut = records()
-    monkeypatch.setattr(zhtml, "_precut", lambda html: html)
-    full = records()
-    assert [i for i in range(N) if cut[i] != full[i]] == []

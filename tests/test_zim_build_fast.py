@@ -26,7 +26,7 @@ from kit.web import text_clean
 from kit.web.zim import text as ztext
 from kit.web.zim.archive import _ZimArchive
 from kit.web.zim.build import _base_mime, extract_chunk, hash_image
-from kit.web.zim.html import _extract_article, _parse_html, _precut
+from kit.web.zim.html import _extract_article, _parse_html
 from kit.web.zim.images import RASTER_MIMES
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -241,82 +241,14 @@ def test_plain_etree_and_lxml_html_trees_extract_alike():
     html = (b"<html><head><title>T</title></head><body><div id='mw-content-text'><h2>S</h2>"
             b"<p>One <b>two</b> three.</p><div class='navbox'>nav</div>"
             b"<sup id='cite_ref-1'>[1]</sup>tail</div></body></html>")
-    a, b = _parse_html(html), lxml.html.document_fromstring(_precut(html))
+    a, b = _parse_html(html), lxml.html.document_fromstring(html)
     assert lxml.etree.tostring(a) == lxml.etree.tostring(b)
     assert text_clean.text_content(a) == b.text_content()
     art = _extract_article("A/T", "T", html)
     assert art.text == "S\nOne two three.\ntail" and art.first_sentence == "S"  # no 30-char <p>
-    b = lxml.html.document_fromstring(html)
     nav = b.find(".//div[@class='navbox']")
     text_clean.drop_tree(nav)
     assert "nav" not in b.text_content()
-
-
-@pytest.mark.parametrize("body", [
-    # nested noise: descendants are freed before their ancestors
-    "<div class='navbox'><div class='reflist'><div class='navbox'>x</div></div></div><p>kept</p>",
-    "<table>stray text<tr><td>cell</td></tr></table><div class='navbox'>n</div>",  # fostered text
-    "<b>bold<div>block</div>after</b><sup id='cite_ref-2'>[2]</sup> tail",  # a block in <b>
-    "<p>caf\u00e9 &amp; &lt;tag&gt;&nbsp;x</p><style>p{}</style><script>if (a<b) {}</script>",
-    "<!--htdig_noindex--><div>This article is issued from Wikipedia</div><!--/htdig_noindex-->"
-    "<p>text</p><div class='mw-references-wrap'><ol class='references'><li>r</li></ol></div>",
-    "<div class='NavBox metadataX'>case and whole names count</div><p>x</p><sup class=reference>[3]</sup>",
-    # one node matched by two selectors (listed twice by lexbor), inside another match
-    "<div class='navbox reference'>n<sup class=reference id=cite_ref-1>[1]</sup></div><p>x</p>",
-])
-def test_precut_keeps_every_word(body, monkeypatch):
-    """Cutting the noise with lexbor first (``html._precut``) keeps the words of the page and their
-    order, malformed markup included (HTML5 may place a block or a stray table text elsewhere in
-    the tree than libxml2 did, never drop it)."""
-    from kit.web.zim import html as zhtml
-
-    page = f"<html><head><title>T</title></head><body>{body}</body></html>".encode()
-    assert _precut(page) != page
-    cut = _extract_article("A/T", "T", page)
-    monkeypatch.setattr(zhtml, "_precut", lambda h: h)
-    full = _extract_article("A/T", "T", page)
-    assert cut.text.split() == full.text.split() and cut.title == full.title
-    assert "[2]" not in cut.text and "[3]" not in cut.text and "r" not in cut.text.split()
-
-
-def test_precut_bounds_deep_nesting():
-    """lexbor's tree-building is quadratic in the depth: a page over PRECUT_MAX_TAGS tags is left to
-    libxml2 (which stops at depth 256); the deepest page under the cap costs ~0.15 s, not minutes."""
-    import time
-
-    from kit.web.zim.html import PRECUT_MAX_TAGS
-
-    deep = (b"<html><body>" + b"<div class=navbox>" * 100_000 + b"x" + b"</div>" * 100_000
-            + b"<p>after</p></body></html>")
-    t0 = time.perf_counter()
-    assert _precut(deep) is deep
-    _extract_article("A/D", "D", deep)  # libxml2's own depth limit, as before the precut
-    n = PRECUT_MAX_TAGS // 2 - 10
-    capped = b"<html><body>" + b"<div class=navbox>" * n + b"x" + b"</div>" * n + b"<p>after</p></body></html>"
-    assert _precut(capped) != capped
-    assert _extract_article("A/D", "D", capped).text == "after"
-    assert time.perf_counter() - t0 < 5
-
-
-def test_precut_leaves_pages_it_cannot_cut():
-    clean = b"<html><body><p>no noise here</p></body></html>"
-    assert _precut(clean) is clean
-    latin1 = b"<html><body><p>Z\xfcrich</p><div class='navbox'>n</div></body></html>"
-    assert _precut(latin1) is latin1  # not UTF-8: libxml2 reads it alone
-    art = _extract_article("A/Z", "Z", b"<html><head><meta charset='iso-8859-1'></head><body><p>Z\xfcrich</p>"
-                           b"<div class='navbox'>nav</div></body></html>")
-    assert art.text == "Z\u00fcrich"
-
-
-@pytest.mark.parametrize("head", [b"\xef\xbb\xbf<html><head>", b"<html><head><meta charset='utf-8'>",
-                                  b"<?xml version='1.0' encoding='utf-8'?><html><head>",
-                                  b"<html><head>"])
-def test_precut_pages_are_read_as_utf8_whatever_they_declare(head):
-    """The precut serializes UTF-8; libxml2 reads it so (a BOM page read as Latin-1 once gave
-    mojibake: the BOM had moved into the body)."""
-    page = head + "</head><body><p>Z\u00fcrich \u2713</p><div class=navbox>n</div></body></html>".encode()
-    assert _precut(page) != page
-    assert _extract_article("A/Z", "Z", page).text == "Z\u00fcrich \u2713"
 
 
 # ---- reading in cluster order ---------------------------------------------------------------------

@@ -13,7 +13,6 @@ from urllib.parse import unquote
 
 import lxml.etree
 import lxml.html
-from selectolax.lexbor import LexborHTMLParser
 
 from kit.web.text_clean import (
     Tagged,
@@ -55,13 +54,6 @@ def _class_xpath(classes: Sequence[str]) -> lxml.etree.XPath:
 
 
 _NOISE_SET = frozenset(_NOISE_CLASSES)
-#: The heaviest noise :func:`_clean_tree` drops, cut by :func:`_precut` before libxml2 parses a page:
-#: navboxes, reference lists, citation markers (``~=``: one class name, case-sensitive as in
-#: :func:`_clean_tree`; legacy ``sup`` ids), styles and scripts. The lighter noise classes are left
-#: to :func:`_clean_tree`: each selector costs lexbor a test of every element (all 22 of
-#: ``_NOISE_CLASSES`` made extraction 10 % slower than these). ``<head>`` stays: it holds the title.
-_PRECUT_SELECTOR = ("[class~=navbox], [class~=mw-references-wrap], [class~=reflist], "
-                    "[class~=reference], sup[id^=cite_ref], style, script")
 
 _CAPTION_XPATH = {
     name: _class_xpath([name]) for name in ("thumbcaption", "gallerytext", "infobox-caption")
@@ -131,46 +123,6 @@ def _parser_for(declared: tuple[str, str] | None) -> lxml.etree.HTMLParser:
     return _PARSERS[name]
 
 
-#: Pages with more ``<`` than this are parsed by libxml2 alone: lexbor's tree-building is
-#: quadratic in the nesting depth (a page of 8,000 nested elements: 0.15 s; 20,000: 1.1 s), and
-#: libxml2 stops at depth 256. Generated realistic pages have up to ~5,000.
-PRECUT_MAX_TAGS = 8_000
-
-
-def _precut(html: bytes) -> bytes:
-    """``html`` without the subtrees :data:`_PRECUT_SELECTOR` names, tree-built by lexbor (the
-    HTML5 algorithm browsers use) and serialized again; ``html`` itself when it is not UTF-8, has
-    none of them or over :data:`PRECUT_MAX_TAGS` tags.
-
-    Why: on pages as heavy as current Wikipedia three quarters of the elements are navboxes,
-    reference lists and citation markers (issue 32, the realistic generator: 655 elements a page,
-    147 kept). libxml2 and every Python pass over the tree pay for each element; lexbor parses and
-    cuts them in C first (extraction ~0.68x, identical text on the shared archives and on
-    generated pages: ``tests/test_zim_build_fast.py``, ``tests/test_gen_zim_realistic.py``).
-    Well-formed pages get the same tree from both parsers; malformed ones get HTML5's repair (a
-    ``<div>`` inside ``<b>``, text inside a ``<table>`` placed before it), which on tag soup keeps or
-    drops other text than libxml2's did (random soups of noise and markup tags: 6 % of pages
-    differ in their words, either way)."""
-    if html.count(b"<") > PRECUT_MAX_TAGS:
-        return html
-    try:
-        html.decode("utf-8")  # lexbor reads invalid UTF-8 as U+FFFD: such pages stay libxml2's
-    except UnicodeDecodeError:
-        return html
-    # bytes, not the decoded text: lexbor reads them as UTF-8 (faster than from a str); a leading
-    # BOM would be a character of the body there
-    tree = LexborHTMLParser(html[3:] if html.startswith(b"\xef\xbb\xbf") else html)
-    nodes = tree.css(_PRECUT_SELECTOR)
-    if not nodes:
-        return html
-    # Detached, not freed (``recursive=False``: lexbor's node remove; the nodes live until the tree
-    # goes): safe in any order, for a node listed twice (two selectors match it) or inside
-    # another match, where freeing subtrees would free a listed node before its turn.
-    for node in nodes:
-        node.decompose(recursive=False)
-    return (tree.html or "").encode("utf-8")
-
-
 def _parse_html(html: bytes) -> lxml.etree._Element:
     """Parse article HTML into plain ``lxml.etree`` elements (the tree ``lxml.html.
     document_fromstring`` builds; use :func:`~kit.web.text_clean.text_content` and
@@ -184,10 +136,6 @@ def _parse_html(html: bytes) -> lxml.etree._Element:
         esc = declared is not None and "2022" in declared[1]
         if len(html.translate(None, _CONTROL_BYTES_NO_ESC if esc else _CONTROL_BYTES)) != len(html):
             html = (_CONTROLS_NO_ESC if esc else _CONTROLS).sub(b" ", html)
-    if declared is None or declared[1] in ("utf-8", "utf8"):
-        cut = _precut(html)
-        if cut is not html:  # lexbor wrote it: UTF-8, whatever the page declared (a BOM, a meta)
-            html, declared = cut, None
     try:
         root = lxml.etree.fromstring(html, _parser_for(declared))
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
