@@ -14,7 +14,7 @@ PROFILE ?= smoke
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) requirements/qwen-vocab.txt
+$(VENV)/.installed: pyproject.toml setup.py kit/web/zim/_tagscan.c $(CONSTRAINTS) requirements/qwen-vocab.txt
 	command -v bwrap >/dev/null || ( [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq bubblewrap ) || echo "bubblewrap unavailable: execute_code falls back to rlimits only"
 	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || ( [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq chromium ) || echo "chromium unavailable: figures get matplotlib PNG/SVG, the headless render test skips"
 	fc-list 2>/dev/null | grep -qi "wqy\|noto.*cjk" || ( [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -qq fonts-wqy-microhei ) || echo "no CJK font: V-Fold reports CJK characters as missing glyphs"

@@ -12,7 +12,11 @@ Measures:
   ``lxml.html`` takes to parse the same pages, the machine's yardstick (the code before issue 32
   is gone; measured in one process beside it on 2 loaded cores: 3.9-4.2 parses an article on
   the shared archives, 7.0-7.5 on generated 47 KB pages; now 2.1-2.5 and 3.5-3.7); target at
-  most 2.6; with ``--archive``, also on its first 600 articles (figures only);
+  most 2.6; beside the same extraction without the noise cut (``kit.web.zim.precut``: the
+  children of navboxes, reference lists and citation markers removed before libxml2 parses),
+  target at least 1.2x faster; with ``--archive``, also on its first 600 articles (figures only);
+- **the noise cut's plan**, ``_tagscan.plan`` (C) against ``precut._plan`` (its Python reference)
+  on the same pages: equal cuts, target at least 5x faster;
 - **hashing** (pHash + dHash of each image and of its 5% and 10% center crops) in ms per decoded
   image, ``crop_hashes`` (one grey conversion, each crop box-reduced before its resampling:
   ``INDEX_REDUCING_GAP``) against the old per-crop exact ``image_hashes(_center_crop(...))``
@@ -95,9 +99,21 @@ def _articles(paths) -> list[tuple[str, str, bytes]]:
 def bench_extraction(s: Summary, pages, reps: int, suffix: str = "") -> None:
     import lxml.html
 
+    from kit.web.zim import html as html_mod
     from kit.web.zim.html import _extract_article
 
     ext = _best(lambda: [_extract_article(*p) for p in pages], reps) / len(pages) * 1e3
+    cut = html_mod.precut
+    html_mod.precut = lambda html: (html, [])  # the parse before the noise cut, same process
+    try:
+        uncut = _best(lambda: [_extract_article(*p) for p in pages], reps) / len(pages) * 1e3
+    finally:
+        html_mod.precut = cut
+    s.figure("extract_uncut_ms_per_article" + suffix, round(uncut, 3))
+    if suffix:
+        s.figure("noise_cut_speedup" + suffix, round(uncut / ext, 2))
+    else:
+        s.target("noise_cut_speedup", round(uncut / ext, 2), ">=", 1.2)
     parse = _best(lambda: [lxml.html.document_fromstring(p[2]) for p in pages], reps)
     parse = parse / len(pages) * 1e3
     s.figure("extract_ms_per_article" + suffix, round(ext, 3))
@@ -108,6 +124,25 @@ def bench_extraction(s: Summary, pages, reps: int, suffix: str = "") -> None:
         s.figure("extract_in_parses" + suffix, round(ext / parse, 2))
     else:
         s.target("extract_in_parses", round(ext / parse, 2), "<=", 2.6)
+
+
+def bench_noise_cut(s: Summary, pages, reps: int) -> None:
+    """The noise cut's plan in C (``_tagscan.plan``) against its Python reference
+    (``precut._plan``) on the same pages: equal cuts, at least 5x faster."""
+    from kit.web.zim import precut
+
+    budgets = [precut.SCAN_FACTOR * len(p[2]) + precut.SCAN_SLACK for p in pages]
+    py = _best(lambda: [precut._plan(p[2], b) for p, b in zip(pages, budgets, strict=True)], reps)
+    s.figure("plan_python_ms_per_article", round(py / len(pages) * 1e3, 4))
+    if precut._tagscan is None:
+        s.target("plan_c_built", 0, "==", 1)
+        return
+    c = _best(lambda: [precut._tagscan.plan(p[2], b) for p, b in zip(pages, budgets, strict=True)], reps)
+    s.figure("plan_c_ms_per_article", round(c / len(pages) * 1e3, 4))
+    same = all(precut._plan(p[2], b) == precut._tagscan.plan(p[2], b)
+               for p, b in zip(pages, budgets, strict=True))
+    s.target("plan_c_equals_python", int(same), "==", 1)
+    s.target("plan_c_speedup", round(py / max(c, 1e-9), 1), ">=", 5.0)
 
 
 def bench_hashing(s: Summary, paths, reps: int) -> None:
@@ -211,7 +246,9 @@ def main() -> int:
     paths = zim_paths()
     if not paths:
         return s.skip("no shared ZIM archives")
-    bench_extraction(s, _articles(paths), args.reps)
+    pages = _articles(paths)
+    bench_extraction(s, pages, args.reps)
+    bench_noise_cut(s, pages, args.reps)
     if args.archive is not None:
         bench_extraction(s, _articles([args.archive])[:600], args.reps, "_archive")
     bench_hashing(s, paths, args.reps)

@@ -25,19 +25,13 @@ from kit.web.text_clean import (
     text_content,
 )
 from kit.web.zim.decorative import decorative_path, decorative_role
+from kit.web.zim.precut import NOISE_CLASSES, precut, verify
 from kit.web.zim.text import _clip, _norm_ws, _one_line, first_sentence
 
 # Elements that are never page content.
 _NOISE_TAGS = (
     "script", "style", "noscript", "template", "link", "meta", "head", "video", "audio", "source",
     "track", "object", "embed", "iframe", "annotation", "button", "input", "select", "textarea",
-)
-# MediaWiki / mwoffliner classes of navigation, maintenance boxes and citation apparatus.
-_NOISE_CLASSES = (
-    "navbox", "navbox-styles", "vertical-navbox", "navbox-container", "sidebar",
-    "authority-control", "bandeau-portail", "mw-editsection", "catlinks", "noprint", "metadata",
-    "ambox", "mbox-small", "sistersitebox", "navigation-only", "mw-empty-elt",
-    "reference", "mw-ref", "mw-references-wrap", "references", "reflist", "refbegin",
 )
 _BLOCK_TAGS = frozenset(
     "address article aside blockquote br caption dd details div dl dt figcaption figure footer "
@@ -53,7 +47,7 @@ def _class_xpath(classes: Sequence[str]) -> lxml.etree.XPath:
     return lxml.etree.XPath(f".//*[{cond}]")
 
 
-_NOISE_SET = frozenset(_NOISE_CLASSES)
+_NOISE_SET = frozenset(NOISE_CLASSES)
 
 _CAPTION_XPATH = {
     name: _class_xpath([name]) for name in ("thumbcaption", "gallerytext", "infobox-caption")
@@ -136,8 +130,18 @@ def _parse_html(html: bytes) -> lxml.etree._Element:
         esc = declared is not None and "2022" in declared[1]
         if len(html.translate(None, _CONTROL_BYTES_NO_ESC if esc else _CONTROL_BYTES)) != len(html):
             html = (_CONTROLS_NO_ESC if esc else _CONTROLS).sub(b" ", html)
+    parser = _parser_for(declared)
+    if declared is None or declared[1] in ("utf-8", "utf8"):
+        cut, names = precut(html)
+        if names:
+            try:
+                root = lxml.etree.fromstring(cut, parser)
+            except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError):
+                root = None
+            if root is not None and verify(root, names):
+                return root
     try:
-        root = lxml.etree.fromstring(html, _parser_for(declared))
+        root = lxml.etree.fromstring(html, parser)
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
         raise ValueError(f"unparsable HTML: {exc}") from exc
     if root is None:
