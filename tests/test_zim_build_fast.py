@@ -209,6 +209,15 @@ def test_normalize_text_matches_translate_then_nfc():
         assert text_clean.normalize_text(s) == want, repr(s)
 
 
+def test_invisible_check_matches_the_regex():
+    """``_has_invisible`` (the regex over the non-ASCII characters only) is the regex's search."""
+    rnd = random.Random(2)
+    alphabet = "ab \n\u00e9\u00ad\u061c\u180e\u200b\u202a\u2064\u2069\ufeff\ud800\U0001f600\u4e2d\x7f\x80"
+    for _ in range(20000):
+        s = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 12)))
+        assert text_clean._has_invisible(s) == bool(text_clean._INVISIBLE_RE.search(s)), repr(s)
+
+
 def _slow_footer_blocks(root) -> list:
     """The footer-block scan before issue 32: every block's text built."""
     return [el for el in root.iter("div", "footer", "section", "p")

@@ -122,6 +122,8 @@ _FRAGMENTS = [
     b'<SPAN class="reference">', b"</span>", b"</sup>", b"</ol>", b'<div class="navbox" a=b/c>',
     b'<ul class="x">', b"\v", b'<section class="catlinks">', b"<textarea>", b"</textarea>",
     b"<title>", b"<html>", b"<body>", b"</body>", b"&amp;", b"\xc3\xa9", b"<noscript>",
+    b'<a ="', b"<a b=x=", b"<a b/=", b'<a b=""=', b"<a b= =", b"<a b=x`=", b"<a/b>", b"<a / >",
+    b'<a href=x/>', b"<br / >",
 ]
 
 
@@ -161,7 +163,7 @@ def test_random_pages_extract_as_without_the_cut(monkeypatch):
         page = b"<html><body><p>lead text here</p>" + middle + b"<p>after</p></body></html>"
         cut += bool(precut.precut(page)[1])
         assert _record("A", "T", page) == _uncut(monkeypatch, "A", "T", page), page
-    assert cut > 300
+    assert cut > 200
 
 
 def _page(body: str) -> bytes:
@@ -200,6 +202,66 @@ def test_hostile_noise_is_cut_only_when_safe(body, cut, monkeypatch):
         accepted = precut.verify(root, names)
     assert accepted == cut
     assert _record("A", "T", page) == _uncut(monkeypatch, "A", "T", page)
+
+
+@pytest.mark.parametrize("tag", ['<a ="', '<a b=x="', '<a b/="', '<a b=""="', '<a b= ="', '<a b=x`="'])
+def test_tags_html5_ends_elsewhere_are_refused(tag, monkeypatch):
+    """Review finding: "=" where a name should start, or inside an unquoted value, is part of the
+    name or value to HTML5 and libxml2 2.14, so the tag ends at the first ">"; a grammar that read
+    a quoted value there ended it later and cut the paragraph between."""
+    page = _page(f'<div class="navbox">{tag}></div><p>Secret paragraph that must be kept.</p>'
+                 '<div>"></a></div>')
+    assert precut.precut(page)[1] == []
+    got = _record("A", "T", page)
+    assert "Secret paragraph that must be kept." in got[1]
+    assert got == _uncut(monkeypatch, "A", "T", page)
+
+
+def test_a_page_declaring_utf8_reads_as_utf8_with_or_without_the_cut(monkeypatch):
+    """Review finding: libxml2 guesses the encoding at a non-ASCII byte met before the meta tag
+    (Latin-1 unless an http-equiv charset text follows, e.g. inside a reference list the cut
+    removes): pages declaring UTF-8 are read as UTF-8 from their first byte."""
+    refs = ('<ol class="references"><li>Use &lt;meta http-equiv="Content-Type" '
+            'content="text/html; charset=utf-8"&gt;</li></ol>')
+    for head in ('<title>Café</title><meta charset="utf-8">',
+                 '<div class="navbox">Navigation – links</div><meta charset="utf-8">'):
+        page = f"<html><head>{head}</head><body><p>Zürich is a city.</p>{refs}</body></html>".encode()
+        got = _record("A", "", page)
+        assert "Zürich is a city." in got[1]
+        assert got == _uncut(monkeypatch, "A", "", page)
+
+
+def test_footer_rules_see_the_same_tree_with_or_without_the_cut(monkeypatch):
+    """Review finding: a licence-link block measured with its reference list's text was over 600
+    characters without the cut and under with it. Noise is removed before the boilerplate rules
+    now, so both read the block without it (it is a licence footer either way)."""
+    refs = "".join(f"<li>Reference number {i} with a long title and publisher, 2020.</li>" for i in range(8))
+    page = _page('<p>Lead paragraph of the article, long enough to be the lead.</p><table><tr><td>'
+                 + "Article text. " * 22 + '<a href="https://creativecommons.org/licenses/by-sa/3.0/">'
+                 f'CC BY-SA 3.0</a><div class="reflist"><ol>{refs}</ol></div></td></tr></table>')
+    assert precut.precut(page)[1] == ["div"]
+    assert _record("A", "T", page) == _uncut(monkeypatch, "A", "T", page)
+
+
+def test_an_unclosed_style_in_many_markers_is_bounded():
+    """Review finding: a failed search for a style's end read to the page's end once per marker."""
+    page = _page("<p>x</p>" + '<span class="reference"><style>a' * 32_000)
+    budget = precut.SCAN_FACTOR * len(page) + precut.SCAN_SLACK
+    t = time.process_time()
+    assert precut.precut(page)[1] == []
+    assert time.process_time() - t < 1.0
+    t = time.process_time()
+    assert precut._plan(page, budget)[0] == []
+    assert time.process_time() - t < 5.0
+
+
+def test_negative_budgets_cut_nothing():
+    page = b'<span class="reference"><b>x</b></span>'
+    for budget in (-1, -5, -2**63):
+        cuts, left = precut._plan(page, budget)
+        assert cuts == [] and left < 0
+        if precut._tagscan is not None:
+            assert precut._tagscan.plan(page, budget) == (cuts, left)
 
 
 def test_a_cut_refused_by_the_check_parses_the_page_uncut(monkeypatch):

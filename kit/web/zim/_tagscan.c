@@ -109,15 +109,40 @@ typedef struct {
     int is_end;
     const unsigned char *name;
     Py_ssize_t len;
-    unsigned char last;   /* the byte before '>' */
+    unsigned char last;   /* '/' when the tag ends with "/>" outside a value, else 0 */
     Py_ssize_t end;       /* offset after '>' */
 } token_t;
+
+static inline int is_attr_start(unsigned char c) {
+    return is_alpha(c) || c == '_' || c == ':';
+}
+static inline int is_attr_char(unsigned char c) {
+    return is_alnum(c) || c == '_' || c == ':' || c == '-' || c == '.';
+}
+static inline int is_unquoted(unsigned char c) {
+    return !is_ws(c) && c != '"' && c != '\'' && c != '=' && c != '<' && c != '>' && c != '`';
+}
+
+/* The value at s[q] (after "=" and whitespace): its end offset, or -1 when there is none of the
+ * grammar (quoted, or unquoted without "'=<>` and whitespace, at least one byte). `slash`: '/'
+ * allowed in unquoted values. */
+static Py_ssize_t value_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t q, int slash) {
+    Py_ssize_t u = q;
+    if (q < n && (s[q] == '"' || s[q] == '\'')) {
+        const unsigned char *e = memchr(s + q + 1, s[q], (size_t)(n - q - 1));
+        return e == NULL ? -1 : (e - s) + 1;
+    }
+    while (u < n && is_unquoted(s[u]) && (slash || s[u] != '/'))
+        u++;
+    return u == q ? -1 : u;
+}
 
 /* A tag of precut._TOKEN's first alternative at s[i] == '<': 1 and `t`, else 0. */
 static int tokenize(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, token_t *t) {
     Py_ssize_t j = i + 1, start;
     unsigned char c;
     t->is_end = 0;
+    t->last = 0;
     if (j < n && s[j] == '/') {
         t->is_end = 1;
         j++;
@@ -135,30 +160,37 @@ static int tokenize(const unsigned char *s, Py_ssize_t n, Py_ssize_t i, token_t 
     t->name = s + start;
     t->len = j - start;
     for (;;) {
-        while (j < n && s[j] != '<' && s[j] != '>' && s[j] != '"' && s[j] != '\'' && s[j] != '=')
+        Py_ssize_t w = j, q;
+        while (j < n && is_ws(s[j]))
             j++;
         if (j >= n)
             return 0;
-        c = s[j];
-        if (c == '>')
+        if (s[j] == '>')
             break;
-        if (c != '=')
-            return 0;   /* '<' or a quote outside a value */
-        j++;
-        while (j < n && is_ws(s[j]))
-            j++;
-        if (j < n && (s[j] == '"' || s[j] == '\'')) {
-            const unsigned char *e = memchr(s + j + 1, s[j], (size_t)(n - j - 1));
-            if (e == NULL)
-                return 0;
-            j = (e - s) + 1;
-        } else {
-            while (j < n && !is_ws(s[j]) && s[j] != '"' && s[j] != '\'' && s[j] != '<'
-                   && s[j] != '>' && s[j] != '=' && s[j] != '`')
+        if (s[j] == '/') {
+            if (j + 1 < n && s[j + 1] == '>') {
+                t->last = '/';
                 j++;
+                break;
+            }
+            return 0;
+        }
+        if (j == w || !is_attr_start(s[j]))
+            return 0;   /* attributes are separated by whitespace and start with a name */
+        while (j < n && is_attr_char(s[j]))
+            j++;
+        q = j;
+        while (q < n && is_ws(s[q]))
+            q++;
+        if (q < n && s[q] == '=') {
+            q++;
+            while (q < n && is_ws(s[q]))
+                q++;
+            j = value_end(s, n, q, 1);
+            if (j < 0)
+                return 0;
         }
     }
-    t->last = s[j - 1];
     t->end = j + 1;
     return 1;
 }
@@ -273,8 +305,10 @@ static Py_ssize_t interior_end(const unsigned char *s, Py_ssize_t n, Py_ssize_t 
         if (t.len == 5 && id >= 0 && memcmp(names[id].name, "style", 5) == 0) {
             token_t c;
             Py_ssize_t e = style_end(s, n, i);
-            if (e < 0 || !tokenize(s, n, e, &c) || c.last == '/')
+            if (e < 0 || !tokenize(s, n, e, &c) || c.last == '/') {
+                *budget -= n - i;   /* what a failed search may have read: no rescans per element */
                 return -1;
+            }
             *budget -= c.end - i;
             i = c.end;
             if (*budget < 0)
@@ -327,7 +361,7 @@ static Py_ssize_t noise_start(const unsigned char *s, Py_ssize_t n, Py_ssize_t i
     Py_ssize_t j = i + 1, nstart, cls_a = -1, cls_b = -1, id_a = -1, id_b = -1;
     const unsigned char *attr_names[256];
     Py_ssize_t attr_lens[256];
-    int n_attrs = 0, id, k;
+    int n_attrs = 0, id, k, quoted;
     if (j >= n || !is_alpha(s[j]))
         return -1;
     nstart = j;
@@ -346,10 +380,10 @@ static Py_ssize_t noise_start(const unsigned char *s, Py_ssize_t n, Py_ssize_t i
             break;
         if (j == w)
             return -1;   /* attributes are separated by whitespace */
-        if (!(is_alpha(s[j]) || s[j] == '_' || s[j] == ':'))
+        if (!is_attr_start(s[j]))
             return -1;
         a_start = j;
-        while (j < n && (is_alnum(s[j]) || s[j] == '_' || s[j] == ':' || s[j] == '-' || s[j] == '.'))
+        while (j < n && is_attr_char(s[j]))
             j++;
         a_len = j - a_start;
         v_a = v_b = -1;
@@ -358,27 +392,17 @@ static Py_ssize_t noise_start(const unsigned char *s, Py_ssize_t n, Py_ssize_t i
             while (q < n && is_ws(s[q]))
                 q++;
             if (q < n && s[q] == '=') {
+                Py_ssize_t e;
                 q++;
                 while (q < n && is_ws(s[q]))
                     q++;
-                if (q < n && (s[q] == '"' || s[q] == '\'')) {
-                    const unsigned char *e = memchr(s + q + 1, s[q], (size_t)(n - q - 1));
-                    if (e == NULL)
-                        return -1;
-                    v_a = q + 1;
-                    v_b = e - s;
-                    j = v_b + 1;
-                } else {
-                    Py_ssize_t u = q;
-                    while (u < n && !is_ws(s[u]) && s[u] != '"' && s[u] != '\'' && s[u] != '='
-                           && s[u] != '<' && s[u] != '>' && s[u] != '`' && s[u] != '/')
-                        u++;
-                    if (u == q)
-                        return -1;   /* "=" without a value */
-                    v_a = q;
-                    v_b = u;
-                    j = u;
-                }
+                e = value_end(s, n, q, 0);
+                if (e < 0)
+                    return -1;   /* "=" without a value of the grammar */
+                quoted = s[q] == '"' || s[q] == '\'';
+                v_a = quoted ? q + 1 : q;
+                v_b = quoted ? e - 1 : e;
+                j = e;
             }
         }
         for (k = 0; k < n_attrs; k++) {
@@ -431,6 +455,8 @@ static PyObject *plan(PyObject *self, PyObject *args) {
     }
     if (!PyArg_ParseTuple(args, "y*n", &buf, &budget))
         return NULL;
+    if (budget < -1)
+        budget = -1;   /* no cut either way; no overflow when charged */
     s = (const unsigned char *)buf.buf;
     n = buf.len;
     cuts = PyList_New(0);

@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 #: 11 (issue 32): records keep a body's first 3,290 characters (the rest in ``tails.sqlite`` until
 #: the collection indexes are built: kit.web.zim.tails), record blocks packed as one string list.
 #: 12 (issue 32): image hashes resampled with a reducing gap (kit.web.zim.images.INDEX_REDUCING_GAP).
-INDEX_FORMAT = 12
+#: 13 (issue 32): the noise cut before parsing (kit.web.zim.precut): the same records on every page
+#: tested, but a noise element's content no longer steers the licence-footer decisions.
+INDEX_FORMAT = 13
 #: Bump when the collection indexes' layout changes (``<root>/collections/<key>/``, part of the
 #: key, so those are rebuilt while the per-archive extracts are kept). 2 (issue 32): a
 #: ``heads_<member>.bin`` table of each member's article paths and titles, so ranking returns

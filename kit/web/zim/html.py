@@ -16,6 +16,7 @@ import lxml.html
 
 from kit.web.text_clean import (
     Tagged,
+    boilerplate_marked,
     drop_boilerplate,
     drop_tree,
     flatten_headings,
@@ -58,9 +59,12 @@ _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
 #: quarter of the extraction time). ``collect_ids=False``: nothing here asks for ids by hash.
 _PARSER = lxml.etree.HTMLParser(collect_ids=False)
 #: Pages that declare no charset are UTF-8 (the ZIM format's encoding; libxml2 would read them as
-#: Latin-1: "Zürich" as "ZÃ¼rich"); a charset declared by a meta tag in the head (``charset`` or
-#: ``http-equiv="Content-Type"``, as browsers read them) or a BOM is left to libxml2, and one declared
-#: only by an XML declaration (which libxml2's HTML parser ignores) is passed to it.
+#: Latin-1: "Zürich" as "ZÃ¼rich"), and so are pages whose meta tag declares UTF-8: read so from
+#: their first byte (libxml2 guesses at a non-ASCII byte met before the meta tag: Latin-1 unless an
+#: ``http-equiv ... charset=`` text follows somewhere, which the noise cut could remove). Another
+#: charset declared by a meta tag in the head (``charset`` or ``http-equiv="Content-Type"``, as
+#: browsers read them) or a BOM is left to libxml2, and one declared only by an XML declaration
+#: (which libxml2's HTML parser ignores) is passed to it.
 _PARSER_UTF8 = lxml.etree.HTMLParser(collect_ids=False, encoding="utf-8")
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _META = re.compile(rb"<meta\s[^>]*>", re.IGNORECASE)
@@ -81,6 +85,7 @@ _CONTROLS_NO_ESC = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]")
 _CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20)])
 _CONTROL_BYTES_NO_ESC = _CONTROL_BYTES.replace(b"\x1b", b"")
 _PARSERS: dict[str, lxml.etree.HTMLParser] = {}
+_UTF8_NAMES = ("utf-8", "utf8")
 
 
 def declared_charset(html: bytes) -> tuple[str, str] | None:
@@ -107,8 +112,10 @@ def _parser_for(declared: tuple[str, str] | None) -> lxml.etree.HTMLParser:
     if declared is None:
         return _PARSER_UTF8
     how, name = declared
+    if how == "meta" and name in _UTF8_NAMES:
+        return _PARSER_UTF8
     if how != "xml":
-        return _PARSER  # libxml2 reads BOMs and meta declarations itself
+        return _PARSER  # libxml2 reads BOMs and other meta declarations itself
     if name not in _PARSERS:
         try:
             _PARSERS[name] = lxml.etree.HTMLParser(collect_ids=False, encoding=name)
@@ -121,8 +128,11 @@ def _parse_html(html: bytes) -> lxml.etree._Element:
     """Parse article HTML into plain ``lxml.etree`` elements (the tree ``lxml.html.
     document_fromstring`` builds; use :func:`~kit.web.text_clean.text_content` and
     :func:`~kit.web.text_clean.drop_tree` on it), as UTF-8 unless the page declares its charset
-    (:func:`declared_charset`), control characters as spaces (:data:`_CONTROLS`). Raises ValueError on an empty or
-    unparsable document."""
+    (:func:`declared_charset`), control characters as spaces (:data:`_CONTROLS`). The children of
+    navboxes, reference lists and citation markers are cut from the bytes first where libxml2
+    keeps them inside their element (:mod:`kit.web.zim.precut`; extraction removes those
+    elements); a cut the marker check refuses parses the page as written. Raises ValueError on an
+    empty or unparsable document."""
     if not html.strip():
         raise ValueError("empty HTML")
     declared = declared_charset(html)
@@ -131,7 +141,7 @@ def _parse_html(html: bytes) -> lxml.etree._Element:
         if len(html.translate(None, _CONTROL_BYTES_NO_ESC if esc else _CONTROL_BYTES)) != len(html):
             html = (_CONTROLS_NO_ESC if esc else _CONTROLS).sub(b" ", html)
     parser = _parser_for(declared)
-    if declared is None or declared[1] in ("utf-8", "utf8"):
+    if declared is None or declared[1] in _UTF8_NAMES:  # an ASCII-compatible, fixed encoding
         cut, names = precut(html)
         if names:
             try:
@@ -336,16 +346,18 @@ def _top(el: lxml.etree._Element) -> lxml.etree._Element:
 
 
 def _prepare_tree(root: lxml.etree._Element) -> list[Tagged]:
-    """What indexing and fetch both do to a parsed page before reading it: NFC text, noindex
-    regions, licence footers and skin navigation, noise elements, plain-text headings. Returns
-    the elements that had an id or class (in document order, some now removed): one XPath
-    serves every step that looks for ids and classes."""
+    """What indexing and fetch both do to a parsed page before reading it, in this order: noindex
+    regions, noise elements (so that their content never steers a later rule, and the tree is the
+    same whether :mod:`kit.web.zim.precut` emptied them or not), NFC text, licence footers and
+    skin navigation, plain-text headings. Returns the elements that had an id or class (in
+    document order, some now removed): one pass serves every step that looks for ids and
+    classes."""
     tagged = tagged_elements(root)
+    marked = boilerplate_marked(tagged)
+    _drop_noindex_regions(root)  # before the comments go
+    _clean_tree(root, tagged)  # first: noise never steers the rules below (and the noise cut cannot)
     text = normalize_tree(root)  # the page's text when unchanged
-    if _drop_noindex_regions(root):
-        text = None
-    drop_boilerplate(root, tagged, text)
-    _clean_tree(root, tagged)
+    drop_boilerplate(root, tagged, text, marked)
     flatten_headings(root)
     return tagged
 
