@@ -189,8 +189,8 @@ def test_collapse_ws_matches_the_regex():
     one-line forms built on them."""
     ws = re.compile("[" + ztext._WS_CHARS + "]+")
     rnd = random.Random(0)
-    alphabet = ztext._WS_CHARS + "\n\u3000\u2003ab\u00e9"
-    for _ in range(5000):
+    alphabet = ztext._WS_CHARS + "\n\u3000\u2003\x1c\x85\u2028\u202fab\u00e9"
+    for _ in range(20000):
         s = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 60)))
         assert ztext._collapse_ws(s) == ws.sub(" ", s)
         lines = (ln.strip() for ln in ws.sub(" ", s).split("\n"))

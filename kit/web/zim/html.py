@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
@@ -159,30 +160,23 @@ def _parse_html(html: bytes) -> lxml.etree._Element:
     return root
 
 
+#: The tag noise elements get before they are stripped together: random, so no page can use it.
+_DOOMED = f"kit-noise-{secrets.token_hex(6)}"
+
+
 def _clean_tree(root: lxml.etree._Element, tagged: list[Tagged]) -> None:
-    """Remove non-content elements in place (scripts, styles, navigation, citation apparatus).
-    ``tagged``: the page's :func:`~kit.web.text_clean.tagged_elements`, found before anything
-    was removed; one that has been removed since is only dropped from its removed subtree (no
-    change to ``root``), so the result is that of looking them up now."""
-    for el in list(root.iter(*_NOISE_TAGS)):
-        drop_tree(el)
+    """Remove non-content elements in place (scripts, styles, navigation, citation apparatus, comments),
+    keeping their tails (as :func:`~kit.web.text_clean.drop_tree`). ``tagged``: the page's
+    :func:`~kit.web.text_clean.tagged_elements`, found before anything was removed; one removed
+    since changes nothing. lxml's ``strip_elements`` removes them in C (noise elements are first
+    renamed to :data:`_DOOMED`): ~2x faster than removing each from Python."""
+    lxml.etree.strip_elements(root, *_NOISE_TAGS, with_tail=False)
     # One pass with a set test: an XPath of 20+ class tests per element is ~10x slower.
-    noisy, cites = [], []
     for el, id_, classes in tagged:
-        if el is root:
-            continue
-        if classes and not _NOISE_SET.isdisjoint(classes):
-            noisy.append(el)
-        elif id_ and id_.startswith("cite_ref") and el.tag == "sup":
-            cites.append(el)  # legacy citation markers: <sup id="cite_ref-3">[3]</sup>
-    for el in noisy:
-        if el.getparent() is not None:
-            drop_tree(el)
-    for el in cites:
-        if el.getparent() is not None:
-            drop_tree(el)
-    for el in list(root.iter(lxml.etree.Comment)):
-        drop_tree(el)
+        if el is not root and ((classes and not _NOISE_SET.isdisjoint(classes))
+                               or (id_ and id_.startswith("cite_ref") and el.tag == "sup")):
+            el.tag = _DOOMED  # legacy citation markers too: <sup id="cite_ref-3">[3]</sup>
+    lxml.etree.strip_elements(root, _DOOMED, lxml.etree.Comment, with_tail=False)
 
 
 def _drop_noindex_regions(root: lxml.etree._Element) -> int:
