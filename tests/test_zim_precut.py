@@ -264,6 +264,45 @@ def test_negative_budgets_cut_nothing():
             assert precut._tagscan.plan(page, budget) == (cuts, left)
 
 
+def test_many_cuts_are_checked_in_linear_time():
+    """Second review: the marker check's XPath was quadratic in the marks (80,000: 7.8 s)."""
+    page = _page("<p>Lead paragraph of the page, long enough.</p>"
+                 + '<p>a<sup class="reference">[1]</sup>' * 50_000)
+    t = time.process_time()
+    got = _record("A", "T", page)
+    assert time.process_time() - t < 5.0
+    assert "[1]" not in got[1] and got[1].count("a") >= 50_000
+
+
+def test_a_commented_utf8_meta_does_not_override_the_real_charset(monkeypatch):
+    """Second review: the byte scan finds metas inside comments too; UTF-8 is forced only when
+    every meta charset of the head says UTF-8, else libxml2 reads the declarations."""
+    page = (b'<html><head><!--<meta charset="utf-8">--><meta charset="iso-8859-1"><title>T</title>'
+            b'</head><body><p>Z\xfcrich is a city.</p>' + NAV.encode() + b"</body></html>")
+    got = _record("A", "T", page)
+    assert "Zürich is a city." in got[1]
+    assert got == _uncut(monkeypatch, "A", "T", page)
+
+
+def test_a_licence_link_in_a_stub_keeps_the_stub(monkeypatch):
+    """Second review: with noise removed first, a stub's content block citing its licence outside
+    a paragraph fell under 600 characters and was dropped as a licence footer; a block holding a
+    paragraph, heading or the content root never is one."""
+    page = _page('<div id="mw-content-text"><div class="mw-parser-output"><b>FooWiki</b> is a wiki '
+                 'whose text is available under <a href="https://creativecommons.org/licenses/by-sa/4.0/">'
+                 f'CC BY-SA 4.0</a>. It was founded in 2004.{NAV * 8}</div></div>')
+    got = _record("A", "T", page)
+    assert "It was founded in 2004." in got[1]
+    assert got == _uncut(monkeypatch, "A", "T", page)
+
+
+def test_noindex_markers_are_read_normalized():
+    """Second review: the htdig_noindex markers were compared after NFC before the reorder."""
+    page = _page("<p>Lead paragraph of the page, long enough.</p><!--htdig_noindex\u200b-->"
+                 "<div>This footer</div><!--/htdig_noindex-->")
+    assert "This footer" not in _record("A", "T", page)[1]
+
+
 def test_a_cut_refused_by_the_check_parses_the_page_uncut(monkeypatch):
     page = _page(f"<p>Intro.</p><!-- {NAV} --> <p>After the comment.</p>")
     assert precut.precut(page)[1]  # the plan cuts inside the comment ...

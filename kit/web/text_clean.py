@@ -333,6 +333,20 @@ def _top(el: lxml.etree._Element) -> lxml.etree._Element:
     return el
 
 
+#: A paragraph, a heading or the article's content root at or below an element.
+_CONTENT_INSIDE = lxml.etree.XPath(
+    "boolean(descendant-or-self::*[self::p or self::h1 or self::h2 or self::h3 or self::h4 or "
+    "self::h5 or self::h6 or @id='mw-content-text' or "
+    "contains(concat(' ', normalize-space(@class), ' '), ' mw-parser-output ')])")
+
+
+def _holds_content(block: lxml.etree._Element) -> bool:
+    """Whether a block holds a paragraph, a heading or the article's content root: never a licence
+    footer, however short (a stub whose text cites its licence outside a paragraph kept its text
+    only while a navbox beside it counted towards the 600 characters)."""
+    return bool(_CONTENT_INSIDE(block))
+
+
 def _footer_blocks(root: lxml.etree._Element) -> list[lxml.etree._Element]:
     """The ``div``/``footer``/``section``/``p`` below ``root`` (itself included) whose text is at most
     600 characters and starts with a footer phrase, in document order.
@@ -387,8 +401,9 @@ def drop_boilerplate(root: lxml.etree._Element,
     of the page, when the caller read it before removing anything.
 
     * a licence footer is the nearest ``div``/``footer``/``section``/``td``/``table`` around a link
-      to a licence (Creative Commons, GNU FDL), when its text is at most 600 characters and the
-      link is not inside prose (``p``, ``li``: an article about licences keeps its text); or a
+      to a licence (Creative Commons, GNU FDL), when its text is at most 600 characters, the
+      link is not inside prose (``p``, ``li``: an article about licences keeps its text) and the
+      block holds no paragraph, heading or content root (:func:`_holds_content`); or a
       block of at most 600 characters that starts with a footer phrase ("This article is issued
       from", "Retrieved from", "Cet article est issu de", "Text is available under the Creative
       Commons");
@@ -404,7 +419,7 @@ def drop_boilerplate(root: lxml.etree._Element,
         while block is not None and block.tag not in _FOOTER_BLOCKS and block.tag not in _PROSE:
             block = block.getparent()
         if (block is not None and block.tag in _FOOTER_BLOCKS
-                and len(text_content(block)) <= _FOOTER_MAX_CHARS):
+                and len(text_content(block)) <= _FOOTER_MAX_CHARS and not _holds_content(block)):
             doomed.append(block)
     if _has_footer_phrase(text_content(root) if text is None else text):  # else no block can start with a phrase
         doomed += _footer_blocks(root)

@@ -21,6 +21,7 @@ from kit.web.text_clean import (
     drop_boilerplate,
     drop_tree,
     flatten_headings,
+    normalize_text,
     normalize_tree,
     plain_text,
     tagged_elements,
@@ -89,31 +90,44 @@ _PARSERS: dict[str, lxml.etree.HTMLParser] = {}
 _UTF8_NAMES = ("utf-8", "utf8")
 
 
-def declared_charset(html: bytes) -> tuple[str, str] | None:
-    """The charset a page declares, as ``(how, name)``: ``("bom", ...)``, ``("meta", name)`` for a meta
-    tag in the head (``<meta charset>`` or ``<meta http-equiv="Content-Type" content="...; charset=...">``;
-    a ``charset=`` inside another meta's content, such as a description, is not one) or ``("xml", name)``
-    for an XML declaration's ``encoding``; None when it declares none."""
-    if html.startswith(_BOMS):
-        return ("bom", "utf-16" if html.startswith(_BOMS[1:]) else "utf-8")
-    xml = _XML_ENCODING.match(html)
+def _meta_charsets(html: bytes) -> list[str]:
+    """The charsets the meta tags of a page's head declare, in order (lower case): ``<meta
+    charset>`` or ``<meta http-equiv="Content-Type" content="...; charset=...">``; a ``charset=``
+    inside another meta's content, such as a description, is not one. Read from the bytes: a meta
+    written inside a comment or an attribute value is among them."""
+    out = []
     end = _HEAD_END.search(html, 0, _HEAD_SCAN)
     for tag in _META.finditer(html, 0, end.start() if end else _HEAD_SCAN):
         attrs = {k.lower(): v.strip(b"\"'") for k, v in _ATTR.findall(tag.group(0))}
         if attrs.get(b"charset"):
-            return ("meta", attrs[b"charset"].decode("ascii", "replace").strip().lower())
-        if attrs.get(b"http-equiv", b"").lower() == b"content-type":
+            out.append(attrs[b"charset"].decode("ascii", "replace").strip().lower())
+        elif attrs.get(b"http-equiv", b"").lower() == b"content-type":
             m = _CONTENT_CHARSET.search(attrs.get(b"content", b""))
             if m:
-                return ("meta", m.group(1).decode("ascii", "replace").lower())
+                out.append(m.group(1).decode("ascii", "replace").lower())
+    return out
+
+
+def declared_charset(html: bytes) -> tuple[str, str] | None:
+    """The charset a page declares, as ``(how, name)``: ``("bom", ...)``, ``("meta", name)`` for
+    the first meta tag in the head that declares one (:func:`_meta_charsets`) or ``("xml", name)``
+    for an XML declaration's ``encoding``; None when it declares none."""
+    if html.startswith(_BOMS):
+        return ("bom", "utf-16" if html.startswith(_BOMS[1:]) else "utf-8")
+    metas = _meta_charsets(html)
+    if metas:
+        return ("meta", metas[0])
+    xml = _XML_ENCODING.match(html)
     return ("xml", xml.group(1).decode("ascii").lower()) if xml else None
 
 
-def _parser_for(declared: tuple[str, str] | None) -> lxml.etree.HTMLParser:
+def _parser_for(declared: tuple[str, str] | None, html: bytes) -> lxml.etree.HTMLParser:
+    """The parser of a page that declares ``declared`` (:func:`declared_charset`): forced UTF-8
+    when it declares none, or when every meta charset its head declares (``html``'s) is UTF-8."""
     if declared is None:
         return _PARSER_UTF8
     how, name = declared
-    if how == "meta" and name in _UTF8_NAMES:
+    if how == "meta" and all(c in _UTF8_NAMES for c in _meta_charsets(html)):
         return _PARSER_UTF8
     if how != "xml":
         return _PARSER  # libxml2 reads BOMs and other meta declarations itself
@@ -141,8 +155,9 @@ def _parse_html(html: bytes) -> lxml.etree._Element:
         esc = declared is not None and "2022" in declared[1]
         if len(html.translate(None, _CONTROL_BYTES_NO_ESC if esc else _CONTROL_BYTES)) != len(html):
             html = (_CONTROLS_NO_ESC if esc else _CONTROLS).sub(b" ", html)
-    parser = _parser_for(declared)
-    if declared is None or declared[1] in _UTF8_NAMES:  # an ASCII-compatible, fixed encoding
+    parser = _parser_for(declared, html)
+    # the noise cut needs an ASCII-compatible encoding that libxml2 fixes before it reads a byte
+    if declared is None or (declared[1] in _UTF8_NAMES and (declared[0] != "meta" or parser is _PARSER_UTF8)):
         cut, names = precut(html)
         if names:
             try:
@@ -184,13 +199,13 @@ def _drop_noindex_regions(root: lxml.etree._Element) -> int:
     marks it as not for indexing. Returns how many elements were dropped."""
     dropped = 0
     for comment in list(root.iter(lxml.etree.Comment)):
-        if (comment.text or "").strip() != "htdig_noindex":
+        if normalize_text(comment.text or "").strip() != "htdig_noindex":  # as before NFC ran later
             continue
         sib = comment.getnext()
         while sib is not None:
             nxt = sib.getnext()
             if (isinstance(sib, lxml.etree._Comment)
-                    and (sib.text or "").strip() == "/htdig_noindex"):
+                    and normalize_text(sib.text or "").strip() == "/htdig_noindex"):
                 break
             drop_tree(sib)
             dropped += 1
