@@ -54,6 +54,7 @@ was (an HTML5 parser's cut, tried on 2026-12-06, changed it: ``docs/local_web.md
 from __future__ import annotations
 
 import importlib
+import logging
 import re
 import secrets
 from types import ModuleType
@@ -281,6 +282,9 @@ try:
     _tagscan = importlib.import_module("kit.web.zim._tagscan")
 except ImportError:  # not built (no C compiler at install): the same rules in Python, slower
     _tagscan = None
+    logging.getLogger(__name__).warning(
+        "kit.web.zim._tagscan is not built: the local web's noise cut runs in Python (~20x slower "
+        "at that step); `pip install -e .` with a C compiler builds it")
 else:
     if _tagscan.MAX_DEPTH != MAX_DEPTH:
         raise ImportError(f"kit.web.zim._tagscan was built with MAX_DEPTH {_tagscan.MAX_DEPTH}: rebuild it")
