@@ -166,6 +166,30 @@ def test_random_pages_extract_as_without_the_cut(monkeypatch):
     assert cut > 200
 
 
+def test_the_marker_check_on_tagged_elements_answers_as_the_tree_walk(shared_pages):
+    """``verify(root, names, tagged)`` (extraction: the markers looked for among the tagged noise
+    elements) accepts and refuses exactly the cuts ``verify(root, names)`` (the XPath walk, fetch)
+    does, on the shared pages and on random pages of hostile fragments around noise elements."""
+    from kit.web.text_clean import tagged_elements
+
+    rnd = random.Random(17)
+    pages = [html for _, _, html in shared_pages]
+    for _ in range(3000):
+        open_, close = rnd.choice(_NOISE_OPEN)
+        pages.append(b"<html><body><p>x</p>" + _random_page(rnd)[:40] + open_ + _random_page(rnd)
+                     + rnd.choice([close, b""]) + _random_page(rnd)[:40] + b"</body></html>")
+    answers = {True: 0, False: 0}
+    for page in pages:
+        cut, names = precut.precut(page)
+        if not names:
+            continue
+        walk = precut.verify(lxml.etree.fromstring(cut, html_mod._PARSER_UTF8), names)
+        root = lxml.etree.fromstring(cut, html_mod._PARSER_UTF8)
+        assert precut.verify(root, names, tagged_elements(root)) == walk, page
+        answers[walk] += 1
+    assert answers[True] > 300 and answers[False] > 100, answers  # both answers were exercised
+
+
 def _page(body: str) -> bytes:
     return f"<html><head><title>T</title></head><body>{body}</body></html>".encode()
 

@@ -112,22 +112,29 @@ def declared_charset(html: bytes) -> tuple[str, str] | None:
     """The charset a page declares, as ``(how, name)``: ``("bom", ...)``, ``("meta", name)`` for
     the first meta tag in the head that declares one (:func:`_meta_charsets`) or ``("xml", name)``
     for an XML declaration's ``encoding``; None when it declares none."""
+    return _declared_charset(html)[0]
+
+
+def _declared_charset(html: bytes) -> tuple[tuple[str, str] | None, list[str]]:
+    """(:func:`declared_charset`, the head's meta charsets, ``[]`` after a BOM): the page's meta
+    tags scanned once for both (:func:`_parser_for` reads the second)."""
     if html.startswith(_BOMS):
-        return ("bom", "utf-16" if html.startswith(_BOMS[1:]) else "utf-8")
+        return ("bom", "utf-16" if html.startswith(_BOMS[1:]) else "utf-8"), []
     metas = _meta_charsets(html)
     if metas:
-        return ("meta", metas[0])
+        return ("meta", metas[0]), metas
     xml = _XML_ENCODING.match(html)
-    return ("xml", xml.group(1).decode("ascii").lower()) if xml else None
+    return (("xml", xml.group(1).decode("ascii").lower()) if xml else None), metas
 
 
-def _parser_for(declared: tuple[str, str] | None, html: bytes) -> lxml.etree.HTMLParser:
+def _parser_for(declared: tuple[str, str] | None, metas: list[str]) -> lxml.etree.HTMLParser:
     """The parser of a page that declares ``declared`` (:func:`declared_charset`): forced UTF-8
-    when it declares none, or when every meta charset its head declares (``html``'s) is UTF-8."""
+    when it declares none, or when every meta charset its head declares (``metas``,
+    :func:`_meta_charsets`) is UTF-8."""
     if declared is None:
         return _PARSER_UTF8
     how, name = declared
-    if how == "meta" and all(c in _UTF8_NAMES for c in _meta_charsets(html)):
+    if how == "meta" and all(c in _UTF8_NAMES for c in metas):
         return _PARSER_UTF8
     if how != "xml":
         return _PARSER  # libxml2 reads BOMs and other meta declarations itself
@@ -139,23 +146,25 @@ def _parser_for(declared: tuple[str, str] | None, html: bytes) -> lxml.etree.HTM
     return _PARSERS[name]
 
 
-def _parse_html(html: bytes) -> lxml.etree._Element:
+def _parse_html(html: bytes, tagged: list[Tagged] | None = None) -> lxml.etree._Element:
     """Parse article HTML into plain ``lxml.etree`` elements (the tree ``lxml.html.
     document_fromstring`` builds; use :func:`~kit.web.text_clean.text_content` and
     :func:`~kit.web.text_clean.drop_tree` on it), as UTF-8 unless the page declares its charset
     (:func:`declared_charset`), control characters as spaces (:data:`_CONTROLS`). The children of
     navboxes, reference lists and citation markers are cut from the bytes first where libxml2
     keeps them inside their element (:mod:`kit.web.zim.precut`; extraction removes those
-    elements); a cut the marker check refuses parses the page as written. Raises ValueError on an
-    empty or unparsable document."""
+    elements); a cut the marker check refuses parses the page as written. ``tagged``: a list to
+    fill with the parsed page's :func:`~kit.web.text_clean.tagged_elements` (for
+    :func:`article_content`; the marker check then reads them instead of walking the tree).
+    Raises ValueError on an empty or unparsable document."""
     if not html.strip():
         raise ValueError("empty HTML")
-    declared = declared_charset(html)
+    declared, metas = _declared_charset(html)
     if declared is None or declared[1] != "utf-16":
         esc = declared is not None and "2022" in declared[1]
         if len(html.translate(None, _CONTROL_BYTES_NO_ESC if esc else _CONTROL_BYTES)) != len(html):
             html = (_CONTROLS_NO_ESC if esc else _CONTROLS).sub(b" ", html)
-    parser = _parser_for(declared, html)
+    parser = _parser_for(declared, metas)
     # the noise cut needs an ASCII-compatible encoding that libxml2 fixes before it reads a byte
     if declared is None or (declared[1] in _UTF8_NAMES and (declared[0] != "meta" or parser is _PARSER_UTF8)):
         cut, names = precut(html)
@@ -164,7 +173,10 @@ def _parse_html(html: bytes) -> lxml.etree._Element:
                 root = lxml.etree.fromstring(cut, parser)
             except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError):
                 root = None
-            if root is not None and verify(root, names):
+            found = None if root is None or tagged is None else tagged_elements(root)
+            if root is not None and verify(root, names, found):
+                if tagged is not None:
+                    tagged[:] = found or []
                 return root
     try:
         root = lxml.etree.fromstring(html, parser)
@@ -172,6 +184,8 @@ def _parse_html(html: bytes) -> lxml.etree._Element:
         raise ValueError(f"unparsable HTML: {exc}") from exc
     if root is None:
         raise ValueError("unparsable HTML: Document is empty")
+    if tagged is not None:
+        tagged[:] = tagged_elements(root)
     return root
 
 
@@ -354,14 +368,16 @@ def _top(el: lxml.etree._Element) -> lxml.etree._Element:
     return el
 
 
-def _prepare_tree(root: lxml.etree._Element) -> list[Tagged]:
+def _prepare_tree(root: lxml.etree._Element, tagged: list[Tagged] | None = None) -> list[Tagged]:
     """What indexing and fetch both do to a parsed page before reading it, in this order: noindex
     regions, noise elements (so that their content never steers a later rule, and the tree is the
     same whether :mod:`kit.web.zim.precut` emptied them or not), NFC text, licence footers and
     skin navigation, plain-text headings. Returns the elements that had an id or class (in
     document order, some now removed): one pass serves every step that looks for ids and
-    classes."""
-    tagged = tagged_elements(root)
+    classes. ``tagged``: those elements when the caller has them (:func:`_parse_html`), read
+    before anything was removed."""
+    if tagged is None:
+        tagged = tagged_elements(root)
     marked = boilerplate_marked(tagged)
     _drop_noindex_regions(root)  # before the comments go
     _clean_tree(root, tagged)  # first: noise never steers the rules below (and the noise cut cannot)
@@ -371,10 +387,11 @@ def _prepare_tree(root: lxml.etree._Element) -> list[Tagged]:
     return tagged
 
 
-def article_content(root: lxml.etree._Element) -> lxml.etree._Element:
-    """The content element of a parsed page, prepared (:func:`_prepare_tree`) and without its
+def article_content(root: lxml.etree._Element, tagged: list[Tagged] | None = None) -> lxml.etree._Element:
+    """The content element of a parsed page, prepared (:func:`_prepare_tree`; ``tagged``: the
+    tree's elements with an id or class, as :func:`_parse_html` gives them) and without its
     ``<h1>`` title heading: what indexing extracts and what fetch renders. Modifies ``root``."""
-    content = _content_root(root, _prepare_tree(root))
+    content = _content_root(root, _prepare_tree(root, tagged))
     for h1 in list(content.iter("h1")):
         drop_tree(h1)
     return content
@@ -393,9 +410,10 @@ def page_title(entry_title: str, root: lxml.etree._Element | None, path: str) ->
 
 def _extract_article(path: str, title: str, html: bytes) -> _Article:
     """Plain text, first sentence and images of one article. Raises ValueError on bad HTML."""
-    root = _parse_html(html)
+    tagged: list[Tagged] = []
+    root = _parse_html(html, tagged)
     title = page_title(title, root, path)
-    content = article_content(root)
+    content = article_content(root, tagged)
     images = _page_images(content, path)
     lead = ""
     for p in content.iter("p"):
