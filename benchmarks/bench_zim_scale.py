@@ -146,6 +146,7 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
     peak = {"all": 0.0, "main": 0.0, "all_anon": 0.0, "main_anon": 0.0}  # MB
     series: list[tuple[float, float]] = []  # (time, CPU s of this process and every worker seen)
     worker_cpu: dict[int, float] = {}  # pool workers are the forkserver's children, not ours:
+    worker_sys: dict[int, float] = {}  # their kernel (system) part of it
     # getrusage(RUSAGE_CHILDREN) never sees them, so their CPU is sampled too (last value seen)
 
     def sample() -> None:
@@ -162,6 +163,7 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
                     else:
                         t = p.cpu_times()
                         worker_cpu[p.pid] = t.user + t.system
+                        worker_sys[p.pid] = t.system
                 except psutil.Error:
                     pass  # a worker that just exited
             try:
@@ -179,6 +181,7 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
     # keep_text: the tails file stays for the raw tantivy comparison (its corpus); the parent counts it
     # apart and parks it while the cold start and the queries run as a default web (without it).
     web = LocalZimWeb(zim, index_dir=index_dir, keep_text=True)
+    opened, opened_unix = time.perf_counter() - t0, time.time()  # the archive's sha256: its index's name
     web.ensure_ready()
     done.set()
     sampler.join()
@@ -189,10 +192,12 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
     arch = web.archives[0]
     took = arch.manifest.get("phase_seconds", {})  # in the order they ran (the manifest sorts keys)
     order = [p for p in ("extract", "articles", "images", "inline_after_pool_failed", "finish") if p in took]
-    phases = {f"archive_{k}": took[k] for k in order + sorted(set(took) - set(order))}
+    phases = {"fingerprint": round(opened, 3)}
+    phases.update({f"archive_{k}": took[k] for k in order + sorted(set(took) - set(order))})
     ended = arch.manifest.get("phase_ended_unix", {})  # Unix times: each phase's window
-    windows = {f"archive_{k}": (ended[prev], ended[k]) for prev, k in zip(["begin", *order], order, strict=False)
-               if k in ended and prev in ended}
+    windows = {"fingerprint": (opened_unix - opened, opened_unix)}
+    windows.update({f"archive_{k}": (ended[prev], ended[k])
+                    for prev, k in zip(["begin", *order], order, strict=False) if k in ended and prev in ended})
     coll = web.collection.dir / "manifest.json" if web.collection is not None else None
     if coll is not None and coll.is_file():  # the BM25 collection indexes, built after the archive
         cm = json.loads(coll.read_text())
@@ -209,6 +214,7 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
              f"{arch.articles[d]['title']}\n{texts[d]}") for d in docs]))
     return {"wall_s": wall, "cpu_s": cpu, "cpu_own_s": own_cpu, "phase_s": phases, "phase_cores": cores,
             "cpu_workers_sampled_s": sum(worker_cpu.values()),
+            "cpu_system_s": own.ru_stime - own0.ru_stime + sum(worker_sys.values()),
             "peak_rss_mb": max(peak["all"], _peak_rss_mb()),
             "peak_rss_one_process_mb": _peak_rss_mb(), "peak_rss_main_mb": peak["main"],
             "peak_anon_mb": peak["all_anon"], "peak_anon_main_mb": peak["main_anon"]}
@@ -555,6 +561,7 @@ def main() -> int:
         if subreaper:  # every process of the build, waited for here
             build["cpu_s"] = max(build["cpu_s"], build["tree_cpu_s"])
         print(f"[{n}] build: {build['wall_s']:.0f} s wall, CPU {build['cpu_s']:.0f} s in all "
+              f"({build.get('cpu_system_s', 0):.0f} s of it in the kernel) "
               f"(all processes: {build['tree_cpu_s']:.0f} s by getrusage(RUSAGE_CHILDREN) here, "
               f"{build['orphans_reaped']} orphans reaped; the build process {build['cpu_own_s']:.0f} s, "
               f"its pool workers sampled {build['cpu_workers_sampled_s']:.0f} s); load average "
@@ -643,6 +650,7 @@ def main() -> int:
         summary.figure(f"build_cpu_s_{n}", b["cpu_s"])
         summary.figure(f"build_cpu_all_processes_getrusage_s_{n}", b["tree_cpu_s"])
         summary.figure(f"build_cpu_own_s_{n}", b["cpu_own_s"])
+        summary.figure(f"build_cpu_system_s_{n}", b.get("cpu_system_s", 0.0))
         summary.figure(f"build_phase_s_{n}", b.get("phase_s", {}))
         summary.figure(f"build_phase_cores_{n}", b.get("phase_cores", {}))
         summary.figure(f"build_load_average_{n}", [b["load_before"], b["load_after"]])
