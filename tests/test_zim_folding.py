@@ -149,35 +149,66 @@ def test_folding_uses_the_stdlib_rules():
     assert russian.analyze("Ёлки") == russian.analyze("елки")
 
 
-def test_fold_text_line_by_line_is_the_substitution_over_the_whole_text():
-    """fold_text substitutes within the lines that are not ASCII only: the same text as the
-    substitution over the whole text, on random strings with newlines, marks and mixed scripts."""
+@pytest.fixture(params=["c", "python"])
+def scanner(request, monkeypatch):
+    """Each test below once with the non-ASCII runs found in C (``_textscan``, which must be built
+    here) and once with the regular expressions an install without a C compiler uses."""
+    from kit.web.zim import text as text_mod
+
+    if request.param == "c":
+        if text_mod._textscan is None:
+            pytest.fail("kit.web.zim._textscan is not built (pip install -e . builds it)")
+    else:
+        monkeypatch.setattr(text_mod, "_textscan", None)
+    return request.param
+
+
+def test_fold_text_is_the_substitution_over_the_whole_text(scanner):
+    """fold_text substitutes within the non-ASCII runs only (found in C, or line by line): the same
+    text as the substitution over the whole text, on random strings with newlines, marks and
+    mixed scripts."""
     import random
 
-    from kit.web.zim.text import _NON_ASCII, _index_fold_run
+    from kit.web.zim.text import _NON_ASCII, _index_fold_run, fold_document
 
     rng = random.Random(1)
-    alphabet = "ab \n\n\r—é日ßΣςΛό\u0301\u0308ёй.İ\x7f"
+    alphabet = "ab \n\n\r—é日ßΣςΛό\u0301\u0308ёй.İ\x7f\U0001d400"
     for _ in range(30_000):
         s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 20)))
-        assert fold_text(s) == _NON_ASCII.sub(_index_fold_run, s), repr(s)
+        assert fold_text(s) == fold_document(s)[0] == _NON_ASCII.sub(_index_fold_run, s), repr(s)
 
 
-def test_exact_words_are_the_patterns_matches_over_the_whole_text():
-    """exact_words runs its pattern on the pieces between ASCII non-word runs only: the same words as
-    the pattern over the whole text, on random strings of word, non-word, ASCII and non-ASCII
-    characters and on the shared archives' pages."""
+def test_exact_words_are_the_patterns_matches_over_the_whole_text(scanner):
+    """exact_words runs its pattern on the pieces between ASCII non-word runs that hold a non-ASCII
+    character only: the same words as the pattern over the whole text, on random strings of
+    word, non-word, ASCII and non-ASCII characters and on mixed-script examples."""
     import random
 
-    from kit.web.zim.text import _NON_ASCII_WORD, exact_words
+    from kit.web.zim.text import _NON_ASCII_WORD, exact_words, fold_document
 
     def whole(text: str) -> str:
         return "" if text.isascii() else " ".join(_NON_ASCII_WORD.findall(text)).casefold()
 
     rng = random.Random(0)
-    alphabet = "ab_1Z9 -\n\t—–é日ßΣ\u0301.,'`^[{\x7f\x00°′"
+    alphabet = "ab_1Z9 -\n\t—–é日ßΣ\u0301.,'`^[{\x7f\x00°′\U0001d400"
     for _ in range(50_000):
         s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 16)))
-        assert exact_words(s) == whole(s), repr(s)
-    for s in ("34°12′S 18°25′E", "Zürich–Genève (1990–1995)", "naïve—x", "λόγος_λογος", "café's"):
-        assert exact_words(s) == whole(s)
+        assert exact_words(s) == fold_document(s)[1] == whole(s), repr(s)
+    for s in ("34°12′S 18°25′E", "Zürich–Genève (1990–1995)", "naïve—x", "λόγος_λογος", "café's",
+              "é", "xé", "éx", "a—b—c d", "日本語_x—y"):
+        assert exact_words(s) == fold_document(s)[1] == whole(s)
+
+
+def test_nonascii_runs_in_c():
+    """The C scan returns the maximal runs of characters above U+007F, as ``_NON_ASCII`` finds them,
+    for every string kind (Latin-1, BMP, astral) and refuses what is not a str."""
+    from kit.web.zim import text as text_mod
+
+    scan = text_mod._textscan
+    if scan is None:
+        pytest.fail("kit.web.zim._textscan is not built (pip install -e . builds it)")
+    for s in ("", "ascii only", "é", "aéb", "\x7f\x80", "ÿÿ x ÿ", "日本 語", "a\U0001d400b\U0001d401",
+              "—" * 5000 + "x"):
+        assert scan.nonascii_runs(s) == [m.span() for m in text_mod._NON_ASCII.finditer(s)], repr(s)
+    with pytest.raises(TypeError):
+        scan.nonascii_runs(b"bytes")

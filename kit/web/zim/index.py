@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import tantivy
 
 from kit.web.zim.cache import COLLECTION_FORMAT, INDEX_FORMAT, _load_or_build, _write_json_atomic
-from kit.web.zim.text import Analyzer, exact_words, filename_words, text_analyzer
+from kit.web.zim.text import Analyzer, filename_words, text_analyzer
 
 if TYPE_CHECKING:
     from kit.web.zim.archive import _ZimArchive
@@ -396,11 +396,10 @@ class _Collection:
                     yield tdoc
                     continue
                 text = f"{title}\n{body}"
-                tdoc = tantivy.Document(content=analyzer.fold(text), title_key=title_key)
-                if analyzer.folding:
-                    exact = exact_words(text)
-                    if exact:
-                        tdoc.add_text("exact", exact)
+                content, exact = analyzer.fold_document(text)
+                tdoc = tantivy.Document(content=content, title_key=title_key)
+                if exact:
+                    tdoc.add_text("exact", exact)
                 tdoc.add_unsigned("key", _key(mi, doc))  # kwargs would make it i64
                 yield tdoc
             start = 0
