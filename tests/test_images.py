@@ -279,3 +279,51 @@ def test_local_web_hashes_are_imagehash_up_to_resampling():
             assert crop_hashes(rgb) == [query_hashes(_center_crop(rgb, c)) for c in HASH_CROPS]
     assert np.mean(dist) <= 3.0 and max(dist) <= images.SAME_PICTURE_DISTANCE // 2, (np.mean(dist), max(dist))
     assert max(dist) > 0  # the resampling is not the exact one (else this test compares nothing)
+
+
+def test_local_web_decodes_jpeg_luminance_alone():
+    """kit.web.zim.images.decode_grey (index format 14): a colour JPEG's luminance decoded alone is the
+    RGB picture's grey up to the colour planes' upsampling (a fraction of a grey level on average),
+    its hashes a few bits from the RGB path's at most, and a query of the same bytes hashes exactly as
+    the index did; grey JPEGs, CMYK JPEGs and other formats decode as the RGB path's grey, pixel for
+    pixel; an EXIF orientation is applied either way."""
+    import numpy as np
+
+    from kit.paths import zim_paths
+    from kit.web.zim.images import crop_hashes, decode_grey, decode_image, query_hashes, query_image
+
+    rng = np.random.default_rng(3)
+    smooth = np.add.outer(np.linspace(0, 200, 180), np.linspace(0, 50, 240))
+    photo = np.clip(smooth[..., None] + rng.normal(0, 30, (180, 240, 3)), 0, 255).astype(np.uint8)
+    rgb = Image.fromarray(photo, "RGB")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored sideways: shown rotated by 90 degrees
+    jpegs = [encode(rgb, "JPEG", quality=85), encode(rgb, "JPEG", quality=85, exif=exif.tobytes())]
+    same = [encode(rgb.convert("L"), "JPEG"), encode(rgb.convert("CMYK"), "JPEG"), encode(rgb),
+            encode(rgb.convert("RGBA"), "WEBP")]
+    if zim_paths():
+        import libzim.reader
+
+        for path in zim_paths()[:2]:
+            arch = libzim.reader.Archive(str(path))
+            for eid in range(arch.entry_count):
+                entry = arch._get_entry_by_id(eid)
+                if not entry.is_redirect and entry.get_item().mimetype == "image/jpeg":
+                    jpegs.append(bytes(entry.get_item().content))
+    assert len(jpegs) > 2 or not zim_paths()
+    dist, means = [], []
+    for data in jpegs + same:
+        grey, full = decode_grey(data), decode_image(data).convert("L")
+        assert grey.mode == "L" and grey.size == full.size, (grey.mode, grey.size, full.size)
+        diff = np.abs(np.asarray(grey, np.int16) - np.asarray(full, np.int16))
+        if data in same:
+            assert not diff.any()
+            continue
+        means.append(diff.mean())
+        fast, rgb_path = crop_hashes(grey), crop_hashes(decode_image(data))
+        dist += [images.hash_distance(a, b) for a, b in zip(fast, rgb_path, strict=True)]
+        if min(grey.size) >= 50:
+            assert query_hashes(query_image(data)) == fast[0]  # the same bytes: distance 0
+    assert np.mean(means) <= 0.5 and max(means) <= 3, (np.mean(means), max(means))
+    assert np.mean(dist) <= 1.0 and max(dist) <= 8, (np.mean(dist), max(dist))
+    assert decode_grey(jpegs[1]).size == (180, 240)  # upright

@@ -11,7 +11,7 @@ import numpy as np
 from kit.progress import progress
 from kit.types import BackendError
 from kit.web.zim.decorative import is_decorative
-from kit.web.zim.images import RASTER_MIMES, crop_hashes, decode_image
+from kit.web.zim.images import RASTER_MIMES, crop_hashes, decode_grey
 from kit.web.zim.locations import reading_order
 from kit.web.zim.runner import _add_skipped, _done, _Runner
 
@@ -31,7 +31,7 @@ def hash_image(path: str, mime: str, data: bytes, role: bool = False):
     if role:
         return "decorative", None, None
     try:
-        img = decode_image(data)
+        img = decode_grey(data)
     except BackendError:
         return "undecodable", None, None
     if is_decorative(path, *img.size):

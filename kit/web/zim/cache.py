@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 #: 12 (issue 32): image hashes resampled with a reducing gap (kit.web.zim.images.INDEX_REDUCING_GAP).
 #: 13 (issue 32): the noise cut before parsing (kit.web.zim.precut): the same records on every page
 #: tested, but a noise element's content no longer steers the licence-footer decisions.
-INDEX_FORMAT = 13
+#: 14 (issue 32): JPEG images hashed from their luminance decoded alone (kit.web.zim.images.decode_grey).
+INDEX_FORMAT = 14
 #: Bump when the collection indexes' layout changes (``<root>/collections/<key>/``, part of the
 #: key, so those are rebuilt while the per-archive extracts are kept). 2 (issue 32): a
 #: ``heads_<member>.bin`` table of each member's article paths and titles, so ranking returns
