@@ -145,9 +145,10 @@ def child_build(zim: str, index_dir: str, sample_file: str = "", n_sample: str =
     me, done = psutil.Process(), threading.Event()
     peak = {"all": 0.0, "main": 0.0, "all_anon": 0.0, "main_anon": 0.0}  # MB
     series: list[tuple[float, float]] = []  # (time, CPU s of this process and every worker seen)
-    worker_cpu: dict[int, float] = {}  # pool workers are the forkserver's children, not ours:
+    # pool workers are the forkserver's children, not ours: getrusage(RUSAGE_CHILDREN) never sees
+    # them, so their CPU is sampled too (last value seen)
+    worker_cpu: dict[int, float] = {}
     worker_sys: dict[int, float] = {}  # their kernel (system) part of it
-    # getrusage(RUSAGE_CHILDREN) never sees them, so their CPU is sampled too (last value seen)
 
     def sample() -> None:
         while not done.wait(0.2):
