@@ -48,5 +48,5 @@ def test_re_exports_are_the_objects_the_code_reads():
     assert zim._ZimArchive is archive._ZimArchive is backend._ZimArchive
     assert zim._Collection is index._Collection is backend._Collection
     assert zim.MATCH_DISTANCE is images.MATCH_DISTANCE is backend.MATCH_DISTANCE
-    assert zim.decode_image is images.decode_image  # read by images.query_image, which the backend calls
+    assert zim.decode_image is images.decode_image  # the RGB decode; query_image and the build use decode_grey
     assert backend.query_image is images.query_image
