@@ -335,7 +335,7 @@ def test_index_folder_is_named_by_archive_and_format(zims, tmp_path, monkeypatch
     from kit.web.zim import archive as archive_mod
 
     arch = LocalZimWeb([zims[100]], index_dir=tmp_path).archives[0]
-    assert Path(arch.index_dir).name == f"{arch.sha256[:16]}-v{archive_mod.INDEX_FORMAT}"
+    assert Path(arch.index_dir).name == f"{arch.key[:16]}-v{archive_mod.INDEX_FORMAT}"
     monkeypatch.setattr(archive_mod, "INDEX_FORMAT", archive_mod.INDEX_FORMAT + 1)
     other = LocalZimWeb([zims[100]], index_dir=tmp_path).archives[0]
     assert other.index_dir != arch.index_dir

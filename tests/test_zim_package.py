@@ -36,9 +36,10 @@ def test_old_import_paths_still_resolve():
     assert len(zim.__all__) == len(set(zim.__all__))
     missing = {n for n in USED_BY_CALLERS if not hasattr(zim, n)}
     assert not missing
-    assert zim.INDEX_FORMAT == 14  # 5: on-disk stores; 6: zstd text; 7: blocks; 8: page titles; 9: folding, aliases,
+    assert zim.INDEX_FORMAT == 15  # 5: on-disk stores; 6: zstd text; 7: blocks; 8: page titles; 9: folding, aliases,
     # decorative roles; 10: UTF-8 without a declared charset, lead-first occurrence samples; 11: body prefixes + tails;
-    # 12: image hashes resampled with a reducing gap; 13: the noise cut before parsing; 14: JPEG luminance decoded alone for hashing
+    # 12: image hashes resampled with a reducing gap; 13: the noise cut before parsing; 14: JPEG luminance decoded alone for hashing;
+    # 15: folders named by the archive's key (ZIM UUID, stored MD5, size), its sha256 hashed during the build
 
 
 def test_re_exports_are_the_objects_the_code_reads():

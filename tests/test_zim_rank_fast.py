@@ -9,7 +9,10 @@ with ``ZIM_RESULTS_RECORD=1 pytest tests/test_zim_rank_fast.py -k recorded``. It
 search results were recorded again at index format 12, whose image hashes are resampled with a
 reducing gap (``kit.web.zim.images.INDEX_REDUCING_GAP``): 54 of the 60 were unchanged, the other
 6 show the same pages in another order (the top page the same in 4 of them); the web search,
-ranking and image search results were unchanged.
+ranking and image search results were unchanged. At index format 15 archives are ordered newest
+edition first (ZIM ``Date``), no longer by the sha256 of their bytes, which breaks score ties between
+archives: 8 rankings and 2 web searches show two pages of equal score from the 2022 and the 2023
+archive in the other order (the fixture's only change then: no score, page or snippet differs).
 """
 
 from __future__ import annotations

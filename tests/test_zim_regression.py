@@ -4,6 +4,9 @@ kit returned before the index build became streaming and its stores on-disk.
 
 The expected results live in ``tests/fixtures/zim_regression.json``; they were recorded from the
 code before that change with ``ZIM_REGRESSION_RECORD=1 pytest tests/test_zim_regression.py``.
+Recorded again at index format 15, whose archives are ordered newest edition first (ZIM ``Date``),
+no longer by the sha256 of their bytes: two web searches changed, each by two pages of equal score
+from the 2022 and the 2023 archive (one swap in the top 10, one at the 10th place).
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ from kit.web.text_clean import MIN_IMAGE_LONG_SIDE, MIN_IMAGE_SIDE
 from kit.web.zim.archive import ZimError
 from kit.web.zim.archive import _ZimArchive as _ZimArchive  # tests patch its build()
 from kit.web.zim.backend import LocalZimWeb
-from kit.web.zim.cache import INDEX_FORMAT, archive_sha256
+from kit.web.zim.cache import INDEX_FORMAT
 from kit.web.zim.html import page_title, resolve_href
+from kit.web.zim.identity import archive_key, archive_sha256
 from kit.web.zim.images import (
     HASH_CROPS,
     MATCH_DISTANCE,
@@ -55,6 +56,7 @@ __all__ = [
     "LocalZimWeb",
     "ZimError",
     "analyzer_language",
+    "archive_key",
     "archive_sha256",
     "bm25_bound",
     "decode_image",

@@ -1,6 +1,7 @@
 """One ZIM archive read with ``libzim``: entry look-up (redirects followed), article iteration, and
 its per-archive extract (article text, image records, perceptual hashes) built once into the cache
-(``<index root>/<sha256[:16]>-v<INDEX_FORMAT>/``, streaming and resumable: :mod:`kit.web.zim.build`) and opened
+(``<index root>/<key[:16]>-v<INDEX_FORMAT>/``, the key read from the ZIM header:
+:mod:`kit.web.zim.identity`; streaming and resumable: :mod:`kit.web.zim.build`) and opened
 lazily on later starts (an SQLite store read on demand, :mod:`kit.web.zim.store`, and memory-mapped
 hashes)."""
 
@@ -11,6 +12,7 @@ import logging
 import multiprocessing
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,9 +23,10 @@ import numpy as np
 from kit.types import BackendError
 from kit.web.urls import zim_url
 from kit.web.zim.build import BUILD_FILE, FORMAT_FILE, _base_mime, build_archive, is_article_path
-from kit.web.zim.cache import INDEX_FORMAT, _load_or_build, _write_json_atomic, archive_sha256
+from kit.web.zim.cache import INDEX_FORMAT, _load_or_build, _write_json_atomic
 from kit.web.zim.fulltext import full_texts, iter_full_texts
 from kit.web.zim.html import _Article, _extract_article
+from kit.web.zim.identity import IdleSha256, archive_key
 from kit.web.zim.images import HASH_CROPS
 from kit.web.zim.store import STORE_FILE, ArchiveStore, ArticleView, ImageView, TitleMap, _ImageRecord  # noqa: F401 (re-exported)
 from kit.web.zim.tails import TAILS_FILE
@@ -60,12 +63,15 @@ class _ZimArchive:
         self.date = self._meta("Date") or None
         self.new_scheme = bool(self.archive.has_new_namespace_scheme)
         self.main_path = self._main_path()
+        self.fingerprints = index_root / "_fingerprints"  # memoised sha256s (kit.web.zim.identity)
         try:
-            self.sha256 = archive_sha256(path, index_root / "_fingerprints")
-        except OSError as exc:
+            checksum = self.archive.checksum if self.archive.has_checksum else None
+            self.key = archive_key(str(self.archive.uuid), checksum, int(self.archive.filesize), path,
+                                   self.fingerprints)
+        except (OSError, RuntimeError) as exc:
             raise ZimError(f"cannot read ZIM archive {path}: {exc}") from exc
         # The index format is in the folder name: two kit versions never rebuild each other's index.
-        self.index_dir = index_root / f"{self.sha256[:16]}-v{INDEX_FORMAT}"
+        self.index_dir = index_root / f"{self.key[:16]}-v{INDEX_FORMAT}"
         self.analyzer = text_analyzer(self.language)
         self.ready = False
         self.manifest: dict = {}
@@ -201,7 +207,9 @@ class _ZimArchive:
         Writes ``store.sqlite`` (articles with their text's prefix, images, occurrences:
         :mod:`kit.web.zim.store`), ``tails.sqlite`` (the rest of long texts, until the collection
         indexes are built: :mod:`kit.web.zim.tails`), ``hashes.npy`` (uint64, shape ``(images, len(HASH_CROPS),
-        2)``: pHash, dHash per crop variant) and, last, ``manifest.json``.
+        2)``: pHash, dHash per crop variant) and, last, ``manifest.json`` (counts, the archive's key
+        and the sha256 of its bytes, hashed meanwhile on a core the build leaves idle:
+        :class:`~kit.web.zim.identity.IdleSha256`).
 
         Raises:
             ZimError: a write failed (disk full, read-only folder); no index is left that loads.
@@ -209,14 +217,24 @@ class _ZimArchive:
         done = out / "manifest.json"
         if done.is_file() and not (out / BUILD_FILE).exists():  # finished, killed before rename
             manifest = json.loads(done.read_text(encoding="utf-8"))
-            if manifest.get("format") == INDEX_FORMAT and manifest.get("sha256") == self.sha256:
+            if manifest.get("format") == INDEX_FORMAT and manifest.get("key") == self.key:
                 return manifest
         try:
-            counts = build_archive(self, out, workers)
+            sha256 = IdleSha256(self.file, self.fingerprints)  # on a core the build leaves idle
+            try:
+                counts = build_archive(self, out, workers)
+            except BaseException:
+                sha256.cancel()
+                raise
+            waited = time.perf_counter()
+            digest = sha256.result()
             manifest = {
-                "format": INDEX_FORMAT, "archive": self.file.name, "sha256": self.sha256,
-                "size": self.file.stat().st_size, "language": self.language,
+                "format": INDEX_FORMAT, "archive": self.file.name, "key": self.key,
+                "sha256": digest, "size": self.file.stat().st_size, "language": self.language,
                 "hash_crops": list(HASH_CROPS), **counts,
+                # what the idle thread left: hashed after the build, before the manifest
+                "sha256_after_build": {"seconds": round(time.perf_counter() - waited, 3),
+                                       "bytes": sha256.caller_bytes},
             }
             _write_json_atomic(done, manifest)  # last: marks a complete build
             (out / BUILD_FILE).unlink(missing_ok=True)
@@ -241,8 +259,8 @@ class _ZimArchive:
         missing/corrupt."""
         d = self.index_dir
         manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
-        if manifest.get("format") != INDEX_FORMAT or manifest.get("sha256") != self.sha256:
-            raise ValueError("index format or archive checksum differs")
+        if manifest.get("format") != INDEX_FORMAT or manifest.get("key") != self.key:
+            raise ValueError("index format or archive key differs")
         if manifest.get("hash_crops") != list(HASH_CROPS):
             raise ValueError("hash variants differ")
         store = ArchiveStore(d / STORE_FILE)

@@ -63,8 +63,8 @@ class LocalZimWeb:
         paths: one ZIM path or a sequence of them. Archive file stems must be distinct (they name
             the archive in ``zim://<stem>/<path>`` URLs).
         index_dir: root folder of the index caches (default ``kit.paths.cache_dir()/zim_index``);
-            each archive's extract lives in ``<root>/<sha256[:16]>-v<INDEX_FORMAT>/``, the BM25 indexes of this
-            set of archives in ``<root>/collections/<key>/``.
+            each archive's extract lives in ``<root>/<key[:16]>-v<INDEX_FORMAT>/`` (the archive's
+            key: :func:`~kit.web.zim.identity.archive_key`), the BM25 indexes of this set of archives in ``<root>/collections/<key>/``.
         keep_links: keep hyperlinks in fetched Markdown (internal links become ``zim://`` URLs).
             Off by default: pages are read by a model under a 5,000-character budget per page
             (weagent_mmsearch Table 5) and every article is reachable through search.
@@ -233,7 +233,7 @@ class LocalZimWeb:
 
         The score is the document's BM25 in its language index divided by :func:`bm25_bound` of
         the query there (comparable across languages; the BM25 order within a language). Archives
-        of the same language share collection statistics; ties break by archive sha256 order,
+        of the same language share collection statistics; ties break by archive key order,
         then document order. Paths come from the collection's heads table
         (:class:`~kit.web.zim.index.Heads`): no record block is read. Raises like
         :meth:`search_sync` (a damaged heads table: BackendError naming the folder to delete).

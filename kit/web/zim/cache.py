@@ -1,12 +1,11 @@
-"""On-disk cache primitives of the local web: the index format version, atomic JSON writes, the
-memoised archive sha256 and the load-or-build step shared by the per-archive extracts and the
+"""On-disk cache primitives of the local web: the index format version, atomic JSON writes, and the
+load-or-build step shared by the per-archive extracts and the
 collection indexes (docs/local_web.md, "Caching")."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -14,8 +13,6 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-
-from kit.paths import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +37,9 @@ log = logging.getLogger(__name__)
 #: 13 (issue 32): the noise cut before parsing (kit.web.zim.precut): the same records on every page
 #: tested, but a noise element's content no longer steers the licence-footer decisions.
 #: 14 (issue 32): JPEG images hashed from their luminance decoded alone (kit.web.zim.images.decode_grey).
-INDEX_FORMAT = 14
+#: 15 (issue 32): folders named by the archive's key (its ZIM UUID, stored MD5 and size:
+#: kit.web.zim.identity), not the sha256 of its bytes, which the build hashes on an idle core.
+INDEX_FORMAT = 15
 #: Bump when the collection indexes' layout changes (``<root>/collections/<key>/``, part of the
 #: key, so those are rebuilt while the per-archive extracts are kept). 2 (issue 32): a
 #: ``heads_<member>.bin`` table of each member's article paths and titles, so ranking returns
@@ -58,27 +57,6 @@ def _write_json_atomic(path: Path, obj: object) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def archive_sha256(path: Path, memo_dir: Path) -> str:
-    """sha256 of an archive file, memoised in ``memo_dir`` by (resolved path, size, mtime_ns)."""
-    st = path.stat()
-    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
-    memo = memo_dir / f"{key}.json"
-    try:
-        d = json.loads(memo.read_text(encoding="utf-8"))
-        if d["size"] == st.st_size and d["mtime_ns"] == st.st_mtime_ns:
-            return str(d["sha256"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    digest = file_sha256(path)
-    try:
-        _write_json_atomic(memo, {"path": str(path.resolve()), "size": st.st_size,
-                                  "mtime_ns": st.st_mtime_ns, "sha256": digest})
-    except OSError as exc:  # a read-only cache only costs re-hashing next time
-        log.warning("cannot memoise sha256 of %s: %s", path, exc)
-    return digest
-
 
 
 @contextlib.contextmanager

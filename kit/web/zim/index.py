@@ -328,14 +328,16 @@ class _Collection:
 
     One index per language (rather than per archive) gives every archive of a language the same
     collection statistics, so scores from different archives merge into one ranking. Cached under
-    ``<root>/collections/<key>/``, key = sha256 of the members' sha256s; members are ordered by
-    sha256 so the same set always builds the same index.
+    ``<root>/collections/<key>/``, key = sha256 of the members' keys (:func:`~kit.web.zim.identity.archive_key`);
+    members are ordered by key so the same set always builds the same index.
     """
 
     def __init__(self, archives: Sequence[_ZimArchive], root: Path):
-        self.members = sorted(archives, key=lambda a: a.sha256)
+        # Member order breaks score ties between archives: the newest edition first (ZIM ``Date``
+        # metadata; undated last), then by name (stems are unique: LocalZimWeb).
+        self.members = sorted(sorted(archives, key=lambda a: a.stem), key=lambda a: a.date or "", reverse=True)
         key = hashlib.sha256(
-            ("\n".join(a.sha256 for a in self.members) + f"\nformat={INDEX_FORMAT}"
+            ("\n".join(a.key for a in self.members) + f"\nformat={INDEX_FORMAT}"
              + f"\ncollection={COLLECTION_FORMAT}").encode()
         ).hexdigest()
         self.dir = root / "collections" / key[:16]
@@ -505,7 +507,7 @@ class _Collection:
         for mi, arch in enumerate(self.members):
             self._write_heads(mi, arch, out)
         manifest = {
-            "format": INDEX_FORMAT, "collection_format": COLLECTION_FORMAT, "members": [a.sha256 for a in self.members],
+            "format": INDEX_FORMAT, "collection_format": COLLECTION_FORMAT, "members": [a.key for a in self.members],
             "archives": [a.file.name for a in self.members],
             "languages": [_lang_key(x) for x in self.languages],
             "build_seconds": round(time.perf_counter() - t0, 3), "started_unix": started,
@@ -533,7 +535,7 @@ class _Collection:
         manifest = json.loads((self.dir / "manifest.json").read_text(encoding="utf-8"))
         if (manifest.get("format") != INDEX_FORMAT
                 or manifest.get("collection_format") != COLLECTION_FORMAT
-                or manifest.get("members") != [a.sha256 for a in self.members]):
+                or manifest.get("members") != [a.key for a in self.members]):
             raise ValueError("collection format or members differ")
         heads = [Heads(self.dir / f"heads_{mi}.bin", len(a.articles))
                  for mi, a in enumerate(self.members)]
