@@ -95,10 +95,11 @@ def decode_image(data: bytes | bytearray | memoryview, *, max_pixels: int = MAX_
     :func:`was_reoriented`: its original bytes are not the picture as shown). Use :func:`flatten_rgb`
     for hashing.
 
-    ``grey``: a colour JPEG is decoded to its luminance alone (mode ``L``: libjpeg's grey output,
-    the Y channel it would convert to RGB from; ~30 % less time on the local web's images; 0.06 grey
-    levels from the RGB picture's ``convert("L")`` on average, up to ~20 at sharp colour edges, where
-    the RGB path upsamples the colour planes); other images decode as without it.
+    ``grey``: a JPEG that opens as RGB or grey (YCbCr, Adobe RGB or grey; not CMYK) is decoded to
+    its luminance alone (mode ``L``: libjpeg's grey output, the Y channel it would convert to RGB
+    from; ~30 % less time on the local web's images; 0.06 grey levels from the RGB picture's
+    ``convert("L")`` on average, up to ~20 at sharp colour edges, where the RGB path upsamples the
+    colour planes); other images decode as without it.
 
     Only :data:`RASTER_FORMATS` are parsed. Checked from the header before any pixel is decoded: ``0 < width * height <= max_pixels`` and
     ``max(w, h) <= max_aspect * min(w, h)``; PIL's own ``Image.MAX_IMAGE_PIXELS`` bomb warning is

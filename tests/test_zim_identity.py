@@ -1,6 +1,6 @@
 """An archive's identity (issue 32): the index folder is named by a key read from the ZIM header
-(UUID, stored MD5, size), and the sha256 of the archive's bytes is hashed during the build on a
-thread at idle priority, handed over to the caller when the build ends first."""
+(UUID, stored MD5, size), and the sha256 of the archive's bytes is hashed during the build by a
+child process at idle priority, raised to normal priority when the build ends first."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import libzim.reader
 import libzim.writer
+import psutil
 import pytest
 from conftest import ZimItem
 
@@ -76,58 +79,66 @@ def test_an_archive_without_a_checksum_is_keyed_by_its_bytes(tmp_path):
 
 
 @pytest.mark.parametrize("background", [True, False])
-def test_idle_sha256_equals_the_file_digest_whoever_hashes(tmp_path, monkeypatch, background):
+def test_idle_sha256_equals_the_file_digest_whoever_hashes(tmp_path, background):
     path = tmp_path / "blob"
     path.write_bytes(os.urandom(3 << 20) + b"tail")
-    monkeypatch.setattr(identity, "CHUNK", 64 << 10)  # many hand-over points
     h = identity.IdleSha256(path, tmp_path / "memo", background=background)
+    assert (h._child is not None) == background
     assert h.result() == _sha256(path)
     assert identity.memoised_sha256(path, tmp_path / "memo") == _sha256(path)
-    assert identity.IdleSha256(path, tmp_path / "memo")._thread is None  # memoised: no thread
-
-
-def test_the_caller_takes_over_a_thread_that_gets_no_cpu(tmp_path, monkeypatch):
-    """A machine with no idle core: the thread stops at its next chunk and the caller hashes the
-    rest with the same hash object."""
-    path = tmp_path / "blob"
-    path.write_bytes(os.urandom(2 << 20))
-    monkeypatch.setattr(identity, "CHUNK", 256 << 10)
-    gate, started = threading.Event(), threading.Event()
-    real_step = identity.IdleSha256._step
-
-    def slow_step(self, f):  # the thread hashes one chunk, then waits for the caller's hand-over
-        more = real_step(self, f)
-        if threading.current_thread().name == "archive-sha256":
-            started.set()
-            gate.wait(5)
-        return more
-
-    monkeypatch.setattr(identity.IdleSha256, "_step", slow_step)
-    h = identity.IdleSha256(path, tmp_path / "memo")
-    assert started.wait(5)
-    gate.set()
-    assert h.result() == _sha256(path)
-    assert 0 < h._offset == path.stat().st_size
+    assert identity.IdleSha256(path, tmp_path / "memo")._child is None  # memoised: no process
+    assert identity.IdleSha256(path, tmp_path / "memo").after == "memoised"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_IDLE is Linux's")
-def test_the_thread_runs_at_idle_priority(tmp_path, monkeypatch):
+def test_the_child_hashes_at_idle_priority_and_is_raised_when_the_build_ends(tmp_path):
+    """A FIFO holds the child reading while its policy is looked at; result() finds it running."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    h = identity.IdleSha256(fifo, tmp_path / "memo")
+    deadline = time.monotonic() + 20
+    while os.sched_getscheduler(h._child.pid) != os.SCHED_IDLE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert os.sched_getscheduler(h._child.pid) == os.SCHED_IDLE
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # this process is untouched
+    data = os.urandom(1 << 20)
+    result: list[str] = []
+    reader = threading.Thread(target=lambda: result.append(h.result()))
+    with open(fifo, "wb") as w:  # opens once the child has opened it for reading
+        reader.start()
+        time.sleep(0.2)  # result() raises the child while it still waits for bytes
+        w.write(data)
+    reader.join(20)
+    assert result == [hashlib.sha256(data).hexdigest()]
+    assert h.after in ("raised to normal priority", "finished in the background")
+
+
+def test_where_the_child_cannot_be_raised_this_process_hashes(tmp_path, monkeypatch):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    h = identity.IdleSha256(fifo, tmp_path / "memo")  # blocked until a writer opens the FIFO
+
+    def refuse(*_a):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(identity.os, "sched_setscheduler", refuse)
+    monkeypatch.setattr(identity, "_file_sha256", lambda p: "f" * 64)  # the FIFO has no bytes to hash again
+    assert h.result() == "f" * 64
+    assert h.after.startswith("hashed here") and h._child is None
+
+
+def test_a_child_that_cannot_read_the_file_raises(tmp_path):
     path = tmp_path / "blob"
-    path.write_bytes(b"x" * 1000)
-    seen = []
-    real = identity._idle_priority
-
-    def record():
-        real()
-        seen.append((os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
-
-    monkeypatch.setattr(identity, "_idle_priority", record)
-    identity.IdleSha256(path, tmp_path / "memo").result()
-    assert seen and (seen[0][0] == os.SCHED_IDLE or seen[0][1] == 19)
-    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the caller's thread is untouched
+    path.write_bytes(b"x")
+    h = identity.IdleSha256(path, tmp_path / "memo")
+    h._child.communicate()  # finished: now make its answer a failure
+    h._child = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit('Permission denied: blob')"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with pytest.raises(OSError, match="Permission denied"):
+        h.result()
 
 
-def test_a_failed_build_stops_the_thread_and_memoises_nothing(tmp_path, monkeypatch):
+def test_a_failed_build_stops_the_child_and_memoises_nothing(tmp_path, monkeypatch):
     from kit.web.zim import archive as archive_mod
 
     path = _write(tmp_path / "a.zim")
@@ -140,7 +151,7 @@ def test_a_failed_build_stops_the_thread_and_memoises_nothing(tmp_path, monkeypa
     with pytest.raises(Exception, match="No space left"):
         arch.build(tmp_path / "out")
     assert identity.memoised_sha256(path, arch.fingerprints) is None
-    assert not any(t.name == "archive-sha256" for t in threading.enumerate())
+    assert not [c for c in psutil.Process().children() if "hashlib" in " ".join(c.cmdline())]
 
 
 def test_archive_sha256_is_memoised_by_size_and_mtime(tmp_path):

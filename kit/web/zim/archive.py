@@ -208,8 +208,8 @@ class _ZimArchive:
         :mod:`kit.web.zim.store`), ``tails.sqlite`` (the rest of long texts, until the collection
         indexes are built: :mod:`kit.web.zim.tails`), ``hashes.npy`` (uint64, shape ``(images, len(HASH_CROPS),
         2)``: pHash, dHash per crop variant) and, last, ``manifest.json`` (counts, the archive's key
-        and the sha256 of its bytes, hashed meanwhile on a core the build leaves idle:
-        :class:`~kit.web.zim.identity.IdleSha256`).
+        and the sha256 of its bytes, hashed meanwhile by a child process on a core the build leaves
+        idle: :class:`~kit.web.zim.identity.IdleSha256`).
 
         Raises:
             ZimError: a write failed (disk full, read-only folder); no index is left that loads.
@@ -232,9 +232,8 @@ class _ZimArchive:
                 "format": INDEX_FORMAT, "archive": self.file.name, "key": self.key,
                 "sha256": digest, "size": self.file.stat().st_size, "language": self.language,
                 "hash_crops": list(HASH_CROPS), **counts,
-                # what the idle thread left: hashed after the build, before the manifest
-                "sha256_after_build": {"seconds": round(time.perf_counter() - waited, 3),
-                                       "bytes": sha256.caller_bytes},
+                # the wait for the idle child's sha256 after the build, and how it ended
+                "sha256_after_build": {"seconds": round(time.perf_counter() - waited, 3), "how": sha256.after},
             }
             _write_json_atomic(done, manifest)  # last: marks a complete build
             (out / BUILD_FILE).unlink(missing_ok=True)

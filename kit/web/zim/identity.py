@@ -1,6 +1,6 @@
 """Which archive an index belongs to: the archive's key, read from its ZIM header in microseconds,
-and the sha256 of its bytes, computed on a thread at idle CPU priority while its index is built
-(docs/local_web.md, "Caching").
+and the sha256 of its bytes, computed by a child process at idle CPU priority while its index is
+built (docs/local_web.md, "Caching").
 
 The key names the index folder (``<root>/<key[:16]>-v<INDEX_FORMAT>/``) and the collections; the
 sha256 is recorded in the index's manifest (provenance) and memoised by (path, size, mtime), so
@@ -13,17 +13,14 @@ import hashlib
 import json
 import logging
 import os
+import re
+import subprocess
 import sys
-import threading
 from pathlib import Path
 
 from kit.web.zim.cache import _write_json_atomic
 
 log = logging.getLogger(__name__)
-
-#: Bytes hashed between two checks for a hand-over (8 MiB: ~7 ms of sha256 with SHA-NI).
-CHUNK = 8 << 20
-
 
 def archive_key(uuid: str, checksum: str | None, size: int, path: Path, memo_dir: Path) -> str:
     """The archive's identity, 64 hex.
@@ -82,92 +79,92 @@ def archive_sha256(path: Path, memo_dir: Path) -> str:
     return IdleSha256(path, memo_dir, background=False).result()
 
 
-def _idle_priority() -> None:
-    """Put the calling thread at idle CPU priority: Linux ``SCHED_IDLE`` (it runs only on a core
-    nothing else wants), else nice 19; elsewhere it is left alone (``setpriority`` there would
-    lower the whole process)."""
-    if not sys.platform.startswith("linux"):
-        return
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+#: The child's program: hashlib alone (no kit import: it starts in ~20 ms), at idle CPU priority:
+#: Linux ``SCHED_IDLE`` (it runs only on a core nothing else wants), else nice 19.
+_CHILD = """
+import hashlib, os, sys
+try:
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+except (AttributeError, OSError):
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: the calling thread on Linux
-    except (AttributeError, OSError):
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except OSError:
-            pass
+        os.nice(19)
+    except OSError:
+        pass
+with open(sys.argv[1], "rb") as f:
+    print(hashlib.file_digest(f, "sha256").hexdigest())
+"""
 
 
 class IdleSha256:
-    """The sha256 of a file, hashed by a thread at idle priority (:func:`_idle_priority`) until
-    :meth:`result` is called, which takes over the rest at the caller's priority.
+    """The sha256 of a file, hashed by a child process at idle CPU priority until :meth:`result`
+    is called.
 
-    Why: on 2 cores the index build keeps a core idle for part of its phases (~40 % of one core
-    while the articles are written), and hashing a 50 GB archive takes ~43 s of a core before the
-    build when done first. The hand-over bounds the wait where the machine is never idle: the
-    caller hashes what the thread has not (``CHUNK`` bytes at a time, the same hash object).
-    A memoised digest (:func:`memoised_sha256`) is returned without reading the file.
+    Why: on 2 cores the index build leaves a core idle for part of its phases (~40 % of one core
+    while the articles are written), and hashing a 50 GB archive took ~43 s of one core before the
+    build. A process, not a thread: a thread at idle priority waiting for the GIL makes a busy main
+    thread hand it over and wait for a thread the scheduler does not run (measured: the main
+    thread 3-4 % slower while both cores are busy). When :meth:`result` finds the child still
+    hashing, it raises the child to normal priority (allowed to root, or with ``CAP_SYS_NICE`` or a
+    high enough ``RLIMIT_NICE``) and waits; where that is refused it stops the child and hashes the
+    file itself: never longer than hashing it before the build did. A memoised digest
+    (:func:`memoised_sha256`) is returned without reading the file.
 
     ``background=False``: nothing is started; :meth:`result` hashes the whole file.
 
     Raises (from :meth:`result`):
-        OSError: the file cannot be read (by the thread or the caller).
+        OSError: the file cannot be read (by the child or this process).
     """
 
     def __init__(self, path: Path, memo_dir: Path, *, background: bool = True):
         self.path, self.memo_dir = Path(path), Path(memo_dir)
         self._digest = memoised_sha256(self.path, self.memo_dir)
         self._stat = self.path.stat()
-        self._hash = hashlib.sha256()
-        self._offset = 0  # bytes hashed so far (under _lock)
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._error: OSError | None = None
-        self._thread: threading.Thread | None = None
-        self.caller_bytes = 0  #: bytes :meth:`result` hashed itself (the thread had not reached them)
+        self.after = "memoised" if self._digest is not None else "hashed here"  #: how :meth:`result` got it
+        self._child: subprocess.Popen | None = None
         if self._digest is None and background:
-            self._thread = threading.Thread(target=self._background, name="archive-sha256", daemon=True)
-            self._thread.start()
-
-    def _step(self, f) -> bool:
-        """Hash the next chunk of ``f``; False at the end of the file."""
-        with self._lock:
-            f.seek(self._offset)
-            block = f.read(CHUNK)
-            if not block:
-                return False
-            self._hash.update(block)  # releases the GIL: the build's threads go on meanwhile
-            self._offset += len(block)
-            return True
-
-    def _background(self) -> None:
-        _idle_priority()
-        try:
-            with open(self.path, "rb") as f:
-                while not self._stop.is_set() and self._step(f):
-                    pass
-        except OSError as exc:
-            self._error = exc
+            try:
+                self._child = subprocess.Popen([sys.executable, "-I", "-c", _CHILD, str(self.path)],
+                                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                               stderr=subprocess.PIPE, text=True)
+            except OSError as exc:  # no process to spare: result() hashes here
+                log.warning("cannot start the sha256 of %s in the background: %s", self.path, exc)
 
     def result(self) -> str:
-        """The file's sha256 (64 hex), memoised; blocks while the caller hashes what is left."""
+        """The file's sha256 (64 hex), memoised; blocks while the child or this process hashes."""
         if self._digest is not None:
             return self._digest
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self._error is not None:
-            raise self._error
-        before = self._offset
-        with open(self.path, "rb") as f:
-            while self._step(f):
-                pass
-        self.caller_bytes = self._offset - before
-        self._digest = self._hash.hexdigest()
-        _remember(self.path, self.memo_dir, self._stat, self._digest)
-        return self._digest
+        child, self._child = self._child, None
+        digest = None
+        if child is not None:
+            self.after = "finished in the background"
+            if child.poll() is None:
+                try:  # the build is over: the rest at normal priority
+                    os.sched_setscheduler(child.pid, os.SCHED_OTHER, os.sched_param(0))
+                    self.after = "raised to normal priority"
+                except (AttributeError, OSError):  # not allowed here: stop it, hash here
+                    child.kill()
+                    self.after = "hashed here (the child's priority could not be raised)"
+            out, err = child.communicate()
+            if child.returncode == 0 and re.fullmatch(r"[0-9a-f]{64}", out.strip()):
+                digest = out.strip()
+            elif child.returncode > 0:  # it could not read the file (killed: hashed here)
+                last = (err.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
+                raise OSError(f"cannot hash {self.path}: {last}")
+        if digest is None:
+            digest = _file_sha256(self.path)
+        self._digest = digest
+        _remember(self.path, self.memo_dir, self._stat, digest)
+        return digest
 
     def cancel(self) -> None:
-        """Stop the thread (a failed build); nothing is memoised."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        """Stop the child (a failed build); nothing is memoised."""
+        child, self._child = self._child, None
+        if child is not None:
+            child.kill()
+            child.communicate()
+

@@ -52,7 +52,7 @@ def decode_grey(data: bytes) -> Image.Image:
     alike: a colour JPEG's luminance decoded alone (``kit.images.decode_image(grey=True)``: issue 32,
     part 2, 2.3 -> 1.7 ms an image on the realistic generator's JPEGs; 0.25 bits of 128 from the
     hashes of the RGB picture's grey on average, p99 3, max 5 on 800 of them), any other image
-    :func:`decode_image` d and converted to grey. Limits and errors: :func:`decode_image`'s."""
+    decoded by :func:`decode_image` and converted to grey. Limits and errors: :func:`decode_image`'s."""
     img = _decode(data, error=ImageRejected, grey=True)
     return img if img.mode == "L" else flatten_rgb(img).convert("L")
 

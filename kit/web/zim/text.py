@@ -201,7 +201,7 @@ def fold_document(text: str) -> tuple[str, str]:
 
 
 _textscan: ModuleType | None
-try:  # the runs found in C (kit/web/zim/_textscan.c, ~20x the re module's speed at it)
+try:  # the runs found in C (kit/web/zim/_textscan.c, ~15x the re module's speed at it)
     _textscan = importlib.import_module("kit.web.zim._textscan")
 except ImportError:  # not built (no C compiler at install): the regular expressions above
     _textscan = None
