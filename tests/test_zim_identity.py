@@ -90,52 +90,104 @@ def test_idle_sha256_equals_the_file_digest_whoever_hashes(tmp_path, background)
     assert identity.IdleSha256(path, tmp_path / "memo").after == "memoised"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_IDLE is Linux's")
-def test_the_child_hashes_at_idle_priority_and_is_raised_when_the_build_ends(tmp_path):
-    """A FIFO holds the child reading while its policy is looked at; result() finds it running."""
+def _fifo_with_writer(tmp_path, data: bytes, start: threading.Event):
+    """A FIFO and a thread that opens it for writing (so the hasher's open returns) and writes
+    ``data`` once ``start`` is set."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
+
+    def write():
+        try:
+            with open(fifo, "wb") as w:
+                start.wait(20)
+                w.write(data)
+        except BrokenPipeError:  # the reader was stopped (an interrupted wait)
+            pass
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    return fifo, writer
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_IDLE is Linux's")
+def test_the_child_hashes_at_idle_priority_and_is_raised_when_the_build_ends(tmp_path):
+    """The child blocks reading the FIFO while its policy is looked at; result() finds it running."""
+    data, start = os.urandom(1 << 20), threading.Event()
+    fifo, writer = _fifo_with_writer(tmp_path, data, start)
     h = identity.IdleSha256(fifo, tmp_path / "memo")
     deadline = time.monotonic() + 20
     while os.sched_getscheduler(h._child.pid) != os.SCHED_IDLE and time.monotonic() < deadline:
         time.sleep(0.01)
     assert os.sched_getscheduler(h._child.pid) == os.SCHED_IDLE
     assert os.sched_getscheduler(0) == os.SCHED_OTHER  # this process is untouched
-    data = os.urandom(1 << 20)
-    result: list[str] = []
-    reader = threading.Thread(target=lambda: result.append(h.result()))
-    with open(fifo, "wb") as w:  # opens once the child has opened it for reading
-        reader.start()
-        time.sleep(0.2)  # result() raises the child while it still waits for bytes
-        w.write(data)
-    reader.join(20)
-    assert result == [hashlib.sha256(data).hexdigest()]
-    assert h.after in ("raised to normal priority", "finished in the background")
+    threading.Timer(0.3, start.set).start()  # the bytes come after result() has raised the child
+    assert h.result() == hashlib.sha256(data).hexdigest()
+    writer.join(20)
+    assert h.after == "raised to normal priority"  # root here; an ordinary user: the next test
 
 
 def test_where_the_child_cannot_be_raised_this_process_hashes(tmp_path, monkeypatch):
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    h = identity.IdleSha256(fifo, tmp_path / "memo")  # blocked until a writer opens the FIFO
+    data, start = os.urandom(1 << 20), threading.Event()
+    fifo, writer = _fifo_with_writer(tmp_path, data, start)
+    h = identity.IdleSha256(fifo, tmp_path / "memo")  # its child waits for bytes
 
     def refuse(*_a):
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(identity.os, "sched_setscheduler", refuse)
-    monkeypatch.setattr(identity, "_file_sha256", lambda p: "f" * 64)  # the FIFO has no bytes to hash again
-    assert h.result() == "f" * 64
-    assert h.after.startswith("hashed here") and h._child is None
+    threading.Timer(0.3, start.set).start()  # written once the child is gone: read here, all of it
+    assert h.result() == hashlib.sha256(data).hexdigest()
+    writer.join(20)
+    assert h.after.startswith("hashed here") and h._child is None and h._fh is None
 
 
-def test_a_child_that_cannot_read_the_file_raises(tmp_path):
+def test_a_child_that_fails_leaves_the_hash_to_this_process(tmp_path, caplog):
     path = tmp_path / "blob"
-    path.write_bytes(b"x")
+    path.write_bytes(os.urandom(1 << 16))
     h = identity.IdleSha256(path, tmp_path / "memo")
     h._child.communicate()  # finished: now make its answer a failure
     h._child = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit('Permission denied: blob')"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with pytest.raises(OSError, match="Permission denied"):
+    assert h.result() == _sha256(path)
+    assert h.after == "hashed here (the child failed)"
+    assert any("Permission denied" in r.getMessage() for r in caplog.records)
+
+
+def test_an_interrupted_wait_leaves_no_child(tmp_path, monkeypatch):
+    data, start = b"x" * 1000, threading.Event()
+    fifo, writer = _fifo_with_writer(tmp_path, data, start)
+    h = identity.IdleSha256(fifo, tmp_path / "memo")
+    child = h._child
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(child, "communicate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
         h.result()
+    assert child.poll() is not None  # killed and reaped
+    start.set()
+    writer.join(20)
+
+
+def test_the_child_stops_when_its_parent_is_gone(tmp_path):
+    """A killed build leaves no orphan reading the archive: the child checks its parent's pid."""
+    path = tmp_path / "blob"
+    path.write_bytes(os.urandom(20 << 20))
+    with open(path, "rb") as f:
+        proc = subprocess.run([sys.executable, "-I", "-c", identity._CHILD, str(f.fileno()), "1"],
+                              pass_fds=(f.fileno(),), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3 and proc.stdout == ""  # "1" is not its parent: it stops at once
+
+
+def test_a_file_replaced_while_hashed_is_not_memoised(tmp_path):
+    path = tmp_path / "blob"
+    path.write_bytes(b"old bytes")
+    h = identity.IdleSha256(path, tmp_path / "memo", background=False)
+    (tmp_path / "new").write_bytes(b"new bytes!")
+    os.replace(tmp_path / "new", path)
+    assert h.result() == hashlib.sha256(b"old bytes").hexdigest()  # the file it opened
+    assert identity.memoised_sha256(path, tmp_path / "memo") is None
 
 
 def test_a_failed_build_stops_the_child_and_memoises_nothing(tmp_path, monkeypatch):
@@ -180,3 +232,22 @@ def test_members_are_ordered_newest_edition_first_then_by_name(tmp_path):
              dated("a_new", "2023-09-01")]
     members = _Collection([_ZimArchive(p, tmp_path / "ix") for p in paths], tmp_path / "ix").members
     assert [m.stem for m in members] == ["a_new", "c_new", "b_old", "a_undated"]
+
+
+def test_an_index_built_from_unreadable_entries_is_rebuilt_once_the_file_changes(tmp_path):
+    """A partly downloaded archive has its final key already: its index is not kept for good."""
+    path = _write(tmp_path / "a.zim")
+    web = LocalZimWeb([path], index_dir=tmp_path / "ix")
+    web.ensure_ready()
+    arch = web.archives[0]
+    manifest_file = arch.index_dir / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    assert manifest["mtime_ns"] == path.stat().st_mtime_ns
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # a clean build: kept
+    LocalZimWeb([path], index_dir=tmp_path / "ix").archives[0].load()
+    manifest["skipped_articles"] = {**manifest["skipped_articles"], "unreadable": 2}  # as a partial file gives
+    manifest_file.write_text(json.dumps(manifest))
+    again = LocalZimWeb([path], index_dir=tmp_path / "ix")
+    with pytest.raises(ValueError, match="could not read 2 of its entries"):
+        again.archives[0].load()
+    assert again.archives[0].key == arch.key and again.ensure_ready()[0] == "a"  # rebuilt

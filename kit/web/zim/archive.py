@@ -230,7 +230,8 @@ class _ZimArchive:
             digest = sha256.result()
             manifest = {
                 "format": INDEX_FORMAT, "archive": self.file.name, "key": self.key,
-                "sha256": digest, "size": self.file.stat().st_size, "language": self.language,
+                "sha256": digest, "size": self.file.stat().st_size, "mtime_ns": self.file.stat().st_mtime_ns,
+                "language": self.language,
                 "hash_crops": list(HASH_CROPS), **counts,
                 # the wait for the idle child's sha256 after the build, and how it ended
                 "sha256_after_build": {"seconds": round(time.perf_counter() - waited, 3), "how": sha256.after},
@@ -262,6 +263,12 @@ class _ZimArchive:
             raise ValueError("index format or archive key differs")
         if manifest.get("hash_crops") != list(HASH_CROPS):
             raise ValueError("hash variants differ")
+        # The key (UUID, stored MD5, size) is right in a partly downloaded file already: an index
+        # built while entries could not be read is rebuilt once the file has changed since.
+        unreadable = (manifest.get("skipped_articles", {}).get("unreadable", 0)
+                      + manifest.get("skipped_images", {}).get("unreadable", 0))
+        if unreadable and manifest.get("mtime_ns") != self.file.stat().st_mtime_ns:
+            raise ValueError(f"the archive changed since a build that could not read {unreadable} of its entries")
         store = ArchiveStore(d / STORE_FILE)
         try:
             if (store.n_articles, store.n_images) != (manifest.get("articles"),

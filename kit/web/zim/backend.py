@@ -233,7 +233,7 @@ class LocalZimWeb:
 
         The score is the document's BM25 in its language index divided by :func:`bm25_bound` of
         the query there (comparable across languages; the BM25 order within a language). Archives
-        of the same language share collection statistics; ties break by archive key order,
+        of the same language share collection statistics; ties break by archive (newest edition first, then by file name),
         then document order. Paths come from the collection's heads table
         (:class:`~kit.web.zim.index.Heads`): no record block is read. Raises like
         :meth:`search_sync` (a damaged heads table: BackendError naming the folder to delete).

@@ -79,13 +79,10 @@ def archive_sha256(path: Path, memo_dir: Path) -> str:
     return IdleSha256(path, memo_dir, background=False).result()
 
 
-def _file_sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 #: The child's program: hashlib alone (no kit import: it starts in ~20 ms), at idle CPU priority:
-#: Linux ``SCHED_IDLE`` (it runs only on a core nothing else wants), else nice 19.
+#: Linux ``SCHED_IDLE`` (it runs only on a core nothing else wants), else nice 19. It reads the file
+#: the parent opened (``argv[1]``: its descriptor) and stops when the parent is gone (``argv[2]``:
+#: its pid), so a killed build leaves no orphan reading the archive.
 _CHILD = """
 import hashlib, os, sys
 try:
@@ -95,8 +92,14 @@ except (AttributeError, OSError):
         os.nice(19)
     except OSError:
         pass
-with open(sys.argv[1], "rb") as f:
-    print(hashlib.file_digest(f, "sha256").hexdigest())
+h, buf, parent = hashlib.sha256(), bytearray(8 << 20), int(sys.argv[2])
+with os.fdopen(int(sys.argv[1]), "rb", buffering=0) as f:
+    view = memoryview(buf)
+    while n := f.readinto(buf):
+        h.update(view[:n])
+        if os.getppid() != parent:
+            sys.exit(3)
+print(h.hexdigest())
 """
 
 
@@ -110,28 +113,36 @@ class IdleSha256:
     thread hand it over and wait for a thread the scheduler does not run (measured: the main
     thread 3-4 % slower while both cores are busy). When :meth:`result` finds the child still
     hashing, it raises the child to normal priority (allowed to root, or with ``CAP_SYS_NICE`` or a
-    high enough ``RLIMIT_NICE``) and waits; where that is refused it stops the child and hashes the
-    file itself: never longer than hashing it before the build did. A memoised digest
-    (:func:`memoised_sha256`) is returned without reading the file.
+    high enough ``RLIMIT_NICE``; Linux refuses it to an ordinary user by default) and waits; where
+    that is refused, or the child failed, it stops the child and hashes the file itself: never
+    longer than hashing it before the build did. A memoised digest (:func:`memoised_sha256`) is
+    returned without reading the file.
 
     ``background=False``: nothing is started; :meth:`result` hashes the whole file.
 
-    Raises (from :meth:`result`):
-        OSError: the file cannot be read (by the child or this process).
+    Raises:
+        OSError: the file cannot be opened (here) or read (by :meth:`result`, in this process).
     """
 
     def __init__(self, path: Path, memo_dir: Path, *, background: bool = True):
         self.path, self.memo_dir = Path(path), Path(memo_dir)
         self._digest = memoised_sha256(self.path, self.memo_dir)
-        self._stat = self.path.stat()
         self.after = "memoised" if self._digest is not None else "hashed here"  #: how :meth:`result` got it
         self._child: subprocess.Popen | None = None
-        if self._digest is None and background:
+        self._fh = None
+        if self._digest is not None:
+            return
+        # Opened here and handed to the child: the bytes hashed are the file's this process opened,
+        # whatever later happens to the path (memoised only while the path still names that file).
+        self._fh = open(self.path, "rb")  # noqa: SIM115 - closed by result() or cancel()
+        self._stat = os.fstat(self._fh.fileno())
+        if background:
             try:
-                self._child = subprocess.Popen([sys.executable, "-I", "-c", _CHILD, str(self.path)],
-                                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                               stderr=subprocess.PIPE, text=True)
-            except OSError as exc:  # no process to spare: result() hashes here
+                self._child = subprocess.Popen(
+                    [sys.executable, "-I", "-c", _CHILD, str(self._fh.fileno()), str(os.getpid())],
+                    pass_fds=(self._fh.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
+            except (OSError, TypeError, ValueError) as exc:  # no process (or interpreter): result() hashes here
                 log.warning("cannot start the sha256 of %s in the background: %s", self.path, exc)
 
     def result(self) -> str:
@@ -140,26 +151,57 @@ class IdleSha256:
             return self._digest
         child, self._child = self._child, None
         digest = None
-        if child is not None:
-            self.after = "finished in the background"
-            if child.poll() is None:
-                try:  # the build is over: the rest at normal priority
-                    os.sched_setscheduler(child.pid, os.SCHED_OTHER, os.sched_param(0))
-                    self.after = "raised to normal priority"
-                except (AttributeError, OSError):  # not allowed here: stop it, hash here
-                    child.kill()
-                    self.after = "hashed here (the child's priority could not be raised)"
-            out, err = child.communicate()
-            if child.returncode == 0 and re.fullmatch(r"[0-9a-f]{64}", out.strip()):
-                digest = out.strip()
-            elif child.returncode > 0:  # it could not read the file (killed: hashed here)
-                last = (err.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
-                raise OSError(f"cannot hash {self.path}: {last}")
-        if digest is None:
-            digest = _file_sha256(self.path)
+        try:
+            if child is not None:
+                digest = self._wait(child)
+            if digest is None:  # no child, or it failed: hashed here (a file that cannot be read raises)
+                assert self._fh is not None
+                if self._fh.seekable():
+                    self._fh.seek(0)  # the child shared this descriptor's offset
+                digest = hashlib.file_digest(self._fh, "sha256").hexdigest()
+        except BaseException:
+            if child is not None and child.poll() is None:  # interrupted while waiting: no orphan
+                child.kill()
+                child.wait()
+            raise
+        finally:
+            self._close()
         self._digest = digest
-        _remember(self.path, self.memo_dir, self._stat, digest)
+        try:
+            st = self.path.stat()
+            same = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
+                self._stat.st_dev, self._stat.st_ino, self._stat.st_size, self._stat.st_mtime_ns)
+        except OSError:
+            same = False
+        if same:
+            _remember(self.path, self.memo_dir, self._stat, digest)
+        else:
+            log.warning("%s changed while it was hashed: its sha256 is not memoised", self.path)
         return digest
+
+    def _wait(self, child: subprocess.Popen) -> str | None:
+        """The child's digest, or None where this process must hash (the child refused a raise, or failed)."""
+        self.after = "finished in the background"
+        if child.poll() is None:
+            try:  # the build is over: the rest at normal priority
+                os.sched_setscheduler(child.pid, os.SCHED_OTHER, os.sched_param(0))
+                self.after = "raised to normal priority"
+            except (AttributeError, OSError):  # not allowed (unprivileged, or not Linux): hash here
+                child.kill()
+                self.after = "hashed here (the child's priority could not be raised)"
+        out, err = child.communicate()
+        if child.returncode == 0 and re.fullmatch(r"[0-9a-f]{64}", out.strip()):
+            return out.strip()
+        if child.returncode > 0:
+            last = (err.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
+            log.warning("the background sha256 of %s failed (%s): hashed here", self.path, last)
+            self.after = "hashed here (the child failed)"
+        return None
+
+    def _close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
 
     def cancel(self) -> None:
         """Stop the child (a failed build); nothing is memoised."""
@@ -167,4 +209,4 @@ class IdleSha256:
         if child is not None:
             child.kill()
             child.communicate()
-
+        self._close()

@@ -328,8 +328,9 @@ class _Collection:
 
     One index per language (rather than per archive) gives every archive of a language the same
     collection statistics, so scores from different archives merge into one ranking. Cached under
-    ``<root>/collections/<key>/``, key = sha256 of the members' keys (:func:`~kit.web.zim.identity.archive_key`);
-    members are ordered by key so the same set always builds the same index.
+    ``<root>/collections/<key>/``, key = sha256 of the members' keys (:func:`~kit.web.zim.identity.archive_key`)
+    in member order: newest edition first (ZIM ``Date``), then by file name (the order that breaks
+    score ties between archives), so the same set always builds the same index.
     """
 
     def __init__(self, archives: Sequence[_ZimArchive], root: Path):
