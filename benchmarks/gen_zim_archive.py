@@ -178,7 +178,7 @@ def main() -> int:
     ap.add_argument("--simple", action="store_true",
                     help="the simple generator of issue 17 (~4.5 KiB pages, no redirects/infoboxes)")
     ap.add_argument("--hub-pages", type=int, default=None,
-                    help=f"pages showing the hub picture (default {HUB_SHARE:.0%} of the articles, "
+                    help=f"pages showing the hub picture (default {HUB_SHARE:.0%}% of the articles, "
                          f"at most {HUB_MAX:,})")
     ap.add_argument("--no-compress", action="store_true",
                     help="store clusters uncompressed (libzim's zstd level costs ~14 s CPU a 1,000 pages)")
