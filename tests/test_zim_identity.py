@@ -251,3 +251,28 @@ def test_an_index_built_from_unreadable_entries_is_rebuilt_once_the_file_changes
     with pytest.raises(ValueError, match="could not read 2 of its entries"):
         again.archives[0].load()
     assert again.archives[0].key == arch.key and again.ensure_ready()[0] == "a"  # rebuilt
+
+
+@pytest.mark.parametrize("memoised", [False, True])
+def test_the_manifest_records_the_file_as_it_was_when_the_build_began(tmp_path, monkeypatch, memoised):
+    """A file that changes during the build (a download still running) differs from the recorded
+    size and mtime afterwards, so :meth:`_ZimArchive.load` can tell."""
+    from kit.web.zim import archive as archive_mod
+
+    path = _write(tmp_path / "a.zim")
+    before = path.stat()
+    arch = _ZimArchive(path, tmp_path / "ix")
+    if memoised:
+        archive_sha256(path, arch.fingerprints)
+    real = archive_mod.build_archive
+
+    def build_while_the_file_changes(*a, **k):
+        counts = real(*a, **k)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 5 * 10**9))
+        return counts
+
+    monkeypatch.setattr(archive_mod, "build_archive", build_while_the_file_changes)
+    (tmp_path / "out").mkdir()
+    manifest = arch.build(tmp_path / "out")
+    assert (manifest["size"], manifest["mtime_ns"]) == (before.st_size, before.st_mtime_ns)
+    assert path.stat().st_mtime_ns != manifest["mtime_ns"]

@@ -230,7 +230,7 @@ class _ZimArchive:
             digest = sha256.result()
             manifest = {
                 "format": INDEX_FORMAT, "archive": self.file.name, "key": self.key,
-                "sha256": digest, "size": self.file.stat().st_size, "mtime_ns": self.file.stat().st_mtime_ns,
+                "sha256": digest, "size": sha256.stat.st_size, "mtime_ns": sha256.stat.st_mtime_ns,
                 "language": self.language,
                 "hash_crops": list(HASH_CROPS), **counts,
                 # the wait for the idle child's sha256 after the build, and how it ended

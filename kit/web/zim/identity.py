@@ -131,11 +131,14 @@ class IdleSha256:
         self._child: subprocess.Popen | None = None
         self._fh = None
         if self._digest is not None:
+            #: the file's stat when hashing began (the build records its size and mtime: a file
+            #: that changes meanwhile, such as a download still running, then differs from them)
+            self.stat = os.stat(self.path)
             return
         # Opened here and handed to the child: the bytes hashed are the file's this process opened,
         # whatever later happens to the path (memoised only while the path still names that file).
         self._fh = open(self.path, "rb")  # noqa: SIM115 - closed by result() or cancel()
-        self._stat = os.fstat(self._fh.fileno())
+        self.stat = os.fstat(self._fh.fileno())
         if background:
             try:
                 self._child = subprocess.Popen(
@@ -170,11 +173,11 @@ class IdleSha256:
         try:
             st = self.path.stat()
             same = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
-                self._stat.st_dev, self._stat.st_ino, self._stat.st_size, self._stat.st_mtime_ns)
+                self.stat.st_dev, self.stat.st_ino, self.stat.st_size, self.stat.st_mtime_ns)
         except OSError:
             same = False
         if same:
-            _remember(self.path, self.memo_dir, self._stat, digest)
+            _remember(self.path, self.memo_dir, self.stat, digest)
         else:
             log.warning("%s changed while it was hashed: its sha256 is not memoised", self.path)
         return digest
