@@ -455,3 +455,66 @@ def test_a_daemonic_process_runs_build_jobs_inline():
         assert q.get(timeout=60) == (1, True)
     finally:
         p.join(60)
+
+
+def _killed_in_images(arch, out, monkeypatch):
+    real = build_mod._images
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_mod, "_images", killed)
+    with pytest.raises(KeyboardInterrupt):
+        arch.build(out)
+    monkeypatch.setattr(build_mod, "_images", real)
+
+
+def test_a_killed_build_resumes_in_the_same_boot_and_starts_again_after_a_restart(zims, tmp_path, monkeypatch, caplog):
+    """The build commits without fsync (``boot_id``): a killed process loses nothing, a restarted
+    machine may have, so its build folder is not resumed."""
+    boot = tmp_path / "boot_id"
+    boot.write_text("11111111-aaaa\n")
+    monkeypatch.setattr(build_mod, "_BOOT_ID", boot)
+    arch = LocalZimWeb([zims[100]], index_dir=tmp_path / "i").archives[0]
+    for restarted in (False, True):
+        out = tmp_path / f"work{int(restarted)}"
+        out.mkdir()
+        boot.write_text("11111111-aaaa\n")
+        _killed_in_images(arch, out, monkeypatch)
+        assert (out / build_mod.FORMAT_FILE).read_text() == f"{build_mod.BUILD_LAYOUT} boot 11111111-aaaa"
+        if restarted:
+            boot.write_text("22222222-bbbb\n")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            m = arch.build(out)
+        warned = any("before the machine restarted" in r.getMessage() for r in caplog.records)
+        assert warned == restarted
+        assert (m["chunks_resumed"] == 0) == restarted, m
+
+
+def test_without_a_boot_id_the_build_commits_with_fsync(zims, tmp_path, monkeypatch):
+    monkeypatch.setattr(build_mod, "_BOOT_ID", tmp_path / "absent")
+    seen = []
+    real = build_mod._extract
+
+    def spy(arch, db, *a, **k):
+        seen.append({s: db.execute(f"PRAGMA {s}.synchronous").fetchone()[0] for s in ("main", "b", "t", "x")})
+        return real(arch, db, *a, **k)
+
+    monkeypatch.setattr(build_mod, "_extract", spy)
+    arch = LocalZimWeb([zims[100]], index_dir=tmp_path / "i").archives[0]
+    out = tmp_path / "work"
+    out.mkdir()
+    arch.build(out)
+    assert seen == [{"main": 2, "b": 2, "t": 2, "x": 2}]  # FULL
+    assert build_mod.boot_id() is None
+    monkeypatch.setattr(build_mod, "_BOOT_ID", Path("/proc/sys/kernel/random/boot_id"))
+    if build_mod.boot_id() is not None:  # Linux: OFF, and the files synced before the manifest
+        synced = []
+        monkeypatch.setattr(build_mod, "_sync_files", lambda *p: synced.extend(x.name for x in p))
+        seen.clear()
+        out2 = tmp_path / "work2"
+        out2.mkdir()
+        arch.build(out2)
+        assert seen == [{"main": 0, "b": 0, "t": 0, "x": 0}]
+        assert synced == ["store.sqlite", "tails.sqlite", "hashes.npy"]

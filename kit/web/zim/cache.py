@@ -53,6 +53,8 @@ def _write_json_atomic(path: Path, obj: object) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(obj, f, ensure_ascii=False, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())  # a manifest marks an index complete: never an empty file after a crash
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
