@@ -75,9 +75,10 @@ PARALLEL_MIN_ENTRIES = 4 * ARTICLE_CHUNK
 BUILD_FILE = "build.sqlite"  # build progress and scratch tables, removed once complete
 FORMAT_FILE = "build.format"  # BUILD_LAYOUT the build folder was started with
 #: The store's INDEX_FORMAT and the layout of the build's scratch tables (".2": extraction in
-#: cluster order; ".3": no pending-records table, documents' entry ids in ``b.titles``; issue 32):
+#: cluster order; ".3": no pending-records table, documents' entry ids in ``b.titles``; ".4":
+#: ``x.extracted`` appended in reading order, ``build_articles.EXTRACTED_INDEX``; issue 32):
 #: a killed build of another layout is started again, not resumed.
-BUILD_LAYOUT = f"{INDEX_FORMAT}.3"
+BUILD_LAYOUT = f"{INDEX_FORMAT}.4"
 #: Linux's id of the running boot: the build commits without fsync where it can tell a restart
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
@@ -135,8 +136,9 @@ EXTRACT_FILE = "extract.sqlite"
 _EXTRACT_SCHEMA = """
 CREATE TABLE IF NOT EXISTS x.read_order(pos INTEGER PRIMARY KEY, eid INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS x.chunks(id INTEGER PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS x.extracted(eid INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS x.extracted(eid INTEGER NOT NULL, data BLOB NOT NULL);
 """
+
 
 
 #: Body texts at least this long that are identical make their articles duplicates (aliases of
@@ -347,7 +349,8 @@ def _read_order(arch, db) -> int:
 
 def _extract(arch, db, runner: _Runner, stats: dict) -> None:
     """Phase 1a: the entries of ``x.read_order``, in chunks of :data:`ARTICLE_CHUNK`, extracted by
-    the pool into ``x.extracted`` (packed records by entry id)."""
+    the pool into ``x.extracted`` (packed records with their entry ids, appended in reading
+    order: :data:`~kit.web.zim.build_articles.EXTRACTED_INDEX`)."""
     n = _read_order(arch, db)
     done = {c for (c,) in db.execute("SELECT id FROM x.chunks")}
     todo = [c for c in range(-(-n // ARTICLE_CHUNK)) if c not in done]

@@ -28,6 +28,12 @@ from kit.web.zim.runner import _done
 from kit.web.zim.store import BLOCK, TextCodec, pack_records, read_codec
 from kit.web.zim.tails import split_body, tails_frame, write_tails
 
+#: ``x.extracted`` is appended to in reading order (its rowids) and indexed by entry id once the
+#: extraction is complete: inserted by entry id, rows read in cluster order landed at random
+#: places of the B-tree (measured at 400k rows of 2-7 KB: 48 us a row written, mostly kernel time
+#: journaling the pages it split, against 10 appended; reading them back by entry id 3 -> 6 us)
+EXTRACTED_INDEX = "CREATE INDEX IF NOT EXISTS x.extracted_eid ON extracted(eid)"
+
 #: One pending article record: (path, title, first sentence, full body text).
 _Rec = tuple[str, str, str, str]
 
@@ -88,6 +94,8 @@ def _articles(arch, db: sqlite3.Connection, chunk: int, threads: int = 1) -> Non
     """Phase 1b: the extracted articles in entry-id order, in ranges of ``chunk`` entry ids
     (:data:`kit.web.zim.build.ARTICLE_CHUNK`), written to the store with their image references;
     full blocks compressed on ``threads`` threads (see the module's docstring)."""
+    with db:  # the records by entry id (appended in reading order; a resumed build has it already)
+        db.execute(EXTRACTED_INDEX)
     done = _done(db, "articles")
     todo = [c for c in range(-(-arch.entry_count // chunk)) if c not in done]
     # meta.zdict (empty if zstd could not learn one) marks that training ran
