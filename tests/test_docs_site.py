@@ -147,3 +147,56 @@ def test_the_site_builds_strictly(tmp_path):
     meta = re.search(r'<div class="md-search-result__meta">([^<]*)', dom)
     assert meta and re.match(r"\d+ matching documents?", meta.group(1)), meta and meta.group(1)
     assert dom.count("md-search-result__item") >= 3
+    # lunr's key fixed in the worker the site ships (file:// and http alike)
+    (worker,) = site.glob("assets/javascripts/workers/search.*.min.js")
+    assert worker.read_text(encoding="utf-8").count('+"|"+') == 1
+    if importlib.util.find_spec("playwright") is not None:
+        assert _search_over_http(site, "harness", chromium) >= 3
+
+
+def _search_over_http(site: Path, query: str, chromium: str) -> int:
+    """Matching documents the site's search shows for ``query`` when served over http (a real Worker,
+    not the file:// shim); fails on any page error."""
+    import functools
+    import http.server
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html?q={query}")
+            page.wait_for_function("() => /matching/.test(document.querySelector("
+                                   "'.md-search-result__meta')?.textContent || '')", timeout=30_000)
+            meta = page.eval_on_selector(".md-search-result__meta", "e => e.textContent")
+            browser.close()
+    finally:
+        server.shutdown()
+    assert not errors, errors
+    return int(re.match(r"\s*(\d+)", meta).group(1))
+
+
+def test_the_lunr_patch_applies_once_and_refuses_a_bundle_it_does_not_know():
+    pytest.importorskip("material")
+    sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+    try:
+        from docs_lunr_hook import patch_worker
+        from mkdocs.exceptions import PluginError
+    finally:
+        sys.path.remove(str(PROJECT_ROOT / "scripts"))
+    import material
+
+    (bundle,) = (Path(material.__file__).parent / "templates/assets/javascripts/workers").glob("search.*.min.js")
+    text = bundle.read_text(encoding="utf-8")
+    patched = patch_worker(text)
+    assert '+"|"+' in patched and len(patched) == len(text) + len('"|"+' + '+":"')
+    with pytest.raises(PluginError, match="found 0 times"):
+        patch_worker(text.replace("TokenSet.prototype.toString", "TokenSet.prototype.asString"))

@@ -8,21 +8,7 @@
   if (location.protocol !== "file:" || window.__kitFileWorker) return;
   window.__kitFileWorker = true;
 
-  /* lunr 2.3.9 merges the nodes of its term automaton by a key that runs edge labels and child ids
-   * together ("a" + 12 + "3" + 4 == "a1" + 23 + "4"), so with digit terms in the index a query's
-   * wildcard can reach a term the index lacks and the search throws (seen with "harness" on this
-   * site). A key with the label and the id apart; runs in the worker's frame before its index is
-   * built. */
-  function fixTokenSetKeys(lunr) {
-    if (!lunr || !lunr.TokenSet) return;
-    lunr.TokenSet.prototype.toString = function () {
-      if (this._str) return this._str;
-      var str = this.final ? "1" : "0", labels = Object.keys(this.edges).sort();
-      for (var i = 0; i < labels.length; i++) str += "|" + labels[i] + ":" + this.edges[labels[i]].id;
-      return (this._str = str);
-    };
-  }
-
+  /* lunr's TokenSet key is fixed in the built worker itself (scripts/docs_lunr_hook.py), for file:// and http. */
   function FileWorker(url) {
     var target = new EventTarget();
     var frame = document.createElement("iframe");
@@ -37,8 +23,7 @@
       "window.postMessage=function(d){p.postMessage({__kitWorker:true,data:d},'*')};" +
       "window.importScripts=function(){for(var i=0;i<arguments.length;i++){" +
       "document.write('<scr'+'ipt src=\"'+arguments[i]+'\"></scr'+'ipt>')}};})()<\/script>" +
-      "<script src=\"" + src.replace(/"/g, "&quot;") + "\"><\/script>" +
-      "<script>(" + String(fixTokenSetKeys) + ")(window.lunr)<\/script>";
+      "<script src=\"" + src.replace(/"/g, "&quot;") + "\"><\/script>";
     frame.srcdoc = boot;
     // the frame's own postMessage is the worker's (it answers the page): deliver with the original, kept at boot
     var deliver = function (d) { frame.contentWindow.__kitDeliver(d); };
