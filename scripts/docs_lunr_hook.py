@@ -23,9 +23,16 @@ _KEY = re.compile(r"(TokenSet\.prototype\.toString=function\(\)\{[^{}]*\{[^{}]*?
                   r"(\w+)=\2\+(\w+)\+(\w+)\.id\}return \2\}")
 
 
+#: the key function once patched (a ``--dirty`` build keeps the worker it patched before)
+_PATCHED = re.compile(r"TokenSet\.prototype\.toString=function\(\)\{[^{}]*\{[^{}]*?"
+                      r"(\w+)=\1\+\"\|\"\+(\w+)\+\":\"\+(\w+)\.id\}return \1\}")
+
+
 def patch_worker(text: str) -> str:
-    """``text`` (a search worker bundle) with lunr's ``TokenSet`` key made unambiguous. Raises
-    PluginError unless the key function is found exactly once."""
+    """``text`` (a search worker bundle) with lunr's ``TokenSet`` key made unambiguous (unchanged
+    when it already is). Raises PluginError unless the key function is found exactly once."""
+    if len(_PATCHED.findall(text)) == 1 and not _KEY.search(text):
+        return text
     found = len(_KEY.findall(text))
     if found != 1:
         raise PluginError(f"lunr's TokenSet key function found {found} times in the search worker "

@@ -200,3 +200,18 @@ def test_the_lunr_patch_applies_once_and_refuses_a_bundle_it_does_not_know():
     assert '+"|"+' in patched and len(patched) == len(text) + len('"|"+' + '+":"')
     with pytest.raises(PluginError, match="found 0 times"):
         patch_worker(text.replace("TokenSet.prototype.toString", "TokenSet.prototype.asString"))
+
+
+def test_the_docs_hook_leaves_a_patched_worker_as_it_is():
+    """``mkdocs build --dirty`` keeps the worker the hook patched before: a second run is a no-op."""
+    pytest.importorskip("material")
+    sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+    try:
+        from docs_lunr_hook import patch_worker
+    finally:
+        sys.path.pop(0)
+    import material
+
+    (bundle,) = (Path(material.__file__).parent / "templates/assets/javascripts/workers").glob("search.*.min.js")
+    once = patch_worker(bundle.read_text(encoding="utf-8"))
+    assert patch_worker(once) == once

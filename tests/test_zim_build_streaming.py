@@ -494,6 +494,7 @@ def test_a_killed_build_resumes_in_the_same_boot_and_starts_again_after_a_restar
 
 def test_without_a_boot_id_the_build_commits_with_fsync(zims, tmp_path, monkeypatch):
     monkeypatch.setattr(build_mod, "_BOOT_ID", tmp_path / "absent")
+    monkeypatch.setattr(build_mod, "sync_files", lambda *p: pytest.fail("synced a build committed with fsync"))
     seen = []
     real = build_mod._extract
 
@@ -506,15 +507,58 @@ def test_without_a_boot_id_the_build_commits_with_fsync(zims, tmp_path, monkeypa
     out = tmp_path / "work"
     out.mkdir()
     arch.build(out)
-    assert seen == [{"main": 2, "b": 2, "t": 2, "x": 2}]  # FULL
+    assert seen == [{"main": 2, "b": 2, "t": 2, "x": 2}]  # FULL: nothing to sync at the end
     assert build_mod.boot_id() is None
     monkeypatch.setattr(build_mod, "_BOOT_ID", Path("/proc/sys/kernel/random/boot_id"))
     if build_mod.boot_id() is not None:  # Linux: OFF, and the files synced before the manifest
         synced = []
-        monkeypatch.setattr(build_mod, "_sync_files", lambda *p: synced.extend(x.name for x in p))
+        monkeypatch.setattr(build_mod, "sync_files", lambda *p: synced.extend(x.name for x in p))
         seen.clear()
         out2 = tmp_path / "work2"
         out2.mkdir()
         arch.build(out2)
         assert seen == [{"main": 0, "b": 0, "t": 0, "x": 0}]
         assert synced == ["store.sqlite", "tails.sqlite", "hashes.npy"]
+
+
+@pytest.mark.parametrize("stamp", ["missing", "trailing newline", "without a boot", "fsync failed"])
+def test_the_build_folder_stamp_decides_resume_or_start_again(zims, tmp_path, monkeypatch, caplog, stamp):
+    """Resumed: this boot's stamp as written by hand (a trailing newline), or a stamp without a
+    boot (its pages were committed with fsync). Started again: files without a stamp, or a build
+    whose final fsync failed (some written pages may never have reached the disk)."""
+    boot = tmp_path / "boot_id"
+    boot.write_text("11111111-aaaa\n")
+    monkeypatch.setattr(build_mod, "_BOOT_ID", boot)
+    arch = LocalZimWeb([zims[100]], index_dir=tmp_path / "i").archives[0]
+    out = tmp_path / "work"
+    out.mkdir()
+    if stamp == "fsync failed":
+        def failing(*paths):
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(build_mod, "sync_files", failing)
+        with pytest.raises(Exception, match="Input/output error"):
+            arch.build(out)
+        monkeypatch.undo()
+        monkeypatch.setattr(build_mod, "_BOOT_ID", boot)
+        assert not (out / build_mod.FORMAT_FILE).exists()
+    else:
+        _killed_in_images(arch, out, monkeypatch)
+        stamp_file = out / build_mod.FORMAT_FILE
+        if stamp == "missing":
+            stamp_file.unlink()
+        elif stamp == "trailing newline":
+            stamp_file.write_text(stamp_file.read_text() + "\n")
+        else:
+            stamp_file.write_text(build_mod.BUILD_LAYOUT)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        m = arch.build(out)
+    again = stamp in ("missing", "fsync failed")
+    assert (m["chunks_resumed"] == 0) == again, m
+    assert any("has no build.format stamp" in r.getMessage() for r in caplog.records) == again
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    arch.build(ref)
+    assert _dump(out) == _dump(ref)
+

@@ -50,7 +50,7 @@ import numpy as np
 from kit.progress import progress
 from kit.web.zim.build_articles import _articles
 from kit.web.zim.build_images import IMAGE_CHUNK, _images, hash_image  # noqa: F401 (re-exported)
-from kit.web.zim.cache import INDEX_FORMAT
+from kit.web.zim.cache import INDEX_FORMAT, sync_files
 from kit.web.zim.images import HASH_CROPS
 from kit.web.zim.locations import HEADER as _ZIM_HEADER
 from kit.web.zim.locations import reading_order
@@ -90,25 +90,34 @@ def boot_id() -> str | None:
     at each chunk's commit cost ~10 ms, ~12 % of a 20k-article build's wall time here). A killed
     build process loses nothing committed, the OS still holds it; an OS crash or power loss can
     lose some written pages, so a build folder stamped in another boot is started again, not
-    resumed. Where the boot cannot be told, the build commits with fsync as SQLite does by default."""
+    resumed (:func:`build_archive`). Where the boot cannot be told, the build commits with fsync as
+    SQLite does by default."""
     try:
         return _BOOT_ID.read_text(encoding="ascii").strip() or None
     except (OSError, UnicodeDecodeError):
         return None
 
 
-def _sync_files(*paths: Path) -> None:
-    """fsync each existing file: what the build wrote without fsync is on disk before the
-    manifest marks the index complete."""
-    for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def _write_stamp(stamp: Path, text: str) -> None:
+    """The build folder's stamp, written to a temporary file, fsynced and renamed into place, and
+    the folder fsynced: a stamp on disk always names the boot the folder's pages were written in."""
+    tmp = stamp.with_name(stamp.name + ".tmp")
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, stamp)
+    try:
+        fd = os.open(stamp.parent, os.O_RDONLY)
+    except OSError:  # no folder descriptors here (not POSIX): the rename is what it is
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
 
 _BUILD_SCHEMA = """
 CREATE TABLE IF NOT EXISTS b.chunks(phase TEXT NOT NULL, id INTEGER NOT NULL,
@@ -138,8 +147,6 @@ CREATE TABLE IF NOT EXISTS x.read_order(pos INTEGER PRIMARY KEY, eid INTEGER NOT
 CREATE TABLE IF NOT EXISTS x.chunks(id INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS x.extracted(eid INTEGER NOT NULL, data BLOB NOT NULL);
 """
-
-
 
 #: Body texts at least this long that are identical make their articles duplicates (aliases of
 #: the first): shorter bodies (empty tag pages, one-line stubs) can be alike by chance.
@@ -469,14 +476,28 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
                     out, " and ".join(lost))
     boot = boot_id()
     expected = BUILD_LAYOUT if boot is None else f"{BUILD_LAYOUT} boot {boot}"
-    found = stamp.read_text() if stamp.exists() else None
-    if found is not None and found != expected and found.startswith(f"{BUILD_LAYOUT} boot "):
-        log.warning("%s: the killed build in %s was written before the machine restarted (without "
-                    "fsync, so it may have lost pages); starting it again", arch.file.name, out)
-    if lost or (found is not None and found != expected):  # an older layout's or boot's leftovers
+    try:
+        found: str | None = stamp.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        found = None
+    except (OSError, UnicodeDecodeError):
+        found = ""
+    started = any((out / n).exists() for n in (STORE_FILE, BUILD_FILE, EXTRACT_FILE))
+    # resumable: this layout written in this boot, or written with fsync (a stamp without a boot)
+    if found in (expected, BUILD_LAYOUT):
+        why = None
+    elif found is None:
+        why = "has no build.format stamp" if started else None
+    elif found.startswith(f"{BUILD_LAYOUT} boot "):
+        why = "was written before the machine restarted (without fsync, so it may have lost pages)"
+    else:
+        why = f"is of another layout ({found[:40]!r}, this kit writes {BUILD_LAYOUT!r})"
+    if why is not None and started:
+        log.warning("%s: the killed build in %s %s; starting it again", arch.file.name, out, why)
+    if lost or why is not None:
         for name in (STORE_FILE, BUILD_FILE, TAILS_FILE, EXTRACT_FILE, "hashes.npy", "manifest.json"):
             (out / name).unlink(missing_ok=True)
-    stamp.write_text(expected)
+    _write_stamp(stamp, expected)
     db = sqlite3.connect(out / STORE_FILE, isolation_level=None)
     stats: dict = {}
     phases: dict[str, float] = {}
@@ -540,7 +561,12 @@ def build_archive(arch, out: Path, workers: int | None = None) -> dict:
             _images(arch, db, runner)
             lap("inline_after_pool_failed")
         n_images = _finish(db, out)
-        _sync_files(out / STORE_FILE, out / TAILS_FILE, out / "hashes.npy")
+        if sync == "OFF":
+            try:
+                sync_files(out / STORE_FILE, out / TAILS_FILE, out / "hashes.npy")
+            except OSError:  # a write the OS could not complete: the committed pages are not known
+                stamp.unlink(missing_ok=True)  # so the next try starts again (no stamp, files: see above)
+                raise
         lap("finish")
         (n_articles,) = db.execute("SELECT value FROM meta WHERE key = 'articles'").fetchone()
         skipped = {p: dict(db.execute("SELECT reason, n FROM b.skipped WHERE phase = ? "

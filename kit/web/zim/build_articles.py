@@ -32,7 +32,7 @@ from kit.web.zim.tails import split_body, tails_frame, write_tails
 #: extraction is complete: inserted by entry id, rows read in cluster order landed at random
 #: places of the B-tree (measured at 400k rows of 2-7 KB: 48 us a row written, mostly kernel time
 #: journaling the pages it split, against 10 appended; reading them back by entry id 3 -> 6 us)
-EXTRACTED_INDEX = "CREATE INDEX IF NOT EXISTS x.extracted_eid ON extracted(eid)"
+EXTRACTED_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS x.extracted_eid ON extracted(eid)"  # an entry extracted twice: refused
 
 #: One pending article record: (path, title, first sentence, full body text).
 _Rec = tuple[str, str, str, str]

@@ -47,6 +47,23 @@ INDEX_FORMAT = 15
 COLLECTION_FORMAT = 2
 
 
+def sync_files(*paths: Path) -> None:
+    """fsync each existing regular file (folders are walked, not followed into links): what was
+    written without fsync is on disk before a manifest marks it complete. Raises OSError when a
+    file cannot be synced (a write the OS could not complete earlier surfaces here)."""
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            sync_files(*sorted(path.iterdir()))
+            continue
+        if not path.is_file() or path.is_symlink():
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def _write_json_atomic(path: Path, obj: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kit.web.zim.cache import INDEX_FORMAT, _load_or_build, _write_json_atomic
+from kit.web.zim.cache import INDEX_FORMAT, _load_or_build, _write_json_atomic, sync_files
 from kit.web.zim.images import MATCH_DISTANCE
 
 if TYPE_CHECKING:
@@ -224,6 +224,7 @@ class HashIndex:
         manifest = {"format": HASH_INDEX_FORMAT, "index_format": INDEX_FORMAT, "k": self.k,
                     "images": self.n_images, "variants": self.variants, "codes": self.n_codes,
                     "files": _file_records(out)}
+        sync_files(out / "ids.npy", out / "offsets.npy")  # on disk before the manifest vouches for them
         _write_json_atomic(out / "manifest.json", manifest)
         return manifest
 

@@ -51,14 +51,19 @@ def memoised_sha256(path: Path, memo_dir: Path) -> str | None:
     Raises:
         OSError: ``path`` cannot be stat'ed.
     """
+    return _memoised(path, memo_dir)[0]
+
+
+def _memoised(path: Path, memo_dir: Path) -> tuple[str | None, os.stat_result]:
+    """(:func:`memoised_sha256`, the stat of ``path`` it was checked against)."""
     memo, st = _memo(path, memo_dir)
     try:
         d = json.loads(memo.read_text(encoding="utf-8"))
         if d["size"] == st.st_size and d["mtime_ns"] == st.st_mtime_ns:
-            return str(d["sha256"])
+            return str(d["sha256"]), st
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    return None
+    return None, st
 
 
 def _remember(path: Path, memo_dir: Path, st: os.stat_result, digest: str) -> None:
@@ -126,14 +131,15 @@ class IdleSha256:
 
     def __init__(self, path: Path, memo_dir: Path, *, background: bool = True):
         self.path, self.memo_dir = Path(path), Path(memo_dir)
-        self._digest = memoised_sha256(self.path, self.memo_dir)
+        self._digest, memo_stat = _memoised(self.path, self.memo_dir)
         self.after = "memoised" if self._digest is not None else "hashed here"  #: how :meth:`result` got it
         self._child: subprocess.Popen | None = None
         self._fh = None
         if self._digest is not None:
             #: the file's stat when hashing began (the build records its size and mtime: a file
-            #: that changes meanwhile, such as a download still running, then differs from them)
-            self.stat = os.stat(self.path)
+            #: that changes meanwhile, such as a download still running, then differs from them);
+            #: for a memoised digest, the stat the memo was checked against
+            self.stat = memo_stat
             return
         # Opened here and handed to the child: the bytes hashed are the file's this process opened,
         # whatever later happens to the path (memoised only while the path still names that file).

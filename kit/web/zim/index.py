@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import tantivy
 
-from kit.web.zim.cache import COLLECTION_FORMAT, INDEX_FORMAT, _load_or_build, _write_json_atomic
+from kit.web.zim.cache import COLLECTION_FORMAT, INDEX_FORMAT, _load_or_build, _write_json_atomic, sync_files
 from kit.web.zim.text import Analyzer, filename_words, text_analyzer
 
 if TYPE_CHECKING:
@@ -514,6 +514,7 @@ class _Collection:
             "build_seconds": round(time.perf_counter() - t0, 3), "started_unix": started,
             "resumed_docs": stats.get("resumed_docs", 0), "commits": stats.get("commits", 0),
         }
+        sync_files(out)  # the data on disk before the manifest vouches for it
         _write_json_atomic(out / "manifest.json", manifest)
         return manifest
 
