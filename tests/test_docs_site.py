@@ -184,18 +184,24 @@ def _search_over_http(site: Path, query: str, chromium: str) -> int:
     return int(re.match(r"\s*(\d+)", meta).group(1))
 
 
-def test_the_lunr_patch_applies_once_and_refuses_a_bundle_it_does_not_know():
+def _hook_and_bundle():
+    """(``scripts/docs_lunr_hook.patch_worker``, the installed Material search worker's text)."""
     pytest.importorskip("material")
     sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
     try:
         from docs_lunr_hook import patch_worker
-        from mkdocs.exceptions import PluginError
     finally:
         sys.path.remove(str(PROJECT_ROOT / "scripts"))
     import material
 
     (bundle,) = (Path(material.__file__).parent / "templates/assets/javascripts/workers").glob("search.*.min.js")
-    text = bundle.read_text(encoding="utf-8")
+    return patch_worker, bundle.read_text(encoding="utf-8")
+
+
+def test_the_lunr_patch_applies_once_and_refuses_a_bundle_it_does_not_know():
+    from mkdocs.exceptions import PluginError
+
+    patch_worker, text = _hook_and_bundle()
     patched = patch_worker(text)
     assert '+"|"+' in patched and len(patched) == len(text) + len('"|"+' + '+":"')
     with pytest.raises(PluginError, match="found 0 times"):
@@ -204,14 +210,6 @@ def test_the_lunr_patch_applies_once_and_refuses_a_bundle_it_does_not_know():
 
 def test_the_docs_hook_leaves_a_patched_worker_as_it_is():
     """``mkdocs build --dirty`` keeps the worker the hook patched before: a second run is a no-op."""
-    pytest.importorskip("material")
-    sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
-    try:
-        from docs_lunr_hook import patch_worker
-    finally:
-        sys.path.pop(0)
-    import material
-
-    (bundle,) = (Path(material.__file__).parent / "templates/assets/javascripts/workers").glob("search.*.min.js")
-    once = patch_worker(bundle.read_text(encoding="utf-8"))
+    patch_worker, text = _hook_and_bundle()
+    once = patch_worker(text)
     assert patch_worker(once) == once
